@@ -1,0 +1,53 @@
+"""Shared pieces of the CLI: error handling and console."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+import typer
+
+
+def err(msg: str) -> None:
+    from rich.console import Console
+
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {msg}")
+
+
+@contextlib.contextmanager
+def user_errors():
+    """Turn the errors a user can act on into a message and exit code 1 (no traceback)."""
+    from pipeline.config import ConfigError
+
+    known: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, PermissionError)
+    try:
+        from pipeline.ingest import InputError
+
+        known = known + (InputError,)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        from pipeline.lock import LockError
+
+        known = known + (LockError,)
+    except ImportError:  # pragma: no cover
+        pass
+    from rollouts.base import MissingDependency
+
+    known = known + (MissingDependency,)
+    try:
+        yield
+    except known as e:
+        err(str(e))
+        raise typer.Exit(1) from None
+    except OSError as e:  # disk full, read-only file system, ...
+        err(f"{e.strerror or e} ({getattr(e, 'filename', '') or ''}). Nothing committed; the previous corpus "
+            "version is intact. Fix the storage problem and rerun the same command to resume.")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err("interrupted; rerun the same command to resume")
+        raise typer.Exit(130) from None
+
+
+def echo(msg: str) -> None:
+    print(msg, file=sys.stdout, flush=True)

@@ -1,0 +1,58 @@
+"""``mcprm stats OUT``: a summary of a labeled corpus."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from cli.common import user_errors
+
+
+def register(app: typer.Typer) -> None:
+    app.command("stats")(stats_cmd)
+
+
+def stats_cmd(
+    output: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")] = "./mcprm-out",
+    version: Annotated[int | None, typer.Option(help="A committed version (default: current).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Solutions, steps, label balance, first-error distribution, rollouts and tokens spent."""
+    from pipeline.corpus import CorpusError, corpus_stats
+
+    with user_errors():
+        try:
+            s = corpus_stats(output, version)
+        except CorpusError as e:
+            from cli.common import err
+
+            err(str(e))
+            raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps(s, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{output} (version {s['version']}, strategy {s['strategy']}, K={s['k']})")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    lab = s["labels"]
+    rows = [
+        ("solutions", f"{s['solutions']:,}"),
+        ("steps", f"{s['steps']:,}"),
+        ("positive / negative / unlabeled steps", f"{lab['positive']:,} / {lab['negative']:,} / {lab['unlabeled']:,}"),
+        ("positive rate (labeled steps)", "n/a" if s["positive_rate"] is None else f"{s['positive_rate']:.1%}"),
+        ("solutions with an error", f"{s['solutions_with_error']:,}"),
+        ("first-error position: count", ", ".join(f"{k}: {v}" for k, v in s["first_error_histogram"].items()) or "-"),
+        ("final answer correct", "n/a" if s["solution_correct_rate"] is None else f"{s['solution_correct_rate']:.1%}"),
+        ("right answer, wrong process", f"{s['right_answer_wrong_process']:,}"),
+        ("rollouts", f"{s['rollouts']:,}"),
+        ("rollout tokens", f"{s['rollout_tokens']:,}"),
+        ("rollouts per solution", "n/a" if s["rollouts_per_solution"] is None else f"{s['rollouts_per_solution']:.1f}"),
+    ]
+    for r in rows:
+        t.add_row(*r)
+    Console().print(t)

@@ -1,0 +1,215 @@
+"""String normalization of answers, and the cheap checks run before any parsing.
+
+``normalize`` maps the many ways of writing one answer to one string (the cache key and the string-match
+rule): it drops ``$``/``\\(...\\)`` delimiters, ``\\left``/``\\right``, spacing commands, ``\\text{}`` units,
+dollar signs and degree marks; turns ``\\dfrac``/``\\tfrac`` into ``\\frac`` and ``\\%`` into ``%``; removes
+thousands separators (``1,000``, ``1{,}000``, ``1\\,000``) and a trailing full stop.
+
+``prescreen`` rejects inputs that could explode (megabyte strings, deep nesting, power towers, huge
+exponents or factorials) and ``classify`` sorts answers into plain numbers, words and math, rejecting
+strings that cannot be math (quotes, unknown long names such as ``__import__``) before anything parses them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+
+# Names that may appear outside a LaTeX command in a math answer.
+KNOWN_NAMES = frozenset(
+    "sqrt sin cos tan cot sec csc arcsin arccos arctan asin acos atan sinh cosh tanh log ln exp abs pi "
+    "inf infty infinity oo mod gcd lcm max min det".split()
+)
+
+_DELIMS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+_SPACING_RE = re.compile(r"\\[,;:! ]|\\quad|\\qquad|~|\\displaystyle|\\textstyle|\\mathstrut")
+_LEFTRIGHT_RE = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?")
+_THIN_THOUSANDS_RE = re.compile(r"(?<=\d)(?:\{,\}|\\,|\\!|\\ )(?=\d{3}(?!\d))")
+_THOUSANDS_RE = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d,])(\.\d+)?")
+_DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|°|\^\s*\{?\s*\\degree\s*\}?|\\degree|\\textdegree")
+_TEXT_RE = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathit|operatorname)\s*\{([^{}]*)\}")
+_UNWRAP_RE = re.compile(r"\\(?:mathbf|boldsymbol|bm|mathsf|mathnormal|textnormal|underline|overline)\s*\{([^{}]*)\}")
+_FRAC_DIGITS_RE = re.compile(r"\\frac\s*(\d)\s*(\d)")
+_FRAC_HALF_RE = re.compile(r"\\frac\s*(\d)\s*(?=\{)")
+_FRAC_TAIL_RE = re.compile(r"(\\frac\s*\{[^{}]*\})\s*(\d)")
+_SQRT_RE = re.compile(r"\\sqrt\s*(\d+|[a-zA-Z](?![a-zA-Z]))")
+_OP_SPACE_RE = re.compile(r"\s*([-+*/=<>,()\[\]{}^_|!&:])\s*")
+_NUMBER_WORDS_RE = re.compile(r"^(-?\d+(?:\.\d+)?%?)\s*([a-zA-Z][a-zA-Z.\s]*)$")
+_CHOICE_RE = re.compile(r"^\(?([A-Ea-e])\)?$")
+_CONJ_RE = re.compile(r"\\text\s*\{\s*(?:or|and|,)\s*\}|\s+(?:or|and)\s+")
+
+
+def _strip_delims(s: str) -> str:
+    changed = True
+    while changed:
+        changed = False
+        s = s.strip()
+        for open_, close in _DELIMS:
+            if len(s) >= len(open_) + len(close) and s.startswith(open_) and s.endswith(close):
+                s = s[len(open_) : len(s) - len(close)]
+                changed = True
+                break
+        if s.startswith("\\boxed{") and s.endswith("}"):
+            s = s[len("\\boxed{") : -1]
+            changed = True
+    return s
+
+
+def _drop_text(s: str) -> str:
+    """``\\text{}`` groups: conjunctions become commas, units after math are dropped, text alone is kept."""
+    s = _CONJ_RE.sub(",", s)
+    if not _TEXT_RE.search(s):
+        return s
+    rest = _TEXT_RE.sub("", s).strip()
+    if rest and re.search(r"[\w\\]", rest):
+        return rest  # math with units: keep the math
+    return _TEXT_RE.sub(r"\1", s)
+
+
+@lru_cache(maxsize=1 << 16)
+def normalize(answer: str) -> str:
+    """The canonical string form of an answer (idempotent, cheap, no parsing)."""
+    s = _strip_delims(answer)
+    if not s:
+        return ""
+    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
+    s = s.replace("\\%", "%").replace("\\$", "").replace("$", "")
+    s = s.replace("\\leq", "\\le").replace("\\geq", "\\ge").replace("\\neq", "\\ne")
+    s = s.replace("\\infin", "\\infty").replace("\\infty", "\\infty")
+    s = _DEGREE_RE.sub("", s)
+    s = _LEFTRIGHT_RE.sub("", s)
+    s = _THIN_THOUSANDS_RE.sub("", s)
+    s = _SPACING_RE.sub(" ", s)
+    s = _drop_text(s)
+    for _ in range(3):
+        s2 = _UNWRAP_RE.sub(r"\1", s)
+        if s2 == s:
+            break
+        s = s2
+    s = _FRAC_DIGITS_RE.sub(r"\\frac{\1}{\2}", s)
+    s = _FRAC_HALF_RE.sub(r"\\frac{\1}", s)
+    s = _FRAC_TAIL_RE.sub(r"\1{\2}", s)
+    s = _SQRT_RE.sub(r"\\sqrt{\1}", s)
+    s = _THOUSANDS_RE.sub(lambda m: m.group(1).replace(",", "") + (m.group(2) or ""), s)
+    s = " ".join(s.split())
+    s = _OP_SPACE_RE.sub(r"\1", s)
+    s = s.rstrip(".").strip()
+    m = _NUMBER_WORDS_RE.match(s)  # "5 cm", "12 apples", "3.5 square feet"
+    if m and not any(w.lower() in KNOWN_NAMES for w in m.group(2).split()):
+        s = m.group(1)
+    m = _CHOICE_RE.match(s)
+    if m:
+        s = m.group(1).upper()
+    if s.startswith("+") and len(s) > 1 and s[1].isdigit():
+        s = s[1:]
+    return s
+
+
+# ----------------------------------------------------------------------------------------------- screening
+
+_MAX_DEPTH = 40
+_MAX_INT_DIGITS = 400
+_MAX_EXPONENT = 10_000
+_MAX_FACTORIAL = 1_000
+_MAX_TOWER_LOG10 = 10_000.0
+_FACTORIAL_RE = re.compile(r"(\d+)\s*!")
+_INT_RE = re.compile(r"\d+")
+_FORBIDDEN_RE = re.compile(r"[\"'`;@#?]|__|\.\s*[a-zA-Z_]|\blambda\b|\bimport\b")
+_WORD_RE = re.compile(r"(\\?)([a-zA-Z]{2,})")
+
+
+def _exponent_groups(s: str):
+    """Yield the text of every exponent (``^{...}`` or ``^x``)."""
+    i = s.find("^")
+    while i != -1:
+        j = i + 1
+        while j < len(s) and s[j] == " ":
+            j += 1
+        if j < len(s) and s[j] in "{(":
+            open_, close = s[j], "}" if s[j] == "{" else ")"
+            depth, k = 0, j
+            while k < len(s):
+                if s[k] == open_:
+                    depth += 1
+                elif s[k] == close:
+                    depth -= 1
+                    if depth == 0:
+                        break
+                k += 1
+            yield s[j + 1 : k]
+        else:
+            m = re.match(r"-?\d+|\\?[a-zA-Z]+", s[j:])
+            if m:
+                yield m.group(0)
+        i = s.find("^", i + 1)
+
+
+def _tower_log10(expo: str) -> float:
+    """log10 of a purely numeric exponent expression like ``9^{9}`` (0 when it is not such a tower)."""
+    parts = re.split(r"\^", expo.replace("{", "").replace("}", "").replace("(", "").replace(")", ""))
+    if not all(p.strip().isdigit() for p in parts):
+        return 0.0
+    value_log10 = math.log10(max(int(parts[-1].strip() or 0), 1))
+    for p in reversed(parts[:-1]):
+        base = max(int(p.strip()), 1)
+        if value_log10 > 300:  # base ** (10 ** value_log10) : log10 is astronomically large
+            return math.inf
+        value_log10 = (10**value_log10) * math.log10(base) if base > 1 else 0.0
+    return value_log10
+
+
+def prescreen(s: str, max_chars: int = 1000) -> str | None:
+    """A reason to refuse ``s`` before parsing (too long, too deep, too large to evaluate), else None."""
+    if len(s) > max_chars:
+        return f"too large: {len(s)} characters (limit {max_chars})"
+    depth = max_depth = 0
+    for c in s:
+        if c in "{([":
+            depth += 1
+            if depth > max_depth:
+                max_depth = depth
+        elif c in "})]":
+            depth -= 1
+    if max_depth > _MAX_DEPTH:
+        return f"too large: nesting depth {max_depth} (limit {_MAX_DEPTH})"
+    for m in _INT_RE.finditer(s):
+        if len(m.group(0)) > _MAX_INT_DIGITS:
+            return f"too large: a {len(m.group(0))}-digit number"
+    for m in _FACTORIAL_RE.finditer(s):
+        if int(m.group(1)) > _MAX_FACTORIAL:
+            return f"too large: factorial of {m.group(1)}"
+    if "^" in s or "**" in s:
+        t = s.replace("**", "^")
+        for expo in _exponent_groups(t):
+            e = expo.strip().lstrip("-")
+            if e.isdigit() and int(e) > _MAX_EXPONENT:
+                return f"too large: exponent {e}"
+            if "^" in expo:
+                if _tower_log10(expo) > math.log10(_MAX_EXPONENT):
+                    return "too large: power tower"
+    return None
+
+
+def check_math(s: str) -> str | None:
+    """A reason why ``s`` cannot be a math answer (code, quotes, unknown long names), else None."""
+    if _FORBIDDEN_RE.search(s):
+        return "not a math expression (forbidden characters)"
+    for m in _WORD_RE.finditer(s):
+        if m.group(1):  # a LaTeX command
+            continue
+        word = m.group(2)
+        if len(word) > 3 and word.lower() not in KNOWN_NAMES:
+            return f"not a math expression (unknown name {word!r})"
+    return None
+
+
+_TEXT_ANSWER_RE = re.compile(r"^[A-Za-z][A-Za-z\s\-]*$")
+
+
+def is_text_answer(s: str) -> bool:
+    """Plain words (``Monday``, ``yes``, ``acute triangle``), compared as case-insensitive text."""
+    if not _TEXT_ANSWER_RE.match(s) or len(s) < 2:
+        return False
+    words = s.replace("-", " ").split()
+    return not all(w.lower() in KNOWN_NAMES or len(w) == 1 for w in words)

@@ -1,0 +1,92 @@
+"""Exact parsing of plain numbers with :class:`fractions.Fraction` (the in-process fast path, no sympy).
+
+Accepted forms (after :func:`graders.normalize.normalize`): ``-5``, ``2.5``, ``.5``, ``7/3``, ``-7/3``,
+``\\frac{7}{3}``, ``-\\frac{7}{3}``, ``\\frac{-7}{3}``, ``1.5e3`` and any of these followed by ``%``.
+Anything else returns None and goes to the symbolic grader.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+_INT = r"[-+]?\d+"
+_DEC = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d{1,3})?"
+_PLAIN_RE = re.compile(rf"^({_DEC})$")
+_SLASH_RE = re.compile(rf"^({_INT})/(\d+)$")
+_FRAC_RE = re.compile(rf"^(-?)\\frac\{{({_INT})\}}\{{({_INT})\}}$")
+
+
+@dataclass(frozen=True)
+class Number:
+    """An exactly parsed number. ``frac_digits``/``sig_digits`` are set when it was written as a decimal."""
+
+    value: Fraction
+    percent: bool = False
+    frac_digits: int | None = None
+    sig_digits: int = 0
+
+    def candidates(self, percent_policy: str) -> tuple[Fraction, ...]:
+        """Values this number may stand for under the percent policy (``50%`` -> 50 and/or 1/2)."""
+        if not self.percent:
+            return (self.value,)
+        if percent_policy == "number":
+            return (self.value,)
+        if percent_policy == "fraction":
+            return (self.value / 100,)
+        return (self.value, self.value / 100)
+
+
+def _decimal_info(text: str) -> tuple[int | None, int]:
+    mantissa = re.split(r"[eE]", text.lstrip("+-"))[0]
+    if "." not in mantissa:
+        return None, 0
+    int_part, frac_part = mantissa.split(".")
+    digits = (int_part + frac_part).lstrip("0")
+    return len(frac_part), len(digits)
+
+
+@lru_cache(maxsize=1 << 16)
+def parse_number(s: str) -> Number | None:
+    """The exact value of a plain-number string, or None when it is not one."""
+    if not s or len(s) > 64:
+        return None
+    percent = s.endswith("%")
+    if percent:
+        s = s[:-1]
+    m = _PLAIN_RE.match(s)
+    if m:
+        frac_digits, sig = _decimal_info(s)
+        return Number(Fraction(s), percent, frac_digits, sig)
+    m = _SLASH_RE.match(s)
+    if m:
+        den = int(m.group(2))
+        return Number(Fraction(int(m.group(1)), den), percent) if den else None
+    m = _FRAC_RE.match(s)
+    if m:
+        den = int(m.group(3))
+        if not den:
+            return None
+        value = Fraction(int(m.group(2)), den)
+        return Number(-value if m.group(1) else value, percent)
+    return None
+
+
+def terminates(q: Fraction) -> bool:
+    """True when ``q`` has a finite decimal expansion (its denominator has no prime factor but 2 and 5)."""
+    d = q.denominator
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    return d == 1
+
+
+def approx_equal(decimal: Number, other: Fraction, min_sig_digits: int) -> bool:
+    """``decimal`` (written with d fractional digits) rounds or truncates ``other``, which does not terminate."""
+    if min_sig_digits <= 0 or decimal.frac_digits is None or decimal.sig_digits < min_sig_digits:
+        return False
+    if terminates(other):
+        return False
+    return abs(decimal.value - other) < Fraction(1, 10**decimal.frac_digits)

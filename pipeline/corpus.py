@@ -1,0 +1,75 @@
+"""Reading a labeled corpus: always through its manifest (a consistent snapshot), never by globbing."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pipeline.store import CorpusStore
+
+
+class CorpusError(ValueError):
+    pass
+
+
+def open_manifest(url: str, version: int | None = None) -> tuple[CorpusStore, dict]:
+    store = CorpusStore(url)
+    m = store.manifest() if version is None else store.version_manifest(version)
+    if m is None:
+        what = "a manifest.json" if version is None else f"version {version}"
+        raise CorpusError(f"{url} is not an mcprm corpus (no {what} found). Run `mcprm label --output {url}` first.")
+    return store, m
+
+
+def shard_uris(url: str, version: int | None = None) -> list[str]:
+    """Full URLs of the shards of a version, e.g. for ``datasets.load_dataset("parquet", data_files=...)``."""
+    store, m = open_manifest(url, version)
+    return [store.uri(s["path"]) for s in m["shards"]]
+
+
+def read_corpus(url: str, version: int | None = None, columns: list[str] | None = None):
+    """The whole corpus of a version as one pyarrow Table (current version by default)."""
+    import pyarrow as pa
+
+    from pipeline.schema import arrow_schema
+
+    store, m = open_manifest(url, version)
+    tables = [store.read_table(s["path"], columns=columns) for s in m["shards"]]
+    if not tables:
+        schema = arrow_schema()
+        if columns:
+            schema = pa.schema([schema.field(c) for c in columns])
+        return schema.empty_table()
+    return pa.concat_tables(tables)
+
+
+def corpus_stats(url: str, version: int | None = None) -> dict:
+    store, m = open_manifest(url, version)
+    t = read_corpus(url, version, columns=["steps", "labels", "mc_value", "first_error", "solution_correct",
+                                           "rollouts", "rollout_tokens", "strategy"])
+    labels = t.column("labels").to_pylist()
+    fe = t.column("first_error").to_pylist()
+    sc = t.column("solution_correct").to_pylist()
+    pos = sum(1 for ls in labels for x in ls if x is True)
+    neg = sum(1 for ls in labels for x in ls if x is False)
+    unl = sum(1 for ls in labels for x in ls if x is None)
+    n = t.num_rows
+    steps = sum(len(ls) for ls in labels)
+    right_wrong = sum(1 for c, f in zip(sc, fe) if c is True and f != -1)
+    return {
+        "output": url,
+        "version": m["version"],
+        "strategy": m.get("strategy"),
+        "k": m.get("k"),
+        "solutions": n,
+        "steps": steps,
+        "labels": {"positive": pos, "negative": neg, "unlabeled": unl},
+        "positive_rate": pos / (pos + neg) if pos + neg else None,
+        "solutions_with_error": sum(1 for f in fe if f != -1),
+        "first_error_histogram": dict(sorted(Counter(f for f in fe if f != -1).items())),
+        "solution_correct_rate": (sum(1 for c in sc if c) / n) if n else None,
+        "right_answer_wrong_process": right_wrong,
+        "rollouts": int(sum(t.column("rollouts").to_pylist())),
+        "rollout_tokens": int(sum(t.column("rollout_tokens").to_pylist())),
+        "rollouts_per_solution": (sum(t.column("rollouts").to_pylist()) / n) if n else None,
+        "versions": [h["version"] for h in m.get("history", [])],
+    }

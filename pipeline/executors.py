@@ -1,0 +1,178 @@
+"""Where shards run: in this process (``local``) or on Ray actors (``ray``, the default).
+
+Both executors take a lazy iterator of ``(shard_index, solutions)`` and call ``on_done(result)`` as shards
+finish (in completion order). Only this module imports ray.
+
+Ray: one actor per worker (per GPU for vLLM, ``--num-workers`` CPU actors for hf) keeps its model loaded and
+is fed a stream of shards, two in flight per actor so it never idles between shards. A shard whose actor dies
+(OOM, node loss, ``kill -9``) is resubmitted to the restarted or another actor, at most
+``max_shard_retries`` times; since a shard file is written whole under its final name and its content is
+deterministic, a retried shard can never be duplicated. An exception raised by mcprm's own code (bad config,
+corrupt model) is not retried: it stops the run and the shard is not marked done.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+
+from pipeline.config import LabelConfig
+from pipeline.types import Solution
+
+log = logging.getLogger("mcprm")
+
+ShardIter = Iterator[tuple[int, Sequence[Solution]]]
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self, cfg: LabelConfig):
+        from pipeline.worker import ShardWorker
+
+        self.worker = ShardWorker(cfg)
+        self.num_workers = 1
+
+    def run(self, version: int, shards: ShardIter, on_done: Callable[[dict], None]) -> None:
+        for idx, sols in shards:
+            on_done(self.worker.process(version, idx, sols))
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+class _ShardActor:
+    """Body of the Ray actor: a ShardWorker living in the actor process."""
+
+    def __init__(self, cfg: LabelConfig):
+        from pipeline.worker import ShardWorker
+
+        self.worker = ShardWorker(cfg)
+
+    def process(self, version: int, shard: int, solutions) -> dict:
+        res = self.worker.process(version, shard, solutions)
+        res["pid"] = os.getpid()
+        return res
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def node_id(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+
+def init_ray(address: str | None = None) -> None:
+    from rollouts.base import require
+
+    ray = require("ray", "pip install 'ray>=2.30'")
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    kwargs = dict(ignore_reinit_error=True, logging_level=logging.WARNING, log_to_driver=True)
+    if address is None:
+        kwargs["include_dashboard"] = False
+    # Let actors find the top-level packages (pipeline, rollouts, graders) when running from a checkout.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}}
+    ray.init(address=address, runtime_env=env, **kwargs)
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, cfg: LabelConfig, max_shard_retries: int = 3):
+        from rollouts.base import require
+
+        ray = require("ray", "pip install 'ray>=2.30'")
+        self.ray = ray
+        init_ray(cfg.ray_address)
+        gpus = cfg.gpus_per_worker
+        if cfg.backend == "vllm" and gpus == 0:
+            gpus = float(cfg.tensor_parallel_size)
+        self.num_workers = cfg.num_workers
+        if cfg.backend == "vllm" and cfg.num_workers == 1 and gpus > 0:
+            total = int(ray.cluster_resources().get("GPU", 0) // gpus)
+            self.num_workers = max(1, total)
+        actor_cls = ray.remote(
+            num_cpus=cfg.cpus_per_worker, num_gpus=gpus, max_restarts=-1, max_task_retries=0
+        )(_ShardActor)
+        self.actor_cls = actor_cls
+        self.cfg = cfg
+        self.actors = [actor_cls.remote(cfg) for _ in range(self.num_workers)]
+        self.max_shard_retries = max_shard_retries
+        self.retried: dict[int, int] = {}
+
+    def actor_pids(self) -> list[int]:
+        return self.ray.get([a.pid.remote() for a in self.actors])
+
+    def run(self, version: int, shards: ShardIter, on_done: Callable[[dict], None]) -> None:
+        ray = self.ray
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, WorkerCrashedError
+
+        transient = (RayActorError, ActorDiedError, ActorUnavailableError, WorkerCrashedError)
+        pending: dict = {}  # ref -> (actor index, shard index, solutions)
+        load = [0] * len(self.actors)
+        retry_queue: list[tuple[int, Sequence[Solution]]] = []
+        it = iter(shards)
+        exhausted = False
+
+        def submit(shard: int, sols) -> None:
+            a = min(range(len(self.actors)), key=lambda i: load[i])
+            ref = self.actors[a].process.remote(version, shard, sols)
+            pending[ref] = (a, shard, sols)
+            load[a] += 1
+
+        def fill() -> None:
+            nonlocal exhausted
+            while sum(load) < 2 * len(self.actors):
+                if retry_queue:
+                    submit(*retry_queue.pop(0))
+                    continue
+                if exhausted:
+                    return
+                try:
+                    shard, sols = next(it)
+                except StopIteration:
+                    exhausted = True
+                    return
+                submit(shard, sols)
+
+        fill()
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            ref = done[0]
+            a, shard, sols = pending.pop(ref)
+            load[a] -= 1
+            try:
+                result = ray.get(ref)
+            except transient as e:
+                n = self.retried.get(shard, 0) + 1
+                self.retried[shard] = n
+                if n > self.max_shard_retries:
+                    raise RuntimeError(
+                        f"shard {shard} failed {n} times because its Ray worker died ({type(e).__name__}); "
+                        "giving up. Check the worker logs (OOM, GPU errors) and rerun the same command to resume."
+                    ) from e
+                log.warning("worker for shard %d died (%s); resubmitting (retry %d)", shard, type(e).__name__, n)
+                retry_queue.append((shard, sols))
+                fill()
+                continue
+            except ray.exceptions.RayTaskError as e:
+                cause = e.as_instanceof_cause() if hasattr(e, "as_instanceof_cause") else e
+                raise RuntimeError(f"shard {shard} failed: {cause}") from None
+            on_done(result)
+            fill()
+
+    def close(self) -> None:
+        for a in self.actors:
+            try:
+                self.ray.kill(a)
+            except Exception:  # pragma: no cover
+                pass
+
+
+def make_executor(cfg: LabelConfig):
+    return RayExecutor(cfg) if cfg.executor == "ray" else LocalExecutor(cfg)

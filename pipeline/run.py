@@ -1,0 +1,361 @@
+"""``label()``: the whole labeling job as one Python function (the CLI and batch jobs call this).
+
+1. Lock the output (one writer at a time).
+2. Validate every input row before any rollout (bad rows stop the run, or with ``skip_bad`` go to
+   ``rejects/vNNNNN.jsonl``), de-duplicate by content key, and keep only solutions the corpus does not hold
+   yet (a refresh labels what is new; the rest is reused).
+3. Cut the new solutions into deterministic shards (input order, ``shard_size`` each) and write the plan.
+   If an uncommitted run with the same plan exists (a killed run), finished shards are verified and reused.
+4. Stream shards through the executor (Ray actors or in-process) with bounded memory.
+5. Commit: write the new version's manifest, then replace ``manifest.json`` (the atomic commit point).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import platform
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from pipeline.config import ConfigError, LabelConfig
+from pipeline.lock import OutputLock
+from pipeline.schema import SCHEMA_VERSION
+from pipeline.store import CorpusStore
+from pipeline.types import Solution
+
+log = logging.getLogger("mcprm")
+
+
+@dataclass
+class RunResult:
+    output: str
+    version: int
+    added: int
+    reused: int
+    rejected: int
+    manifest: dict
+    seconds: float
+    shards_run: int = 0
+    shards_resumed: int = 0
+    shard_results: list[dict] = field(default_factory=list)
+
+
+def input_spec(cfg: LabelConfig):
+    from pipeline.ingest import InputSpec
+
+    return InputSpec(
+        paths=tuple(cfg.input),
+        problem_field=cfg.problem_field,
+        answer_field=cfg.answer_field,
+        steps_field=cfg.steps_field,
+        solution_field=cfg.solution_field,
+        id_field=cfg.id_field,
+        splitter=cfg.splitter,
+        split_regex=cfg.split_regex,
+    )
+
+
+def _digest(keys: list[str]) -> str:
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
+
+
+def _versions() -> dict:
+    out = {"mcprm": _mcprm_version(), "python": platform.python_version(), "schema": SCHEMA_VERSION}
+    from graders import GRADER_VERSION
+
+    out["grader"] = GRADER_VERSION
+    for mod in ("torch", "transformers", "vllm", "ray", "pyarrow"):
+        m = sys.modules.get(mod)
+        if m is not None:
+            out[mod] = getattr(m, "__version__", "?")
+    return out
+
+
+def _mcprm_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("mcprm")
+    except Exception:  # pragma: no cover - running from a checkout without install
+        return "0+unknown"
+
+
+class _Progress:
+    """A rich progress bar on a terminal; plain log lines (every ``every_s``) otherwise."""
+
+    def __init__(self, total: int, enabled: bool, every_s: float = 10.0):
+        self.total = total
+        self.done = 0
+        self.rollouts = 0
+        self.t0 = time.perf_counter()
+        self.every_s = every_s
+        self.last = self.t0
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(
+                TextColumn("labeling"), BarColumn(), MofNCompleteColumn(), TextColumn("solutions"),
+                TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), transient=False,
+            )
+            self.task = self.bar.add_task("label", total=total, rate="")
+            self.bar.start()
+        self.enabled = enabled
+
+    def update(self, rows: int, rollouts: int) -> None:
+        self.done += rows
+        self.rollouts += rollouts
+        el = max(1e-9, time.perf_counter() - self.t0)
+        rate = f"{self.rollouts / el:,.0f} rollouts/s"
+        if self.bar is not None:
+            self.bar.update(self.task, advance=rows, rate=rate)
+        elif self.enabled and (time.perf_counter() - self.last >= self.every_s or self.done >= self.total):
+            self.last = time.perf_counter()
+            eta = (self.total - self.done) * el / max(1, self.done)
+            print(f"[mcprm] {self.done}/{self.total} solutions, {rate}, ETA {eta:,.0f} s", file=sys.stderr,
+                  flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _scan_inputs(cfg: LabelConfig, store: CorpusStore, version: int):
+    """Pass 1: validate all rows, return (ordered unique keys, rejects, duplicates)."""
+    from pipeline.ingest import iter_solutions
+
+    rejects: list = []
+    keys: list[str] = []
+    seen: set[str] = set()
+    dup = 0
+    for sol in iter_solutions(input_spec(cfg), skip_bad=cfg.skip_bad, on_reject=rejects.append):
+        k = sol.key
+        if k in seen:
+            dup += 1
+            continue
+        seen.add(k)
+        keys.append(k)
+        if cfg.limit is not None and len(keys) >= cfg.limit:
+            break
+    if rejects:
+        lines = []
+        for r in rejects:
+            d = r.as_dict() if hasattr(r, "as_dict") else dict(r.__dict__)
+            lines.append(json.dumps(d, ensure_ascii=False, default=str))
+        store.write_bytes(f"rejects/v{version:05d}.jsonl", ("\n".join(lines) + "\n").encode())
+    return keys, rejects, dup
+
+
+def _existing_keys(store: CorpusStore, manifest: dict | None) -> set[str]:
+    if not manifest:
+        return set()
+    keys: set[str] = set()
+    for sh in manifest["shards"]:
+        keys.update(store.read_table(sh["path"], columns=["key"]).column("key").to_pylist())
+    return keys
+
+
+def _iter_shards(cfg: LabelConfig, plan: dict, skip: set[int]) -> Iterator[tuple[int, list[Solution]]]:
+    """Pass 2: stream the planned solutions in shard order, skipping finished shards."""
+    from pipeline.ingest import iter_solutions
+
+    where: dict[str, int] = {}
+    for sh in plan["shards"]:
+        for k in sh["keys"]:
+            where[k] = sh["shard"]
+    pending: dict[int, list[Solution]] = {}
+    expected = {sh["shard"]: len(sh["keys"]) for sh in plan["shards"]}
+    next_shard = 0
+    for sol in iter_solutions(input_spec(cfg), skip_bad=True, on_reject=lambda r: None):
+        s = where.pop(sol.key, None)  # pop: a duplicate row is labeled once
+        if s is None or s in skip:
+            continue
+        pending.setdefault(s, []).append(sol)
+        while next_shard in expected and (next_shard in skip or len(pending.get(next_shard, ())) == expected[next_shard]):
+            if next_shard not in skip:
+                yield next_shard, pending.pop(next_shard)
+            next_shard += 1
+    if where:
+        raise RuntimeError(f"{len(where)} planned solutions vanished from the input while the run was going on; "
+                           "the input must not change during a run. Rerun the same command.")
+
+
+def label(config: LabelConfig) -> RunResult:
+    t0 = time.perf_counter()
+    cfg = config.resolved()
+    store = CorpusStore(cfg.output)
+    identity = cfg.identity()
+    with OutputLock(store):
+        manifest = store.manifest()
+        if manifest is not None and manifest.get("identity") != identity:
+            if not cfg.overwrite:
+                diff = _identity_diff(manifest.get("identity_fields", {}), cfg.identity_dict())
+                raise ConfigError(
+                    f"{cfg.output} holds a corpus labeled with a different configuration ({diff}). Labels made "
+                    "with different settings must not be mixed: use another --output, or pass --overwrite to "
+                    "replace the corpus."
+                )
+        if cfg.overwrite and (manifest is not None and manifest.get("identity") != identity):
+            log.warning("--overwrite: removing the existing corpus at %s", cfg.output)
+            store.wipe()
+            manifest = None
+        prev_version = manifest["version"] if manifest else 0
+        version = prev_version + 1
+
+        keys, rejects, dup = _scan_inputs(cfg, store, version)
+        if not keys and manifest is None:
+            raise ConfigError(f"no valid solutions in {', '.join(cfg.input)}; nothing to label")
+        existing = _existing_keys(store, manifest)
+        new_keys = [k for k in keys if k not in existing]
+        reused = len(keys) - len(new_keys)
+        if not new_keys:
+            log.info("corpus %s is up to date (version %d): nothing new to label", cfg.output, prev_version)
+            return RunResult(cfg.output, prev_version, 0, reused, len(rejects), manifest, time.perf_counter() - t0)
+
+        plan = {
+            "identity": identity,
+            "version": version,
+            "shard_size": cfg.shard_size,
+            "shards": [
+                {"shard": i, "keys": new_keys[s : s + cfg.shard_size]}
+                for i, s in enumerate(range(0, len(new_keys), cfg.shard_size))
+            ],
+        }
+        vdir = store.version_dir(version)
+        old_plan = store.read_json(f"{vdir}/_plan.json")
+        done_shards: dict[int, dict] = {}
+        if old_plan is not None and old_plan != plan:
+            if old_plan.get("identity") != identity and not cfg.overwrite:
+                raise ConfigError(
+                    f"{cfg.output} has an unfinished run with a different configuration. Rerun it with its own "
+                    "settings to finish it, or pass --overwrite to discard it."
+                )
+            log.warning("discarding an unfinished run in %s whose input differs", store.uri(vdir))
+            store.delete(vdir, recursive=True)
+            old_plan = None
+        if old_plan is None:
+            store.write_json(f"{vdir}/_plan.json", plan)
+        else:
+            for sh in plan["shards"]:
+                rel = store.shard_rel(version, sh["shard"])
+                if store.exists(rel):
+                    got = store.read_table(rel, columns=["key", "rollouts", "rollout_tokens"])
+                    if got.column("key").to_pylist() == sh["keys"]:
+                        done_shards[sh["shard"]] = {
+                            "shard": sh["shard"], "path": rel, "rows": got.num_rows, "resumed": True,
+                            "rollouts": int(sum(got.column("rollouts").to_pylist())),
+                            "rollout_tokens": int(sum(got.column("rollout_tokens").to_pylist())),
+                        }
+                    else:
+                        store.delete(rel)
+            if done_shards:
+                log.info("resuming: %d of %d shards already done", len(done_shards), len(plan["shards"]))
+
+        results: dict[int, dict] = dict(done_shards)
+        todo = len(new_keys) - sum(r["rows"] for r in done_shards.values())
+        progress = _Progress(todo, cfg.progress)
+        t_run = time.perf_counter()
+        executor = None
+        if todo > 0:
+            from pipeline.executors import make_executor
+
+            executor = make_executor(cfg)
+            try:
+                def on_done(res: dict) -> None:
+                    results[res["shard"]] = res
+                    progress.update(res["rows"], res["rollouts"])
+
+                executor.run(version, _iter_shards(cfg, plan, set(done_shards)), on_done)
+            finally:
+                progress.close()
+                executor.close()
+        run_seconds = time.perf_counter() - t_run
+        missing = [sh["shard"] for sh in plan["shards"] if sh["shard"] not in results]
+        if missing:
+            raise RuntimeError(f"shards {missing[:10]} did not finish; rerun the same command to resume")
+
+        new_manifest = _build_manifest(cfg, store, manifest, version, identity, plan, results, len(rejects), dup,
+                                       reused, run_seconds, executor)
+        store.commit(new_manifest)
+        store.delete(f"{vdir}/_plan.json")
+        return RunResult(
+            cfg.output, version, len(new_keys), reused, len(rejects), new_manifest, time.perf_counter() - t0,
+            shards_run=len(results) - len(done_shards), shards_resumed=len(done_shards),
+            shard_results=[results[i] for i in sorted(results)],
+        )
+
+
+def _identity_diff(old: dict, new: dict) -> str:
+    changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return "; ".join(changed[:6]) or "unknown difference"
+
+
+def _build_manifest(cfg, store, prev, version, identity, plan, results, n_rejected, dup, reused, run_seconds,
+                    executor) -> dict:
+    new_shards = [
+        {"path": results[sh["shard"]]["path"], "rows": results[sh["shard"]]["rows"], "version": version}
+        for sh in plan["shards"]
+    ]
+    shards = (prev["shards"] if prev else []) + new_shards
+    ran = [r for r in results.values() if not r.get("resumed")]
+    rollouts = sum(r["rollouts"] for r in results.values())
+    tokens = sum(r["rollout_tokens"] for r in results.values())
+    gen_tokens_run = sum(r["rollout_tokens"] for r in ran)
+    rollouts_run = sum(r["rollouts"] for r in ran)
+    backend = {}
+    for r in ran:
+        for k, v in (r.get("backend") or {}).items():
+            if isinstance(v, (int, float)):
+                backend[k] = backend.get(k, 0) + v
+    prompt_tokens = backend.get("prompt_tokens", 0)
+    hit = backend.get("cached_prompt_tokens", 0) / prompt_tokens if prompt_tokens else None
+    added = sum(s["rows"] for s in new_shards)
+    prev_totals = (prev or {}).get("totals", {})
+    gpus = 0
+    if cfg.backend == "vllm" and executor is not None:
+        gpus = executor.num_workers * cfg.tensor_parallel_size
+    return {
+        "format": "mcprm-corpus",
+        "schema_version": SCHEMA_VERSION,
+        "version": version,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "identity": identity,
+        "identity_fields": cfg.identity_dict(),
+        "config": cfg.to_dict(),
+        "versions": _versions(),
+        "strategy": cfg.strategy,
+        "k": cfg.k,
+        "shards": shards,
+        "history": ((prev or {}).get("history") or []) + [
+            {"version": version, "added": added, "reused": reused, "rejected": n_rejected,
+             "duplicates_in_input": dup, "shards": [s["path"] for s in new_shards],
+             "rollouts": rollouts, "rollout_tokens": tokens, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        ],
+        "counts": {
+            "solutions": sum(s["rows"] for s in shards),
+            "added": added,
+            "reused": reused,
+            "rejected": n_rejected,
+            "duplicates_in_input": dup,
+            "steps_added": sum(r.get("steps", 0) for r in results.values()),
+            "rollouts": rollouts,
+            "rollout_tokens": tokens,
+        },
+        "totals": {
+            "rollouts": prev_totals.get("rollouts", 0) + rollouts,
+            "rollout_tokens": prev_totals.get("rollout_tokens", 0) + tokens,
+        },
+        "throughput": {
+            "seconds": round(run_seconds, 3),
+            "workers": getattr(executor, "num_workers", 0),
+            "gpus": gpus,
+            "rollouts_per_s": round(rollouts_run / run_seconds, 2) if run_seconds > 0 else None,
+            "generated_tokens_per_s": round(gen_tokens_run / run_seconds, 2) if run_seconds > 0 else None,
+            "prefix_cache_hit_rate": round(hit, 4) if hit is not None else None,
+            "backend": backend,
+        },
+    }

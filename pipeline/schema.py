@@ -1,0 +1,107 @@
+"""The declared Parquet schema of a labeled corpus (one row per solution) and the row builder.
+
+Every shard is cast to :data:`SCHEMA`; it is never inferred. ``prompt``/``completions``/``labels`` make a
+shard load as-is as TRL stepwise supervision (``prompt`` = the problem, ``completions`` = the steps); the
+``mc_*`` lists hold the Monte Carlo counts behind each label. Lists are per step and always have
+``len(steps)`` entries; ``labels`` and ``mc_value`` are null where a strategy did not label/estimate a step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pipeline.types import LabeledSolution
+
+SCHEMA_VERSION = 1
+
+_FIELDS = [
+    ("id", "string", False),
+    ("key", "string", False),  # content key (problem, answer, steps): the identity used by resume/refresh
+    ("problem", "string", False),
+    ("answer", "string", False),
+    ("steps", "list<string>", False),
+    ("prompt", "string", False),
+    ("completions", "list<string>", False),
+    ("labels", "list<bool>", False),
+    ("mc_correct", "list<int32>", False),
+    ("mc_total", "list<int32>", False),
+    ("mc_ungradable", "list<int32>", False),
+    ("mc_value", "list<float32>", False),
+    ("first_error", "int32", False),
+    ("solution_correct", "bool", True),
+    ("rollouts", "int64", False),
+    ("rollout_tokens", "int64", False),
+    ("strategy", "string", False),
+    ("k", "int32", False),
+    ("source", "string", True),
+]
+
+
+def arrow_schema():
+    import pyarrow as pa
+
+    types = {
+        "string": pa.string(),
+        "list<string>": pa.list_(pa.string()),
+        "list<bool>": pa.list_(pa.bool_()),
+        "list<int32>": pa.list_(pa.int32()),
+        "list<float32>": pa.list_(pa.float32()),
+        "int32": pa.int32(),
+        "int64": pa.int64(),
+        "bool": pa.bool_(),
+    }
+    return pa.schema(
+        [pa.field(name, types[t], nullable=nullable) for name, t, nullable in _FIELDS],
+        metadata={b"mcprm_schema_version": str(SCHEMA_VERSION).encode()},
+    )
+
+
+COLUMNS = [name for name, _, _ in _FIELDS]
+
+
+def to_record(ls: LabeledSolution, k: int) -> dict:
+    s = ls.solution
+    mc_value = []
+    for i, st in enumerate(ls.stats):
+        v = st.value
+        if v is None and i == len(ls.stats) - 1 and ls.solution_correct is not None and st.total == 0:
+            v = 1.0 if ls.solution_correct else 0.0  # the last step is valued by the solution's own answer
+        mc_value.append(v)
+    return {
+        "id": s.id,
+        "key": s.key,
+        "problem": s.problem,
+        "answer": s.answer,
+        "steps": list(s.steps),
+        "prompt": s.problem,
+        "completions": list(s.steps),
+        "labels": list(ls.labels),
+        "mc_correct": [st.correct for st in ls.stats],
+        "mc_total": [st.total for st in ls.stats],
+        "mc_ungradable": [st.ungradable for st in ls.stats],
+        "mc_value": mc_value,
+        "first_error": ls.first_error,
+        "solution_correct": ls.solution_correct,
+        "rollouts": ls.rollouts,
+        "rollout_tokens": ls.rollout_tokens,
+        "strategy": ls.strategy,
+        "k": k,
+        "source": s.source or None,
+    }
+
+
+def to_table(labeled: Sequence[LabeledSolution], k: int):
+    import pyarrow as pa
+
+    records = [to_record(ls, k) for ls in labeled]
+    schema = arrow_schema()
+    return pa.Table.from_pylist(records, schema=schema)
+
+
+def check_table(table, where: str) -> None:
+    """Raise ValueError if ``table`` does not have exactly the corpus schema (e.g. a foreign file)."""
+    expected = arrow_schema()
+    got = table.schema
+    missing = [n for n in expected.names if n not in got.names]
+    if missing:
+        raise ValueError(f"{where}: not an mcprm shard, columns missing: {', '.join(missing)}")

@@ -1,0 +1,203 @@
+"""Labeling strategies: policies for *which* step prefix to estimate next, with how many continuations.
+
+A strategy never talks to a model. It is a generator per solution that yields a list of :class:`Probe`
+("n continuations from the prefix that ends with step i") and receives the graded :class:`ProbeResult` of
+each probe, in the same order. When it has seen enough it returns a :class:`StrategyOutcome`. The scheduler
+(:mod:`pipeline.scheduler`) drives thousands of these generators at once, so every strategy gets the same
+batching, prefix locality and rollout accounting.
+
+Conventions shared by all strategies (see README "Labels"):
+
+* The last step is labeled by the solution's own final answer (graded once, no rollouts).
+* A prefix is *alive* when at least one of its graded continuations reached the gold answer; the hard label of
+  a step is whether its prefix is alive. Continuations the grader could not decide (null) are counted in
+  ``ungradable`` and never as wrong; a step whose continuations were all ungradable gets a null label.
+* ``first_error`` is the first step whose hard label is False, or -1.
+* ``binary-search`` and ``adaptive`` leave steps after the first error unlabeled (null), as ProcessBench and
+  PRM800K do. With ``trust_correct`` (their default), a solution whose final answer is right is labeled
+  positive throughout without rollouts: each of its prefixes has at least one successful continuation (the
+  solution itself), which is the definition of alive.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator
+from dataclasses import dataclass
+
+from pipeline.types import StepStats
+
+
+@dataclass(frozen=True)
+class Probe:
+    step: int  # prefix = steps[0..step]
+    n: int  # independent continuations wanted
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    step: int
+    n: int
+    correct: int
+    ungradable: int
+    tokens: int
+
+
+@dataclass
+class StrategyOutcome:
+    labels: list[bool | None]
+    stats: list[StepStats]
+    first_error: int
+
+
+StrategyGen = Generator[list[Probe], list[ProbeResult], StrategyOutcome]
+
+
+@dataclass(frozen=True)
+class StrategyParams:
+    k: int = 8
+    wave_size: int = 2
+    confidence_width: float | None = None
+    trust_correct: bool = False
+
+
+def _alive(st: StepStats) -> bool | None:
+    if st.correct > 0:
+        return True
+    if st.graded > 0:
+        return False
+    return None
+
+
+def _finish(labels: list[bool | None], stats: list[StepStats]) -> StrategyOutcome:
+    first_error = next((i for i, lab in enumerate(labels) if lab is False), -1)
+    return StrategyOutcome(labels=labels, stats=stats, first_error=first_error)
+
+
+def _add(stats: list[StepStats], results: list[ProbeResult]) -> None:
+    for r in results:
+        st = stats[r.step]
+        st.total += r.n
+        st.correct += r.correct
+        st.ungradable += r.ungradable
+
+
+def per_step(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
+    """Math-Shepherd: K continuations from every prefix but the last, all in one round."""
+    stats = [StepStats() for _ in range(n_steps)]
+    labels: list[bool | None] = [None] * n_steps
+    last = n_steps - 1
+    if p.trust_correct and solution_correct:
+        return _finish([True] * n_steps, stats)
+    if last > 0:
+        results = yield [Probe(i, p.k) for i in range(last)]
+        _add(stats, results)
+        for i in range(last):
+            labels[i] = _alive(stats[i])
+    labels[last] = solution_correct
+    return _finish(labels, stats)
+
+
+def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
+    """OmegaPRM-style bisection for the first dead prefix (O(K log M) continuations).
+
+    Invariant: prefix ``lo`` is alive (``lo = -1`` is the bare problem, assumed solvable) and prefix ``hi`` is
+    dead (``hi = last`` when the solution's own answer is wrong). Steps ``<= lo`` are positive, ``hi`` is
+    negative, steps after ``hi`` are unlabeled. Steps probed on the way keep their MC estimate.
+    """
+    stats = [StepStats() for _ in range(n_steps)]
+    last = n_steps - 1
+    if solution_correct and p.trust_correct:
+        return _finish([True] * n_steps, stats)
+    if solution_correct:
+        # Not trusting the final answer: search as if the end were dead and accept "all alive".
+        hi = n_steps
+    else:
+        hi = last
+    lo = -1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        (res,) = yield [Probe(mid, p.k)]
+        _add(stats, [res])
+        alive = _alive(stats[mid])
+        if alive is None:
+            # Every continuation ungradable: no evidence either way. Treat as alive (never invent an error
+            # from missing evidence); the step's label stays null below.
+            lo = mid
+        elif alive:
+            lo = mid
+        else:
+            hi = mid
+    labels: list[bool | None] = [None] * n_steps
+    for i in range(min(hi, n_steps)):
+        labels[i] = True if stats[i].total == 0 or _alive(stats[i]) else None
+    if hi < n_steps:
+        labels[hi] = False if hi < last or solution_correct is False else solution_correct
+    if hi == n_steps:  # everything alive
+        labels[last] = solution_correct
+    return _finish(labels, stats)
+
+
+def _wilson_halfwidth(successes: int, n: int, z: float = 1.96) -> float:
+    if n == 0:
+        return 1.0
+    phat = successes / n
+    denom = 1 + z * z / n
+    return z * math.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / denom
+
+
+def adaptive(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
+    """Waves of ``wave_size`` continuations for every undecided step, stopping early.
+
+    A step is decided positive at its first success and negative after ``k`` graded failures. Once a step is
+    negative, later steps are dropped (left unlabeled). With ``confidence_width`` a positive step keeps
+    sampling (up to ``k``) until the 95% Wilson interval of its MC value is narrower than the width, for soft
+    labels worth training on.
+    """
+    stats = [StepStats() for _ in range(n_steps)]
+    last = n_steps - 1
+    if solution_correct and p.trust_correct:
+        return _finish([True] * n_steps, stats)
+    labels: list[bool | None] = [None] * n_steps
+    bound = last  # steps >= bound are not probed (the last step is labeled by the answer)
+    done = [False] * n_steps
+
+    def decided(i: int) -> bool:
+        st = stats[i]
+        if st.total >= p.k:
+            return True
+        if st.correct > 0:
+            if p.confidence_width is None:
+                return True
+            return 2 * _wilson_halfwidth(st.correct, st.graded) <= p.confidence_width
+        return False
+
+    while True:
+        todo = [i for i in range(bound) if not done[i]]
+        if not todo:
+            break
+        probes = [Probe(i, min(p.wave_size, p.k - stats[i].total)) for i in todo]
+        results = yield probes
+        _add(stats, results)
+        for i in todo:
+            if decided(i):
+                done[i] = True
+                if _alive(stats[i]) is False:
+                    bound = min(bound, i)
+    for i in range(n_steps):
+        if i < bound:
+            labels[i] = _alive(stats[i])
+        elif i == bound:
+            labels[i] = False if i < last else solution_correct
+    return _finish(labels, stats)
+
+
+STRATEGY_FUNCS = {"per-step": per_step, "binary-search": binary_search, "adaptive": adaptive}
+
+
+def make_strategy(name: str, n_steps: int, solution_correct: bool | None, params: StrategyParams) -> StrategyGen:
+    try:
+        fn = STRATEGY_FUNCS[name]
+    except KeyError:
+        raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGY_FUNCS)}") from None
+    return fn(n_steps, solution_correct, params)

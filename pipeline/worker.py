@@ -1,0 +1,109 @@
+"""What runs a shard, wherever it runs: build the backend once, label a shard, write its Parquet file.
+
+Executors (:mod:`pipeline.executors`) only decide *where* a :class:`ShardWorker` lives (in the driver, or in
+a Ray actor per GPU / CPU slot); they all call :meth:`ShardWorker.process`. The shard file is written whole
+under its final name, so a shard is either complete or absent and re-running it is idempotent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from pipeline.config import LabelConfig
+from pipeline.scheduler import Scheduler
+from pipeline.schema import to_table
+from pipeline.store import CorpusStore
+from pipeline.strategies import StrategyParams
+from pipeline.types import Solution
+from rollouts.base import SamplingConfig
+
+
+def build_backend(cfg: LabelConfig):
+    import rollouts
+
+    if cfg.backend == "hf":
+        return rollouts.make_backend("hf", model_path=cfg.model, tokenizer_path=cfg.tokenizer, device=cfg.device,
+                                     dtype=cfg.dtype)
+    if cfg.backend == "vllm":
+        kw = dict(model=cfg.model, tokenizer=cfg.tokenizer, tensor_parallel_size=cfg.tensor_parallel_size,
+                  gpu_memory_utilization=cfg.gpu_memory_utilization, seed=cfg.seed)
+        if cfg.max_model_len:
+            kw["max_model_len"] = cfg.max_model_len
+        if cfg.dtype:
+            kw["dtype"] = cfg.dtype
+        return rollouts.make_backend("vllm", **kw)
+    if cfg.backend == "openai":
+        return rollouts.make_backend("openai", base_url=cfg.base_url, model=cfg.model, api_key=cfg.api_key)
+    raise ValueError(f"unknown backend {cfg.backend!r}")
+
+
+def build_prompt_format(cfg: LabelConfig):
+    from rollouts.prompts import make_prompt_format
+
+    return make_prompt_format(
+        cfg.prompt_format,
+        (cfg.tokenizer or cfg.model) if cfg.prompt_format == "chat" else None,
+        template=cfg.prompt_template,
+        separator=cfg.step_separator,
+    )
+
+
+def sampling_config(cfg: LabelConfig) -> SamplingConfig:
+    return SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+
+
+def strategy_params(cfg: LabelConfig) -> StrategyParams:
+    return StrategyParams(k=cfg.k, wave_size=cfg.wave_size, confidence_width=cfg.confidence_width,
+                          trust_correct=cfg.effective_trust_correct())
+
+
+class ShardWorker:
+    def __init__(self, cfg: LabelConfig, backend=None):
+        import functools
+
+        from graders import GraderConfig, grade_batch
+
+        self.cfg = cfg
+        if cfg.backend == "hf" and cfg.device == "cpu":
+            try:
+                import torch
+
+                torch.set_num_threads(max(1, int(cfg.cpus_per_worker)))
+            except ImportError:  # pragma: no cover
+                pass
+        self.backend = backend if backend is not None else build_backend(cfg)
+        self.prompt = build_prompt_format(cfg)
+        self.grade = functools.partial(grade_batch, config=GraderConfig(timeout_s=cfg.grader_timeout),
+                                       grader=cfg.grader)
+        self.store = CorpusStore(cfg.output)
+
+    def label(self, solutions: Sequence[Solution]):
+        sched = Scheduler(self.backend, self.grade, self.prompt, sampling_config(self.cfg), self.cfg.strategy,
+                          strategy_params(self.cfg), seed=self.cfg.seed,
+                          max_batch_requests=self.cfg.max_batch_requests)
+        return sched.label(solutions), sched.stats
+
+    def process(self, version: int, shard: int, solutions: Sequence[Solution]) -> dict:
+        t0 = time.perf_counter()
+        labeled, st = self.label(solutions)
+        table = to_table(labeled, self.cfg.k)
+        rel = self.store.shard_rel(version, shard)
+        self.store.write_table(rel, table)
+        return {
+            "shard": shard,
+            "path": rel,
+            "rows": table.num_rows,
+            "steps": sum(len(s.steps) for s in solutions),
+            "rollouts": st.rollouts,
+            "rollout_tokens": st.rollout_tokens,
+            "ungradable": st.ungradable,
+            "rounds": st.rounds,
+            "generate_seconds": st.generate_seconds,
+            "grade_seconds": st.grade_seconds,
+            "seconds": time.perf_counter() - t0,
+            "backend": self.backend.stats.as_dict(),
+        }
+
+    def close(self) -> None:
+        self.backend.close()

@@ -1,0 +1,100 @@
+"""The one interface every generation backend implements.
+
+A backend turns prompts into independent samples. It knows nothing of steps, labels or graders:
+``generate`` gets a batch of :class:`GenRequest` (a prompt, how many independent samples ``n``, and a
+per-request ``seed``) and returns, for every request, exactly ``n`` :class:`Completion` objects.
+
+Independent means separate samples of the model's distribution (``n=K`` in vLLM / OpenAI terms), never
+"write K solutions" inside one prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Sampling settings shared by every request of a run (part of the run's identity)."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    # Generation stops at the model's EOS token or at the first of these strings (not included in the text).
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    """``n`` independent continuations of ``prompt``.
+
+    ``seed`` makes the samples reproducible; backends derive the i-th sample's randomness from it so that
+    the same request gives the same samples whatever else is in the batch (where the engine allows).
+    ``group`` names requests that share a prefix (the requests of one solution): backends keep them
+    together so that the prefix is encoded once (HF KV-cache reuse, vLLM prefix caching).
+    """
+
+    prompt: str
+    n: int
+    seed: int
+    group: str = ""
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    num_tokens: int  # generated tokens (not counting the prompt)
+    finish_reason: str = "stop"  # "stop" (EOS or stop string) | "length" (hit max_new_tokens)
+
+
+@dataclass
+class BackendStats:
+    """Counters a backend keeps over its lifetime (reported in the manifest)."""
+
+    requests: int = 0
+    samples: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    cached_prompt_tokens: int = 0  # prompt tokens served from a (prefix / KV) cache
+    generate_seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = {
+            "requests": self.requests,
+            "samples": self.samples,
+            "prompt_tokens": self.prompt_tokens,
+            "generated_tokens": self.generated_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
+            "generate_seconds": round(self.generate_seconds, 3),
+        }
+        d.update(self.extra)
+        return d
+
+
+@runtime_checkable
+class RolloutBackend(Protocol):
+    name: str
+    stats: BackendStats
+
+    def generate(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[list[Completion]]:
+        """Return ``len(requests)`` lists; list i holds exactly ``requests[i].n`` completions."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class MissingDependency(ImportError):
+    """Raised when an optional heavy dependency (torch, vllm, ray, httpx) is not installed."""
+
+
+def require(module: str, hint: str):
+    """Import ``module`` lazily, or raise :class:`MissingDependency` with an install hint."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise MissingDependency(f"{module} is not installed ({e}). Install it with: {hint}") from e
