@@ -40,12 +40,12 @@ class Number:
 
 
 def _decimal_info(text: str) -> tuple[int | None, int]:
-    mantissa = re.split(r"[eE]", text.lstrip("+-"))[0]
+    mantissa, _, exponent = text.lstrip("+-").lower().partition("e")
     if "." not in mantissa:
         return None, 0
     int_part, frac_part = mantissa.split(".")
     digits = (int_part + frac_part).lstrip("0")
-    return len(frac_part), len(digits)
+    return len(frac_part) - int(exponent or 0), len(digits)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -89,4 +89,4 @@ def approx_equal(decimal: Number, other: Fraction, min_sig_digits: int) -> bool:
         return False
     if terminates(other):
         return False
-    return abs(decimal.value - other) < Fraction(1, 10**decimal.frac_digits)
+    return abs(decimal.value - other) < Fraction(10) ** -decimal.frac_digits

@@ -1,0 +1,49 @@
+"""``mcprm eval OUT --reference REF``: label quality against reference labels."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from cli.common import err, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_cmd)
+
+
+def eval_cmd(
+    output: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")] = "./mcprm-out",
+    reference: Annotated[str, typer.Option(help="'synthetic' (the bundled task's exact checker), or a "
+                                                "ProcessBench-style (label) or PRM800K-style (ratings) JSONL/Parquet file.")] = "synthetic",
+    version: Annotated[int | None, typer.Option(help="A committed version (default: current).")] = None,
+    neutral_is_error: Annotated[bool, typer.Option(help="PRM800K: count rating 0 as an error.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """First-error F1 (ProcessBench), step accuracy/precision/recall, Brier score, rollout tokens spent."""
+    from pipeline.corpus import CorpusError
+    from pipeline.evaluate import evaluate
+
+    with user_errors():
+        try:
+            m = evaluate(output, reference, version, neutral_is_error)
+        except (CorpusError, ValueError) as e:
+            err(str(e))
+            raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps(m, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{output} vs {reference} (strategy {m['strategy']}, K={m['k']})")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    for key in ("solutions", "solutions_with_error", "f1", "acc_error", "acc_correct", "steps_compared",
+                "step_accuracy", "error_precision", "error_recall", "positive_precision", "positive_recall",
+                "brier", "rollouts", "rollout_tokens"):
+        v = m[key]
+        t.add_row(key, "n/a" if v is None else (f"{v:.4f}" if isinstance(v, float) else f"{v:,}"))
+    Console().print(t)

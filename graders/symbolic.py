@@ -1,0 +1,277 @@
+"""Symbolic equality of two parsed answers (runs inside the worker processes; imports sympy).
+
+Rules, in order: equations (``x = 3`` vs ``3`` when the left side is a single symbol; two equations are
+equal when their sides match or their differences are proportional), inequalities as sets (``1 < x \\le 2``
+= ``(1, 2]``), collections (tuples ordered, sets and bare lists unordered by default, matrices by shape and
+entries), sets and intervals (bracket types matter), then scalars: constants are compared numerically with
+50 digits (``rel_tol``; a decimal may round a non-terminating value, see ``GraderConfig``), expressions
+with symbols by ``simplify`` (or ``expand``) after a quick numeric check at fixed sample points.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import sympy
+from sympy.core.relational import Relational
+
+from graders.config import GraderConfig
+from graders.numbers import Number, approx_equal
+from graders.safe_parse import Parsed, ParseError, PlainList, parse
+
+_SAMPLES = (sympy.Rational(7, 13), sympy.Rational(-11, 17), sympy.Rational(23, 9), sympy.Rational(-5, 3))
+_PREC = 50
+
+
+class Undecided(Exception):
+    """The comparison cannot be decided (the verdict becomes None)."""
+
+
+class Comparer:
+    """Compares two parsed answers under one :class:`GraderConfig`; ``rule`` names what decided."""
+
+    def __init__(self, config: GraderConfig):
+        self.cfg = config
+        self.rule = ""
+
+    # -------------------------------------------------------------------------------------------- entry
+    def equal(self, a, b, num_a: Number | None = None, num_b: Number | None = None) -> bool:
+        if isinstance(a, Relational) or isinstance(b, Relational):
+            r = self._relations(a, b)
+            if r is not None:
+                return r
+        if self.cfg.interval_vs_inequality:
+            a, b = self._as_set(a), self._as_set(b)
+        if self._is_collection(a) or self._is_collection(b):
+            return self._collections(a, b)
+        if isinstance(a, sympy.Set) or isinstance(b, sympy.Set):
+            return self._sets(a, b)
+        if isinstance(a, sympy.MatrixBase) or isinstance(b, sympy.MatrixBase):
+            self.rule = "matrix: different kinds"
+            return False
+        if isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr):
+            return self._scalars(a, b, num_a, num_b)
+        self.rule = "structural"
+        if a == b:
+            return True
+        if type(a) is not type(b):
+            self.rule = f"different kinds ({type(a).__name__} vs {type(b).__name__})"
+        return False
+
+    # ---------------------------------------------------------------------------------------- equations
+    def _relations(self, a, b) -> bool | None:
+        a_eq, b_eq = isinstance(a, sympy.Equality), isinstance(b, sympy.Equality)
+        if a_eq and b_eq:
+            self.rule = "equation"
+            if self.equal(a.lhs, b.lhs) and self.equal(a.rhs, b.rhs):
+                return True
+            if self.equal(a.lhs, b.rhs) and self.equal(a.rhs, b.lhs):
+                return True
+            da, db = a.lhs - a.rhs, b.lhs - b.rhs
+            if isinstance(da, sympy.Expr) and isinstance(db, sympy.Expr) and db != 0:
+                ratio = sympy.simplify(da / db)
+                if ratio.is_number and ratio != 0 and ratio.is_finite:
+                    self.rule = "equation: proportional"
+                    return True
+            self.rule = "equation: different"
+            return False
+        if self.cfg.equation_lhs_symbol:
+            if a_eq and not isinstance(b, Relational):
+                side = self._solved_side(a)
+                if side is not None:
+                    return self.equal(side, b)
+            if b_eq and not isinstance(a, Relational):
+                side = self._solved_side(b)
+                if side is not None:
+                    return self.equal(a, side)
+        return None
+
+    @staticmethod
+    def _solved_side(eq):
+        if isinstance(eq.lhs, sympy.Symbol):
+            return eq.rhs
+        if isinstance(eq.rhs, sympy.Symbol) and not getattr(eq.lhs, "free_symbols", True):
+            return eq.lhs
+        return None
+
+    @staticmethod
+    def _as_set(x):
+        """Univariate inequalities (and their and/or) as the set they describe."""
+        if isinstance(x, (Relational, sympy.And, sympy.Or)) and not isinstance(x, sympy.Equality):
+            syms = x.free_symbols
+            if len(syms) == 1:
+                try:
+                    return x.as_set()
+                except (NotImplementedError, TypeError, ValueError):
+                    return x
+        return x
+
+    # -------------------------------------------------------------------------------------- collections
+    @staticmethod
+    def _is_collection(x) -> bool:
+        return isinstance(x, (PlainList, sympy.Tuple, sympy.FiniteSet)) or (
+            isinstance(x, sympy.MatrixBase) and 1 in x.shape
+        )
+
+    def _items(self, x) -> tuple[list, bool | None]:
+        """(items, ordered?) -- None for 'ordered' means a scalar wrapped as a 1-element collection."""
+        if isinstance(x, PlainList):
+            return list(x.items), self.cfg.comma_list == "ordered"
+        if isinstance(x, sympy.Tuple):
+            return list(x.args), self.cfg.ordered_tuples
+        if isinstance(x, sympy.FiniteSet):
+            return list(x.args), False
+        if isinstance(x, sympy.MatrixBase):
+            return list(x), True
+        if isinstance(x, sympy.Interval) and not (x.left.is_infinite or x.right.is_infinite) and x.left_open and x.right_open:
+            return [x.left, x.right], self.cfg.ordered_tuples  # (1, 2) is also the pair (1, 2)
+        return [x], None
+
+    def _collections(self, a, b) -> bool:
+        if isinstance(a, sympy.MatrixBase) and isinstance(b, sympy.MatrixBase) and a.shape != b.shape:
+            self.rule = f"matrix: shapes {a.shape} vs {b.shape}"
+            return False
+        ia, oa = self._items(a)
+        ib, ob = self._items(b)
+        if oa is None or ob is None:  # a scalar vs a collection: equal only to a 1-element collection
+            if len(ia) != 1 or len(ib) != 1:
+                self.rule = "collection vs single value"
+                return False
+            return self.equal(ia[0], ib[0])
+        if len(ia) != len(ib):
+            self.rule = f"collections of different sizes ({len(ia)} vs {len(ib)})"
+            return False
+        ordered = oa and ob
+        if ordered:
+            for x, y in zip(ia, ib, strict=True):
+                if not self.equal(x, y):
+                    self.rule = "ordered: element differs"
+                    return False
+            self.rule = "ordered collection"
+            return True
+        unmatched = list(ib)
+        for x in ia:
+            for j, y in enumerate(unmatched):
+                if self.equal(x, y):
+                    del unmatched[j]
+                    break
+            else:
+                self.rule = "unordered: no match for an element"
+                return False
+        self.rule = "unordered collection"
+        return True
+
+    # --------------------------------------------------------------------------------------------- sets
+    def _sets(self, a, b) -> bool:
+        if not (isinstance(a, sympy.Set) and isinstance(b, sympy.Set)):
+            self.rule = "set vs non-set"
+            return False
+        if isinstance(a, sympy.Interval) and isinstance(b, sympy.Interval):
+            if (a.left_open, a.right_open) != (b.left_open, b.right_open):
+                self.rule = "interval: bracket types differ"
+                return False
+            ok = self.equal(a.left, b.left) and self.equal(a.right, b.right)
+            self.rule = "interval" if ok else "interval: endpoints differ"
+            return ok
+        self.rule = "set"
+        if a == b:
+            return True
+        if isinstance(a, sympy.Union) and isinstance(b, sympy.Union) and len(a.args) == len(b.args):
+            return all(self._sets(x, y) for x, y in zip(a.args, b.args, strict=True))
+        diff = a.symmetric_difference(b).is_empty
+        if diff is None:
+            raise Undecided("cannot decide set equality")
+        return bool(diff)
+
+    # ------------------------------------------------------------------------------------------ scalars
+    def _scalars(self, a: sympy.Expr, b: sympy.Expr, num_a: Number | None, num_b: Number | None) -> bool:
+        if a == b:
+            self.rule = "symbolic: identical"
+            return True
+        if not a.free_symbols and not b.free_symbols:
+            return self._constants(a, b, num_a, num_b)
+        if self.cfg.symbolic == "expand":
+            self.rule = "symbolic: expand"
+            return sympy.expand(a - b) == 0
+        diff = a - b
+        syms = sorted(diff.free_symbols, key=str)
+        for k in range(2):
+            point = {s: _SAMPLES[(i + k) % len(_SAMPLES)] for i, s in enumerate(syms)}
+            v = diff.xreplace(point).evalf(30)
+            if v.is_number and v.is_finite and abs(v) > 1e-12 * (1 + abs(a.xreplace(point).evalf(30))):
+                self.rule = "symbolic: differ at a sample point"
+                return False
+        self.rule = "symbolic: simplify"
+        if sympy.simplify(diff) == 0:
+            return True
+        eq = diff.equals(0)
+        if eq is None:
+            raise Undecided("symbolic equivalence undecided")
+        return bool(eq)
+
+    def _constants(self, a, b, num_a: Number | None, num_b: Number | None) -> bool:
+        va, vb = a.evalf(_PREC), b.evalf(_PREC)
+        if not (va.is_number and vb.is_number):
+            raise Undecided("cannot evaluate")
+        if va.is_infinite or vb.is_infinite or va.has(sympy.zoo, sympy.nan) or vb.has(sympy.zoo, sympy.nan):
+            self.rule = "numeric: infinite"
+            return va == vb
+        diff = abs(va - vb)
+        scale = max(abs(va), abs(vb))
+        self.rule = "numeric"
+        if diff <= self.cfg.rel_tol * scale or diff == 0:
+            return True
+        for dec, other, other_num in ((num_a, vb, num_b), (num_b, va, num_a)):
+            if dec is None or dec.frac_digits is None or dec.sig_digits < self.cfg.approx_min_sig_digits:
+                continue
+            if other_num is not None and other_num.frac_digits is not None:
+                continue  # two decimals: compared exactly
+            if other.is_real and approx_equal(dec, _to_fraction(other), self.cfg.approx_min_sig_digits):
+                self.rule = "numeric: rounded decimal"
+                return True
+        return False
+
+
+def _to_fraction(v) -> Fraction:
+    """A 50-digit sympy Float as a Fraction (nonterminating by construction when irrational)."""
+    r = sympy.Rational(v)
+    q = Fraction(int(r.p), int(r.q))
+    # irrational values evaluated to 50 digits look terminating: nudge the denominator so they never do
+    return q if q.denominator % 3 else q + Fraction(1, 3 * 10**60)
+
+
+def _candidates(p: Parsed, policy: str) -> list:
+    if not p.percent:
+        return [p.value]
+    if policy == "number":
+        return [p.value]
+    frac = p.value / 100 if isinstance(p.value, sympy.Expr) else p.value
+    return [frac] if policy == "fraction" else [p.value, frac]
+
+
+def sympy_verdict(gold: str, answer: str, config: GraderConfig) -> tuple[bool | None, str]:
+    """Decide whether two normalized answers are equal; ``(None, reason)`` when it cannot be decided."""
+    try:
+        g = parse(gold)
+    except ParseError as e:
+        return None, f"gold unparseable: {e}"
+    try:
+        a = parse(answer)
+    except ParseError as e:
+        return None, f"answer unparseable: {e}"
+    cmp = Comparer(config)
+    undecided = None
+    first_rule = None
+    for gv in _candidates(g, config.percent):
+        for av in _candidates(a, config.percent):
+            try:
+                if cmp.equal(gv, av, g.number, a.number):
+                    return True, cmp.rule
+            except Undecided as e:
+                undecided = str(e)
+            except (TypeError, ValueError, AttributeError, NotImplementedError) as e:
+                undecided = f"comparison failed: {type(e).__name__}"
+            first_rule = first_rule or cmp.rule
+    if undecided is not None:
+        return None, undecided
+    return False, first_rule or "different"

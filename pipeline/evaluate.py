@@ -1,0 +1,182 @@
+"""Label quality: compare a corpus's labels with reference labels (``mcprm eval``).
+
+Reference formats
+-----------------
+* ``synthetic``: the bundled task's exact checker (:func:`pipeline.synthetic.check_steps`) judges every row.
+* ProcessBench-style rows (JSONL/Parquet, any fsspec URL): ``id``, ``steps``, ``label`` = index of the first
+  wrong step or -1.
+* PRM800K-style rows: ``id``, ``steps``, ``ratings`` = one of -1/0/1 per step; the first -1 is the first
+  error, 0 (neutral) counts as not an error (``neutral_is_error=True`` flips that).
+
+Rows are matched by ``id``, or by their steps when the id is unknown.
+
+Metrics
+-------
+* First-error localisation, ProcessBench's metric: ``acc_error`` = share of reference-erroneous solutions
+  whose predicted first error is exactly the reference one; ``acc_correct`` = share of reference-correct
+  solutions predicted error-free (-1); ``f1`` = their harmonic mean.
+* Step level, on steps up to and including the reference first error (steps after it have no reference
+  label, the ProcessBench/PRM800K convention) and labeled by the corpus: ``step_accuracy``, and precision /
+  recall of the negative class (error detection) and of the positive class.
+* Soft labels: ``brier`` = mean squared error of ``mc_value`` against the reference 0/1 on the same steps.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+
+@dataclass
+class RefRow:
+    first_error: int
+    step_ok: list[bool | None] | None  # per step, None where the reference says nothing
+
+
+def _harmonic(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return None
+    return 0.0 if a + b == 0 else 2 * a * b / (a + b)
+
+
+def _load_reference_rows(ref: str, neutral_is_error: bool) -> tuple[dict, dict]:
+    """Returns (by_id, by_steps) maps of RefRow."""
+    import fsspec
+
+    by_id: dict[str, RefRow] = {}
+    by_steps: dict[tuple, RefRow] = {}
+    fs, path = fsspec.core.url_to_fs(ref)
+    if not fs.exists(path):
+        raise FileNotFoundError(f"reference {ref} does not exist (use 'synthetic' for the bundled task's checker)")
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        with fs.open(path, "rb") as f:
+            rows = pq.read_table(f).to_pylist()
+    else:
+        rows = []
+        with fs.open(path, "rb") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{ref} line {n}: not valid JSON ({e.msg})") from None
+    for n, r in enumerate(rows, 1):
+        steps = r.get("steps")
+        if "ratings" in r and r["ratings"] is not None:
+            ratings = list(r["ratings"])
+            bad = [i for i, x in enumerate(ratings) if x == -1 or (neutral_is_error and x == 0)]
+            fe = bad[0] if bad else -1
+            ok = [None if (fe != -1 and i > fe) else (i != fe) for i in range(len(ratings))]
+            row = RefRow(fe, ok)
+        elif "label" in r:
+            try:
+                fe = int(r["label"])
+            except (TypeError, ValueError):
+                raise ValueError(f"{ref} row {n}: field 'label' must be an int (first-error index or -1)") from None
+            m = len(steps) if steps is not None else None
+            ok = None if m is None else [None if (fe != -1 and i > fe) else (i != fe) for i in range(m)]
+            row = RefRow(fe, ok)
+        else:
+            raise ValueError(f"{ref} row {n}: needs a 'label' (ProcessBench) or 'ratings' (PRM800K) field")
+        if r.get("id") is not None:
+            by_id[str(r["id"])] = row
+        if steps is not None:
+            by_steps[tuple(steps)] = row
+    return by_id, by_steps
+
+
+def evaluate(output: str, reference: str = "synthetic", version: int | None = None,
+             neutral_is_error: bool = False) -> dict:
+    from pipeline.corpus import open_manifest, read_corpus
+
+    _, manifest = open_manifest(output, version)
+    t = read_corpus(output, version, columns=["id", "problem", "steps", "labels", "mc_value", "first_error",
+                                              "rollouts", "rollout_tokens"])
+    rows = t.to_pylist()
+    if reference == "synthetic":
+        from pipeline.synthetic import check_steps
+
+        def lookup(r):
+            res = check_steps(r["problem"], list(r["steps"]))
+            fe = res.first_error
+            ok = [None if (fe != -1 and i > fe) else (i != fe) for i in range(len(r["steps"]))]
+            return RefRow(fe, ok)
+    else:
+        by_id, by_steps = _load_reference_rows(reference, neutral_is_error)
+
+        def lookup(r):
+            return by_id.get(str(r["id"])) or by_steps.get(tuple(r["steps"]))
+
+    n_err = n_err_hit = n_ok = n_ok_hit = 0
+    tp_neg = fp_neg = fn_neg = tp_pos = fp_pos = fn_pos = 0
+    step_n = step_hit = 0
+    brier_sum = 0.0
+    brier_n = 0
+    matched = 0
+    for r in rows:
+        ref = lookup(r)
+        if ref is None:
+            continue
+        matched += 1
+        pred = r["first_error"]
+        if ref.first_error == -1:
+            n_ok += 1
+            n_ok_hit += pred == -1
+        else:
+            n_err += 1
+            n_err_hit += pred == ref.first_error
+        if ref.step_ok is None or len(ref.step_ok) != len(r["labels"]):
+            continue
+        for lab, val, truth in zip(r["labels"], r["mc_value"], ref.step_ok):
+            if truth is None:
+                continue
+            if val is not None:
+                brier_sum += (val - (1.0 if truth else 0.0)) ** 2
+                brier_n += 1
+            if lab is None:
+                continue
+            step_n += 1
+            step_hit += lab == truth
+            if not lab and not truth:
+                tp_neg += 1
+            elif not lab and truth:
+                fp_neg += 1
+                fn_pos += 1
+            elif lab and not truth:
+                fn_neg += 1
+                fp_pos += 1
+            else:
+                tp_pos += 1
+    if matched == 0:
+        raise ValueError(f"no row of {output} matches the reference {reference} (by id or by steps)")
+    acc_error = n_err_hit / n_err if n_err else None
+    acc_correct = n_ok_hit / n_ok if n_ok else None
+
+    def ratio(a, b):
+        return a / b if b else None
+
+    return {
+        "output": output,
+        "reference": reference,
+        "version": manifest["version"],
+        "strategy": manifest.get("strategy"),
+        "k": manifest.get("k"),
+        "solutions": matched,
+        "unmatched": len(rows) - matched,
+        "solutions_with_error": n_err,
+        "acc_error": acc_error,
+        "acc_correct": acc_correct,
+        "f1": _harmonic(acc_error, acc_correct),
+        "steps_compared": step_n,
+        "step_accuracy": ratio(step_hit, step_n),
+        "error_precision": ratio(tp_neg, tp_neg + fp_neg),
+        "error_recall": ratio(tp_neg, tp_neg + fn_neg),
+        "positive_precision": ratio(tp_pos, tp_pos + fp_pos),
+        "positive_recall": ratio(tp_pos, tp_pos + fn_pos),
+        "brier": ratio(brier_sum, brier_n),
+        "rollouts": int(sum(r["rollouts"] for r in rows)),
+        "rollout_tokens": int(sum(r["rollout_tokens"] for r in rows)),
+    }

@@ -1,0 +1,232 @@
+"""vLLM backend (GPU): offline ``vllm.LLM`` or, with ``async_engine=True``, vLLM's ``AsyncLLM`` engine.
+
+Written against vLLM 0.26 (V1 engine); ``vllm`` is imported only when a backend is built.
+
+* Every request becomes one vLLM request with ``SamplingParams(n=req.n, seed=req.seed, ...)``. vLLM fans
+  ``n`` out into child requests with seeds ``seed + i``, so callers should give requests well-spread seeds
+  (hash-derived, not consecutive integers) to keep samples of different requests independent.
+* Prefix caching is on by default, and requests are ordered so a group's requests (one solution's step
+  prefixes) are adjacent and scheduled together: the shared problem/solution prefix is computed once.
+* ``generate`` submits one whole batch (``LLM.generate`` in offline mode). With ``async_engine=True``,
+  ``submit`` returns one ``concurrent.futures.Future`` per request right away, so a scheduler can keep many
+  solutions' requests in flight and submit more as soon as any finishes, never waiting for a round's slowest
+  solution; ``generate`` is then ``submit`` + wait.
+* ``stats`` count prompt tokens (per sample), generated tokens, and prefix-cache hits read from vLLM's
+  in-process Prometheus counters (``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits``, in tokens);
+  ``stats.extra`` holds ``prefix_cache_hit_rate``, ``rollouts_per_s`` and ``generated_tokens_per_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+from .base import BackendStats, Completion, GenRequest, SamplingConfig, require
+
+_VLLM_HINT = "pip install 'vllm==0.26.0' (needs a CUDA GPU)"
+
+
+def _order_by_group(requests: Sequence[GenRequest]) -> list[int]:
+    """Indices with each group's requests adjacent, groups in order of first appearance (stable)."""
+    first: dict[str, int] = {}
+    for i, r in enumerate(requests):
+        first.setdefault(r.group, i)
+    return sorted(range(len(requests)), key=lambda i: (first[requests[i].group], i))
+
+
+def _prefix_cache_counters() -> tuple[float, float] | None:
+    """(queries, hits) in tokens from vLLM's in-process metrics, or None if unavailable."""
+    try:
+        from vllm.v1.metrics.reader import Counter, get_metrics_snapshot
+    except ImportError:  # pragma: no cover - depends on the vLLM version
+        return None
+    queries = hits = 0.0
+    found = False
+    for m in get_metrics_snapshot():
+        if not isinstance(m, Counter):
+            continue
+        name = m.name.removesuffix("_total")
+        if name == "vllm:prefix_cache_queries":
+            queries += m.value
+            found = True
+        elif name == "vllm:prefix_cache_hits":
+            hits += m.value
+    return (queries, hits) if found else None
+
+
+class VLLMBackend:
+    """Rollouts with vLLM; see the module docstring. ``engine_kwargs`` go to ``vllm.LLM`` / ``AsyncEngineArgs``."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model: str,
+        tokenizer: str | None = None,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.85,
+        max_model_len: int | None = 4096,
+        dtype: str = "auto",
+        load_format: str = "auto",
+        enable_prefix_caching: bool = True,
+        seed: int = 0,
+        async_engine: bool = False,
+        **engine_kwargs,
+    ):
+        self._vllm = require("vllm", _VLLM_HINT)
+        self.model = str(model)
+        self.async_engine = async_engine
+        self.stats = BackendStats()
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        args = dict(
+            model=self.model,
+            tokenizer=tokenizer,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            dtype=dtype,
+            load_format=load_format,
+            enable_prefix_caching=enable_prefix_caching,
+            seed=seed,
+            disable_log_stats=False,  # keeps the Prometheus counters (prefix-cache hits) in process
+            **engine_kwargs,
+        )
+        self.llm = self.engine = self._loop = None
+        if not async_engine:
+            self.llm = self._vllm.LLM(**args)
+            return
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        # The engine lives on an event loop in a background thread; submit() hands it coroutines.
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="mcprm-vllm-loop", daemon=True)
+        self._thread.start()
+
+        async def _make():
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+
+        self.engine = asyncio.run_coroutine_threadsafe(_make(), self._loop).result()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _params(self, req: GenRequest, sampling: SamplingConfig, final_only: bool = False):
+        kwargs = dict(
+            n=req.n,
+            seed=req.seed,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_tokens=sampling.max_new_tokens,
+            stop=list(sampling.stop) or None,
+        )
+        if final_only:
+            from vllm.sampling_params import RequestOutputKind
+
+            kwargs["output_kind"] = RequestOutputKind.FINAL_ONLY
+        return self._vllm.SamplingParams(**kwargs)
+
+    def _completions(self, req: GenRequest, out) -> list[Completion]:
+        outs = sorted(out.outputs, key=lambda o: o.index)
+        if len(outs) != req.n:
+            raise RuntimeError(f"vLLM returned {len(outs)} completions for a request with n={req.n}")
+        comps = [
+            Completion(o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop") for o in outs
+        ]
+        with self._lock:
+            self.stats.requests += 1
+            self.stats.samples += req.n
+            self.stats.prompt_tokens += len(out.prompt_token_ids or []) * req.n
+            self.stats.generated_tokens += sum(c.num_tokens for c in comps)
+        return comps
+
+    def _account(self, seconds: float, before: tuple[float, float] | None) -> None:
+        after = _prefix_cache_counters()
+        with self._lock:
+            self.stats.generate_seconds += seconds
+            if before is not None and after is not None:
+                self.stats.cached_prompt_tokens += int(after[1] - before[1])
+                self.stats.extra["prefix_cache_queries"] = self.stats.extra.get("prefix_cache_queries", 0) + int(
+                    after[0] - before[0]
+                )
+                q = self.stats.extra["prefix_cache_queries"]
+                self.stats.extra["prefix_cache_hit_rate"] = round(self.stats.cached_prompt_tokens / q, 4) if q else None
+            s = self.stats.generate_seconds
+            if s > 0:
+                self.stats.extra["rollouts_per_s"] = round(self.stats.samples / s, 2)
+                self.stats.extra["generated_tokens_per_s"] = round(self.stats.generated_tokens / s, 1)
+
+    # ------------------------------------------------------------------ public API
+
+    def generate(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[list[Completion]]:
+        """All completions of a batch; with ``async_engine=True`` the batch shares the engine with
+        whatever else was submitted."""
+        if self.async_engine:
+            return [f.result() for f in self.submit(requests, sampling)]
+        t0 = time.perf_counter()
+        before = _prefix_cache_counters()
+        order = [i for i in _order_by_group(requests) if requests[i].n > 0]
+        results: list[list[Completion]] = [[] for _ in requests]
+        if order:
+            outs = self.llm.generate(
+                [requests[i].prompt for i in order],
+                [self._params(requests[i], sampling) for i in order],
+                use_tqdm=False,
+            )
+            for i, out in zip(order, outs, strict=True):
+                results[i] = self._completions(requests[i], out)
+        self._account(time.perf_counter() - t0, before)
+        return results
+
+    def submit(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[Future]:
+        """Queue requests on the async engine; one Future (-> ``list[Completion]``) per request, in order.
+
+        Needs ``async_engine=True``. A group's requests are added back to back so they share the prefix cache.
+        """
+        if not self.async_engine:
+            raise RuntimeError("submit() needs VLLMBackend(..., async_engine=True); use generate() otherwise.")
+        futures: list[Future | None] = [None] * len(requests)
+        for i in _order_by_group(requests):
+            futures[i] = asyncio.run_coroutine_threadsafe(self._agenerate(requests[i], sampling), self._loop)
+        return futures
+
+    async def _agenerate(self, req: GenRequest, sampling: SamplingConfig) -> list[Completion]:
+        if req.n == 0:
+            return []
+        t0 = time.perf_counter()
+        before = _prefix_cache_counters()
+        final = None
+        async for out in self.engine.generate(
+            req.prompt, self._params(req, sampling, final_only=True), f"mcprm-{next(self._ids)}"
+        ):
+            final = out
+        comps = self._completions(req, final)
+        # In async mode generate_seconds sums request latencies; rates in stats.extra are per request-second.
+        self._account(time.perf_counter() - t0, before if self._inflight_is_one() else None)
+        return comps
+
+    def _inflight_is_one(self) -> bool:
+        # Counter deltas are only attributable to one request when nothing else runs; otherwise the
+        # engine-wide totals are read in close() / prefix_cache_totals().
+        return False
+
+    def prefix_cache_totals(self) -> dict:
+        """Engine-wide prefix-cache counters since start (tokens): queries, hits, hit_rate."""
+        c = _prefix_cache_counters()
+        if c is None:
+            return {}
+        return {"queries": int(c[0]), "hits": int(c[1]), "hit_rate": round(c[1] / c[0], 4) if c[0] else None}
+
+    def close(self) -> None:
+        if self.async_engine and self.engine is not None:
+            self.stats.extra.update({f"prefix_cache_{k}": v for k, v in self.prefix_cache_totals().items()})
+            self.engine.shutdown()
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            self.engine = None
+        if self.llm is not None:
+            self.llm = None
