@@ -47,6 +47,15 @@ def user_errors():
     except KeyboardInterrupt:
         err("interrupted; rerun the same command to resume")
         raise typer.Exit(130) from None
+    except Exception as e:  # a bug or an engine failure: one clear line, the traceback on request
+        import os
+        import traceback
+
+        if os.environ.get("MCPRM_DEBUG"):
+            traceback.print_exc()
+        err(f"{type(e).__name__}: {e}. Nothing was committed; rerun the same command to resume "
+            "(set MCPRM_DEBUG=1 to see the traceback).")
+        raise typer.Exit(1) from None
 
 
 def echo(msg: str) -> None:

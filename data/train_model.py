@@ -84,6 +84,14 @@ def make_batch(torch, tokenizer, rows: list[dict], device):
     return input_ids.to(device), labels.to(device), attention.to(device)
 
 
+def length_bucketed_batches(rows: list[dict], batch_size: int, rng) -> list[list[dict]]:
+    """Batches of similar length (little padding: training on CPU is compute-bound), in random order."""
+    rows = sorted(rows, key=lambda r: len(r["problem"]) + sum(len(s) + 1 for s in r["steps"]))
+    batches = [rows[i : i + batch_size] for i in range(0, len(rows) - batch_size + 1, batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
@@ -94,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=2)
+    ap.add_argument("--intermediate", type=int, default=0, help="MLP width (default 4 * hidden)")
     ap.add_argument("--difficulty", default="medium")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu", help="cpu (the documented setting) or cuda (for quick trials)")
@@ -112,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=args.hidden,
-        intermediate_size=args.hidden * 4,
+        intermediate_size=args.intermediate or args.hidden * 4,
         num_hidden_layers=args.layers,
         num_attention_heads=args.heads,
         num_key_value_heads=args.heads,
@@ -137,15 +146,25 @@ def main(argv: list[str] | None = None) -> None:
         return args.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
 
     held_out = generate_problems(64, seed=TRAIN_SEED_BASE - 1 - args.seed, difficulty=args.difficulty)
-    chunk = 50 * args.batch_size
-    pool: list[dict] = []
+    import random
+
+    batch_rng = random.Random(args.seed)
+    batches: list[list[dict]] = []
     log = []
     t0 = time.time()
     model.train()
     for step in range(args.steps):
-        if len(pool) < args.batch_size:
-            pool = generate_problems(chunk, seed=TRAIN_SEED_BASE + args.seed * 100_000 + step, difficulty=args.difficulty)
-        rows, pool = pool[: args.batch_size], pool[args.batch_size :]
+        if not batches:
+            batches = length_bucketed_batches(
+                generate_problems(
+                    50 * args.batch_size,
+                    seed=TRAIN_SEED_BASE + args.seed * 100_000 + step,
+                    difficulty=args.difficulty,
+                ),
+                args.batch_size,
+                batch_rng,
+            )
+        rows = batches.pop()
         input_ids, labels, attention = make_batch(torch, tokenizer, rows, device)
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
@@ -189,10 +208,17 @@ def greedy_accuracy(torch, model, tokenizer, rows: list[dict], device) -> float:
     prompts = [PROMPT_TEMPLATE.format(problem=r["problem"]) for r in rows]
     enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
     with torch.no_grad():
-        out = model.generate(**enc, do_sample=False, max_new_tokens=256, pad_token_id=tokenizer.pad_token_id,
-                             eos_token_id=tokenizer.eos_token_id)
+        out = model.generate(
+            **enc,
+            do_sample=False,
+            max_new_tokens=256,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
     texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-    ok = sum(check_steps(r["problem"], split_completion(t)).complete for r, t in zip(rows, texts))
+    ok = sum(
+        check_steps(r["problem"], split_completion(t)).complete for r, t in zip(rows, texts, strict=True)
+    )
     return round(ok / len(rows), 3)
 
 

@@ -62,9 +62,13 @@ class GraderConfig:
         if self.timeout_s <= 0:
             raise ValueError(f"GraderConfig.timeout_s must be > 0, got {self.timeout_s}")
         if self.percent not in ("both", "number", "fraction"):
-            raise ValueError(f"GraderConfig.percent must be 'both', 'number' or 'fraction', got {self.percent!r}")
+            raise ValueError(
+                f"GraderConfig.percent must be 'both', 'number' or 'fraction', got {self.percent!r}"
+            )
         if self.comma_list not in ("unordered", "ordered"):
-            raise ValueError(f"GraderConfig.comma_list must be 'unordered' or 'ordered', got {self.comma_list!r}")
+            raise ValueError(
+                f"GraderConfig.comma_list must be 'unordered' or 'ordered', got {self.comma_list!r}"
+            )
         if self.symbolic not in ("simplify", "expand"):
             raise ValueError(f"GraderConfig.symbolic must be 'simplify' or 'expand', got {self.symbolic!r}")
 

@@ -23,11 +23,15 @@ _NUMBER_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?|
 _SENTENCE_END_RE = re.compile(r"\.(?!\d)(?:\s|$)")
 
 
+_MAX_BOX_SCAN = 100_000  # characters scanned for a box's closing brace
+_MAX_BOXES_TRIED = 5
+
+
 def _match_brace(text: str, open_pos: int) -> int | None:
     """Index of the ``}`` closing the ``{`` at ``open_pos`` (escaped ``\\{``/``\\}`` ignored), or None."""
     depth = 0
     i = open_pos
-    n = len(text)
+    n = min(len(text), open_pos + _MAX_BOX_SCAN)
     while i < n:
         c = text[i]
         if c == "\\":
@@ -40,12 +44,12 @@ def _match_brace(text: str, open_pos: int) -> int | None:
             if depth == 0:
                 return i
         i += 1
-    return None
+    return n if n < len(text) else None  # n: gave up on a huge box (its content is refused later)
 
 
 def _last_boxed(text: str) -> str | None:
     starts = [m.end() for m in _BOX_RE.finditer(text)]
-    for start in reversed(starts):
+    for start in reversed(starts[-_MAX_BOXES_TRIED:]):
         if start < len(text) and text[start] == "{":
             end = _match_brace(text, start)
             if end is not None:

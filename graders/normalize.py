@@ -29,13 +29,16 @@ _THIN_THOUSANDS_RE = re.compile(r"(?<=\d)(?:\{,\}|\\,|\\!|\\ )(?=\d{3}(?!\d))")
 _THOUSANDS_RE = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d,])(\.\d+)?")
 _DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|°|\^\s*\{?\s*\\degree\s*\}?|\\degree|\\textdegree")
 _TEXT_RE = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathit|operatorname)\s*\{([^{}]*)\}")
-_UNWRAP_RE = re.compile(r"\\(?:mathbf|boldsymbol|bm|mathsf|mathnormal|textnormal|underline|overline)\s*\{([^{}]*)\}")
+_UNIT_RE = re.compile(_TEXT_RE.pattern + r"(?:\^\s*\{?\s*[23]\s*\}?)?")  # \text{ cm}^2
+_UNWRAP_RE = re.compile(
+    r"\\(?:mathbf|boldsymbol|bm|mathsf|mathnormal|textnormal|underline|overline)\s*\{([^{}]*)\}"
+)
 _FRAC_DIGITS_RE = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _FRAC_HALF_RE = re.compile(r"\\frac\s*(\d)\s*(?=\{)")
 _FRAC_TAIL_RE = re.compile(r"(\\frac\s*\{[^{}]*\})\s*(\d)")
 _SQRT_RE = re.compile(r"\\sqrt\s*(\d+|[a-zA-Z](?![a-zA-Z]))")
 _OP_SPACE_RE = re.compile(r"\s*([-+*/=<>,()\[\]{}^_|!&:])\s*")
-_NUMBER_WORDS_RE = re.compile(r"^(-?\d+(?:\.\d+)?%?)\s*([a-zA-Z][a-zA-Z.\s]*)$")
+_NUMBER_WORDS_RE = re.compile(r"^(-?\d+(?:\.\d+)?%?)\s+([a-zA-Z]{2,}[a-zA-Z.\s]*)$")
 _CHOICE_RE = re.compile(r"^\(?([A-Ea-e])\)?$")
 _CONJ_RE = re.compile(r"\\text\s*\{\s*(?:or|and|,)\s*\}|\s+(?:or|and)\s+")
 
@@ -61,7 +64,7 @@ def _drop_text(s: str) -> str:
     s = _CONJ_RE.sub(",", s)
     if not _TEXT_RE.search(s):
         return s
-    rest = _TEXT_RE.sub("", s).strip()
+    rest = _UNIT_RE.sub("", s).strip()
     if rest and re.search(r"[\w\\]", rest):
         return rest  # math with units: keep the math
     return _TEXT_RE.sub(r"\1", s)
@@ -93,7 +96,7 @@ def normalize(answer: str) -> str:
     s = _SQRT_RE.sub(r"\\sqrt{\1}", s)
     s = _THOUSANDS_RE.sub(lambda m: m.group(1).replace(",", "") + (m.group(2) or ""), s)
     s = " ".join(s.split())
-    s = _OP_SPACE_RE.sub(r"\1", s)
+    s = _OP_SPACE_RE.sub(r"\1", s).replace(",", ", ")  # "1, 234" stays a list, also when normalized again
     s = s.rstrip(".").strip()
     m = _NUMBER_WORDS_RE.match(s)  # "5 cm", "12 apples", "3.5 square feet"
     if m and not any(w.lower() in KNOWN_NAMES for w in m.group(2).split()):
@@ -112,10 +115,12 @@ _MAX_DEPTH = 40
 _MAX_INT_DIGITS = 400
 _MAX_EXPONENT = 10_000
 _MAX_FACTORIAL = 1_000
-_MAX_TOWER_LOG10 = 10_000.0
+_MAX_TOWER_LOG10 = 5_000.0  # at most a 5000-digit value
+_CHAIN_RE = re.compile(r"\d+(?:\s*\^\s*[{(]?\s*\d+){2,}")
 _FACTORIAL_RE = re.compile(r"(\d+)\s*!")
 _INT_RE = re.compile(r"\d+")
 _FORBIDDEN_RE = re.compile(r"[\"'`;@#?]|__|\.\s*[a-zA-Z_]|\blambda\b|\bimport\b")
+_ENV_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]+\}")
 _WORD_RE = re.compile(r"(\\?)([a-zA-Z]{2,})")
 
 
@@ -159,6 +164,28 @@ def _tower_log10(expo: str) -> float:
     return value_log10
 
 
+def _group_factorials(s: str):
+    """(start, end) of every bracketed group followed by ``!``: ``(10^{100})!``."""
+    pos = s.find("!")
+    while pos != -1:
+        j = pos - 1
+        while j >= 0 and s[j] == " ":
+            j -= 1
+        if j >= 0 and s[j] in ")}":
+            close, open_ = s[j], "(" if s[j] == ")" else "{"
+            depth, k = 0, j
+            while k >= 0:
+                if s[k] == close:
+                    depth += 1
+                elif s[k] == open_:
+                    depth -= 1
+                    if depth == 0:
+                        break
+                k -= 1
+            yield max(k, 0), j
+        pos = s.find("!", pos + 1)
+
+
 def prescreen(s: str, max_chars: int = 1000) -> str | None:
     """A reason to refuse ``s`` before parsing (too long, too deep, too large to evaluate), else None."""
     if len(s) > max_chars:
@@ -179,15 +206,19 @@ def prescreen(s: str, max_chars: int = 1000) -> str | None:
     for m in _FACTORIAL_RE.finditer(s):
         if int(m.group(1)) > _MAX_FACTORIAL:
             return f"too large: factorial of {m.group(1)}"
+    for i in _group_factorials(s):
+        group = s[i[0] : i[1]]
+        if "^" in group or "!" in group or any(int(n) > _MAX_FACTORIAL for n in _INT_RE.findall(group)):
+            return "too large: factorial of a large expression"
     if "^" in s or "**" in s:
         t = s.replace("**", "^")
         for expo in _exponent_groups(t):
             e = expo.strip().lstrip("-")
             if e.isdigit() and int(e) > _MAX_EXPONENT:
                 return f"too large: exponent {e}"
-            if "^" in expo:
-                if _tower_log10(expo) > math.log10(_MAX_EXPONENT):
-                    return "too large: power tower"
+        for m in _CHAIN_RE.finditer(t):  # 9^{9^{9}}, 9**9**9: right-associative towers of literals
+            if _tower_log10(m.group(0)) > _MAX_TOWER_LOG10:
+                return "too large: power tower"
     return None
 
 
@@ -195,7 +226,7 @@ def check_math(s: str) -> str | None:
     """A reason why ``s`` cannot be a math answer (code, quotes, unknown long names), else None."""
     if _FORBIDDEN_RE.search(s):
         return "not a math expression (forbidden characters)"
-    for m in _WORD_RE.finditer(s):
+    for m in _WORD_RE.finditer(_ENV_RE.sub("", s)):
         if m.group(1):  # a LaTeX command
             continue
         word = m.group(2)

@@ -84,9 +84,14 @@ def terminates(q: Fraction) -> bool:
 
 
 def approx_equal(decimal: Number, other: Fraction, min_sig_digits: int) -> bool:
-    """``decimal`` (written with d fractional digits) rounds or truncates ``other``, which does not terminate."""
+    """``decimal`` (``d`` fractional digits) is ``other`` rounded or truncated to ``d`` digits, and ``other``
+    does not terminate (``0.333``/``0.3333`` for 1/3; ``0.667``/``0.666`` for 2/3; never ``0.334``)."""
     if min_sig_digits <= 0 or decimal.frac_digits is None or decimal.sig_digits < min_sig_digits:
         return False
     if terminates(other):
         return False
-    return abs(decimal.value - other) < Fraction(10) ** -decimal.frac_digits
+    ulp = Fraction(10) ** -decimal.frac_digits
+    diff = other - decimal.value
+    if abs(diff) <= ulp / 2:  # rounded
+        return True
+    return 0 <= (diff if other > 0 else -diff) < ulp  # truncated toward zero

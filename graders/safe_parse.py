@@ -160,6 +160,18 @@ def _exact_floats(expr):
     return expr.xreplace({f: sympy.Rational(str(f)) for f in floats})
 
 
+_CONSTANT_SYMBOLS = {sympy.Symbol("i"): sympy.I, sympy.Symbol("e"): sympy.E}
+
+
+def _imaginary_unit(expr):
+    """The symbols ``i`` and ``e`` are the imaginary unit and Euler's number (``2+3i``, ``e^{i\\pi}``, ``2e``)."""
+    try:
+        subs = {s: v for s, v in _CONSTANT_SYMBOLS.items() if s in expr.free_symbols}
+        return expr.xreplace(subs) if subs else expr
+    except (AttributeError, TypeError):
+        return expr
+
+
 def _to_sympy(s: str):
     if not s:
         raise ParseError("empty expression")
@@ -175,6 +187,7 @@ def _to_sympy(s: str):
     except Exception as e:  # the ANTLR parser raises bare Exceptions with a caret diagram
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ParseError(f"cannot parse {s[:80]!r}: {first}") from None
+    expr = _imaginary_unit(expr)
     if isinstance(expr, sympy.MatrixBase):
         return expr.applyfunc(_exact_floats)
     if isinstance(expr, (sympy.Tuple, sympy.FiniteSet)):

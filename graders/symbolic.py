@@ -46,8 +46,15 @@ class Comparer:
             return self._collections(a, b)
         if isinstance(a, sympy.Set) or isinstance(b, sympy.Set):
             return self._sets(a, b)
+        if isinstance(a, sympy.MatrixBase) and isinstance(b, sympy.MatrixBase):
+            if a.shape != b.shape:
+                self.rule = f"matrix: shapes {a.shape} vs {b.shape}"
+                return False
+            ok = all(self.equal(x, y) for x, y in zip(a, b, strict=True))
+            self.rule = "matrix" if ok else "matrix: entries differ"
+            return ok
         if isinstance(a, sympy.MatrixBase) or isinstance(b, sympy.MatrixBase):
-            self.rule = "matrix: different kinds"
+            self.rule = "matrix vs non-matrix"
             return False
         if isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr):
             return self._scalars(a, b, num_a, num_b)
@@ -94,9 +101,21 @@ class Comparer:
             return eq.lhs
         return None
 
-    @staticmethod
-    def _as_set(x):
-        """Univariate inequalities (and their and/or) as the set they describe."""
+    @classmethod
+    def _as_set(cls, x):
+        """Univariate inequalities (and their and/or, or a list of them: ``x<1, x>2``) as a set."""
+        if isinstance(x, (PlainList, sympy.FiniteSet)):
+            items = x.items if isinstance(x, PlainList) else x.args
+            sets = [cls._as_set(i) for i in items]
+            if (
+                items
+                and all(isinstance(i, (Relational, sympy.And, sympy.Or)) for i in items)
+                and all(isinstance(s, sympy.Set) for s in sets)
+            ):
+                syms = set().union(*(i.free_symbols for i in items))
+                if len(syms) == 1:
+                    return sympy.Union(*sets)
+            return x
         if isinstance(x, (Relational, sympy.And, sympy.Or)) and not isinstance(x, sympy.Equality):
             syms = x.free_symbols
             if len(syms) == 1:
@@ -123,7 +142,12 @@ class Comparer:
             return list(x.args), False
         if isinstance(x, sympy.MatrixBase):
             return list(x), True
-        if isinstance(x, sympy.Interval) and not (x.left.is_infinite or x.right.is_infinite) and x.left_open and x.right_open:
+        if (
+            isinstance(x, sympy.Interval)
+            and not (x.left.is_infinite or x.right.is_infinite)
+            and x.left_open
+            and x.right_open
+        ):
             return [x.left, x.right], self.cfg.ordered_tuples  # (1, 2) is also the pair (1, 2)
         return [x], None
 
@@ -194,11 +218,16 @@ class Comparer:
             self.rule = "symbolic: expand"
             return sympy.expand(a - b) == 0
         diff = a - b
-        syms = sorted(diff.free_symbols, key=str)
+        if diff == 0:
+            self.rule = "symbolic: identical"
+            return True
+        syms = sorted(a.free_symbols | b.free_symbols, key=str)
         for k in range(2):
             point = {s: _SAMPLES[(i + k) % len(_SAMPLES)] for i, s in enumerate(syms)}
-            v = diff.xreplace(point).evalf(30)
-            if v.is_number and v.is_finite and abs(v) > 1e-12 * (1 + abs(a.xreplace(point).evalf(30))):
+            va, vb = a.xreplace(point).evalf(30), b.xreplace(point).evalf(30)
+            if not (va.is_number and vb.is_number and va.is_finite and vb.is_finite):
+                continue  # a pole or an unevaluated function: no evidence either way
+            if bool(abs(va - vb) > 1e-12 * (1 + abs(va))):
                 self.rule = "symbolic: differ at a sample point"
                 return False
         self.rule = "symbolic: simplify"
@@ -218,26 +247,29 @@ class Comparer:
             return va == vb
         diff = abs(va - vb)
         scale = max(abs(va), abs(vb))
-        self.rule = "numeric"
+        self.rule = "numeric: equal"
         if diff <= self.cfg.rel_tol * scale or diff == 0:
             return True
+        self.rule = "numeric: different values"
         for dec, other, other_num in ((num_a, vb, num_b), (num_b, va, num_a)):
             if dec is None or dec.frac_digits is None or dec.sig_digits < self.cfg.approx_min_sig_digits:
                 continue
             if other_num is not None and other_num.frac_digits is not None:
                 continue  # two decimals: compared exactly
-            if other.is_real and approx_equal(dec, _to_fraction(other), self.cfg.approx_min_sig_digits):
+            exact = (
+                other_num.value if other_num is not None else _to_fraction(other) if other.is_real else None
+            )
+            if exact is not None and approx_equal(dec, exact, self.cfg.approx_min_sig_digits):
                 self.rule = "numeric: rounded decimal"
                 return True
         return False
 
 
 def _to_fraction(v) -> Fraction:
-    """A 50-digit sympy Float as a Fraction (nonterminating by construction when irrational)."""
+    """A 50-digit sympy Float of a non-rational value as a Fraction that never terminates."""
     r = sympy.Rational(v)
-    q = Fraction(int(r.p), int(r.q))
-    # irrational values evaluated to 50 digits look terminating: nudge the denominator so they never do
-    return q if q.denominator % 3 else q + Fraction(1, 3 * 10**60)
+    # the value is irrational or non-terminating; its 50-digit image must not look terminating
+    return Fraction(int(r.p), int(r.q)) + Fraction(1, 3 * 10**60)
 
 
 def _candidates(p: Parsed, policy: str) -> list:

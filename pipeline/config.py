@@ -37,6 +37,8 @@ IDENTITY_FIELDS = (
     "wave_size",
     "confidence_width",
     "trust_correct",
+    "load_format",
+    "ignore_eos",
 )
 
 
@@ -55,6 +57,10 @@ class LabelConfig:
     id_field: str = "id"
     splitter: str = "blank-line"
     split_regex: str | None = None
+    input_format: str | None = None  # jsonl | json | parquet (default: by file extension)
+    answer_extract: str | None = None  # gsm8k | boxed: take the gold answer out of a worked answer field
+    max_step_chars: int = 20000
+    max_steps: int = 200
     skip_bad: bool = False
     limit: int | None = None  # label only the first N valid solutions
     # output
@@ -75,12 +81,14 @@ class LabelConfig:
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.85
     max_model_len: int | None = None
+    load_format: str = "auto"  # vllm: "dummy" = random weights (benchmarks)
     # sampling
     k: int = 8
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 256
     seed: int = 0
+    ignore_eos: bool = False  # benchmarks only: generate exactly max_new_tokens
     # strategy
     strategy: str = "per-step"
     wave_size: int = 2  # adaptive: continuations per wave
@@ -148,9 +156,9 @@ class LabelConfig:
         d["model"] = model_fingerprint(self.model)
         if self.tokenizer:
             d["tokenizer"] = model_fingerprint(self.tokenizer)
-        from graders import GRADER_VERSION
+        from graders import get_grader
 
-        d["grader_version"] = GRADER_VERSION
+        d["grader_version"] = get_grader(self.grader).version
         return d
 
     def identity(self) -> str:

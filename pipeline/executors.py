@@ -96,8 +96,12 @@ class RayExecutor:
         if cfg.backend == "vllm" and cfg.num_workers == 1 and gpus > 0:
             total = int(ray.cluster_resources().get("GPU", 0) // gpus)
             self.num_workers = max(1, total)
+        # vLLM's async engine takes the requests of two shards at once (no idle tail between shards);
+        # the hf backend is not thread-safe, so its actor runs one shard at a time.
+        concurrency = 2 if cfg.backend == "vllm" else 1
         actor_cls = ray.remote(
-            num_cpus=cfg.cpus_per_worker, num_gpus=gpus, max_restarts=-1, max_task_retries=0
+            num_cpus=cfg.cpus_per_worker, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
+            max_concurrency=concurrency,
         )(_ShardActor)
         self.actor_cls = actor_cls
         self.cfg = cfg
@@ -114,20 +118,23 @@ class RayExecutor:
 
         transient = (RayActorError, ActorDiedError, ActorUnavailableError, WorkerCrashedError)
         pending: dict = {}  # ref -> (actor index, shard index, solutions)
+        pings: dict = {}  # ref -> actor index, for actors that are down until they answer
         load = [0] * len(self.actors)
+        up = [True] * len(self.actors)
         retry_queue: list[tuple[int, Sequence[Solution]]] = []
         it = iter(shards)
         exhausted = False
 
         def submit(shard: int, sols) -> None:
-            a = min(range(len(self.actors)), key=lambda i: load[i])
+            live = [i for i in range(len(self.actors)) if up[i]]
+            a = min(live, key=lambda i: load[i])
             ref = self.actors[a].process.remote(version, shard, sols)
             pending[ref] = (a, shard, sols)
             load[a] += 1
 
         def fill() -> None:
             nonlocal exhausted
-            while sum(load) < 2 * len(self.actors):
+            while any(up) and sum(load[i] for i in range(len(up)) if up[i]) < 2 * sum(up):
                 if retry_queue:
                     submit(*retry_queue.pop(0))
                     continue
@@ -140,10 +147,26 @@ class RayExecutor:
                     return
                 submit(shard, sols)
 
+        def mark_down(a: int) -> None:
+            if up[a]:
+                up[a] = False
+                # Ray restarts the actor (max_restarts=-1) where resources allow; it is used again once it
+                # answers a ping. Until then its shards go to the others.
+                pings[self.actors[a].pid.remote()] = a
+
         fill()
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
+        while pending or ((retry_queue or not exhausted) and pings):
+            done, _ = ray.wait(list(pending) + list(pings), num_returns=1)
             ref = done[0]
+            if ref in pings:
+                a = pings.pop(ref)
+                try:
+                    ray.get(ref)
+                    up[a] = True
+                except transient:
+                    pings[self.actors[a].pid.remote()] = a
+                fill()
+                continue
             a, shard, sols = pending.pop(ref)
             load[a] -= 1
             try:
@@ -157,12 +180,15 @@ class RayExecutor:
                         "giving up. Check the worker logs (OOM, GPU errors) and rerun the same command to resume."
                     ) from e
                 log.warning("worker for shard %d died (%s); resubmitting (retry %d)", shard, type(e).__name__, n)
+                mark_down(a)
                 retry_queue.append((shard, sols))
                 fill()
                 continue
             except ray.exceptions.RayTaskError as e:
+                # mcprm's own error (bad model path, storage full, ...): not retried, raised as its own type
                 cause = e.as_instanceof_cause() if hasattr(e, "as_instanceof_cause") else e
-                raise RuntimeError(f"shard {shard} failed: {cause}") from None
+                log.error("shard %d failed: %s", shard, cause)
+                raise cause from None
             on_done(result)
             fill()
 

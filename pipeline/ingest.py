@@ -214,11 +214,6 @@ def file_format(path: str, forced: str | None = None) -> tuple[str | None, str |
     return fmt, compression
 
 
-def _listable(name: str) -> bool:
-    base = name.rstrip("/").rsplit("/", 1)[-1]
-    return not base.startswith((".", "_"))
-
-
 def resolve_files(spec: InputSpec) -> list[str]:
     """Expand ``spec.paths`` (files, folders, globs) into a list of file URLs.
 
@@ -233,8 +228,10 @@ def resolve_files(spec: InputSpec) -> list[str]:
     seen: set[tuple[str, str]] = set()
     exts = ", ".join(list(_EXTENSIONS) + [f"{e}{c}" for e in (".jsonl", ".json") for c in (".gz", ".zst")])
 
-    def wanted(p: str) -> bool:
-        return _listable(p) and file_format(p, spec.format)[0] is not None
+    def wanted(p: str, root: str = "") -> bool:
+        rel = p[len(root) :] if root and p.startswith(root) else p.rsplit("/", 1)[-1]
+        hidden = any(part.startswith((".", "_")) for part in rel.split("/") if part)
+        return not hidden and file_format(p, spec.format)[0] is not None
 
     for pattern in spec.paths:
         try:
@@ -245,11 +242,11 @@ def resolve_files(spec: InputSpec) -> list[str]:
             files = []
             for m in sorted(fs.glob(path)):
                 if fs.isdir(m):
-                    files.extend(sorted(p for p in fs.find(m) if wanted(p)))
+                    files.extend(sorted(p for p in fs.find(m) if wanted(p, m)))
                 elif wanted(m):
                     files.append(m)
         elif fs.isdir(path):
-            files = sorted(p for p in fs.find(path) if wanted(p))
+            files = sorted(p for p in fs.find(path) if wanted(p, path))
         elif fs.exists(path):
             if file_format(path, spec.format)[0] is None:
                 raise InputError(
@@ -284,40 +281,31 @@ def resolve_files(spec: InputSpec) -> list[str]:
 
 
 def _iter_lines(f, max_bytes: int) -> Iterator[tuple[bytes | None, int]]:
-    """(line without newline, or None when longer than ``max_bytes``; its length) per line, chunked."""
-    pending = b""
-    skipping = False
-    skipped = 0
-    while True:
-        chunk = f.read(_CHUNK)
-        if not chunk:
-            break
+    """(line without its newline, or None when longer than ``max_bytes``; its length) per line.
+
+    Reads ``_CHUNK`` bytes at a time; an over-long line is counted, not kept.
+    """
+    parts: list[bytes] = []  # pieces of the current line (empty while skipping)
+    size = 0  # bytes of the current line so far
+    while chunk := f.read(_CHUNK):
         start = 0
-        while True:
-            nl = chunk.find(b"\n", start)
-            if nl < 0:
-                if skipping:
-                    skipped += len(chunk) - start
-                else:
-                    pending += chunk[start:]
-                    if len(pending) > max_bytes:
-                        skipping, skipped, pending = True, len(pending), b""
-                break
-            if skipping:
-                yield None, skipped + nl - start
-                skipping, skipped = False, 0
+        while (nl := chunk.find(b"\n", start)) >= 0:
+            size += nl - start
+            if size > max_bytes:
+                yield None, size
             else:
-                line = pending + chunk[start:nl] if pending else chunk[start:nl]
-                pending = b""
-                if len(line) > max_bytes:
-                    yield None, len(line)
-                else:
-                    yield line, len(line)
-            start = nl + 1
-    if skipping:
-        yield None, skipped
-    elif pending:
-        yield pending, len(pending)
+                parts.append(chunk[start:nl])
+                yield (parts[0] if len(parts) == 1 else b"".join(parts)), size
+            parts, size, start = [], 0, nl + 1
+        size += len(chunk) - start
+        if size > max_bytes:
+            parts = []
+        else:
+            parts.append(chunk[start:])
+    if size > max_bytes:
+        yield None, size
+    elif size:
+        yield b"".join(parts), size
 
 
 def _read_jsonl(file: str, f, kind: str = "jsonl") -> Iterator[RawRow]:
@@ -344,7 +332,7 @@ def _read_jsonl(file: str, f, kind: str = "jsonl") -> Iterator[RawRow]:
                 i,
                 text=line.decode("utf-8", "backslashreplace"),
                 kind=kind,
-                error=f"not UTF-8: byte {e.start} of the line (0x{bad}) is invalid; re-encode the file as UTF-8",
+                error=f"not UTF-8: invalid byte at offset {e.start} of the line (0x{bad}); re-encode the file as UTF-8",
             )
             continue
         try:
@@ -370,7 +358,7 @@ def _read_json_array(file: str, f) -> Iterator[RawRow]:
             file,
             None,
             kind="json",
-            error=f"not UTF-8: byte {e.start} of the file is invalid; re-encode the file as UTF-8",
+            error=f"not UTF-8: invalid byte at offset {e.start} of the file; re-encode the file as UTF-8",
         )
         return
     del blob
@@ -696,9 +684,9 @@ class _IdIndex:
         self._file_names: list[tuple[str, str]] = []
         self._file_index: dict[str, int] = {}
 
-    def check(self, sol: Solution, raw: RawRow) -> str | None:
-        """None if new (and record it), "dup" for an exact duplicate, else the earlier row's location."""
-        key = int(sol.key, 16)
+    def check(self, sol: Solution, raw: RawRow, key_hex: str) -> str | None:
+        """None if new (and record it), "dup:<where>" for an exact duplicate, else the earlier row's place."""
+        key = int(key_hex, 16)
         j = self._ids.get(sol.id)
         if j is not None:
             file, kind = self._file_names[self._files[j]]
@@ -724,8 +712,9 @@ def _validated(
         if raw.row is not None:
             stats.rows += 1
         out = validate(raw, spec)
-        if isinstance(out, Solution):
-            prev = index.check(out, raw)
+        if isinstance(out, Solution):  # ids must be unique; exact duplicates are skipped (module doc)
+            derived = raw.data.get(spec.id_field) is None  # then the id already is the content key
+            prev = index.check(out, raw, out.id if derived else out.key)
             if prev is not None:
                 if prev.startswith("dup:"):
                     stats.duplicates += 1
@@ -740,8 +729,8 @@ def _validated(
                     _raw_text(raw),
                     raw.kind,
                 )
-            else:
-                stats.solutions += 1
+        if isinstance(out, Solution):
+            stats.solutions += 1
         else:
             stats.rejected += 1
         yield out

@@ -56,6 +56,10 @@ def input_spec(cfg: LabelConfig):
         id_field=cfg.id_field,
         splitter=cfg.splitter,
         split_regex=cfg.split_regex,
+        max_step_chars=cfg.max_step_chars,
+        max_steps=cfg.max_steps,
+        format=cfg.input_format,
+        answer_extract=cfg.answer_extract,
     )
 
 
@@ -67,7 +71,7 @@ def _versions() -> dict:
     out = {"mcprm": _mcprm_version(), "python": platform.python_version(), "schema": SCHEMA_VERSION}
     from graders import GRADER_VERSION
 
-    out["grader"] = GRADER_VERSION
+    out["grader"] = GRADER_VERSION  # the default grader's version; the run's own is in identity_fields
     for mod in ("torch", "transformers", "vllm", "ray", "pyarrow"):
         m = sys.modules.get(mod)
         if m is not None:
@@ -191,28 +195,27 @@ def label(config: LabelConfig) -> RunResult:
     identity = cfg.identity()
     with OutputLock(store):
         manifest = store.manifest()
+        base = manifest  # the version whose shards the new one builds on
         if manifest is not None and manifest.get("identity") != identity:
             if not cfg.overwrite:
                 diff = _identity_diff(manifest.get("identity_fields", {}), cfg.identity_dict())
                 raise ConfigError(
                     f"{cfg.output} holds a corpus labeled with a different configuration ({diff}). Labels made "
                     "with different settings must not be mixed: use another --output, or pass --overwrite to "
-                    "replace the corpus."
+                    "start a new corpus version there (the old versions stay readable until `mcprm prune`)."
                 )
-        if cfg.overwrite and (manifest is not None and manifest.get("identity") != identity):
-            log.warning("--overwrite: removing the existing corpus at %s", cfg.output)
-            store.wipe()
-            manifest = None
+            log.warning("--overwrite: starting a new corpus version with the new configuration at %s", cfg.output)
+            base = None
         prev_version = manifest["version"] if manifest else 0
         version = prev_version + 1
 
         keys, rejects, dup = _scan_inputs(cfg, store, version)
-        if not keys and manifest is None:
+        if not keys and base is None:
             raise ConfigError(f"no valid solutions in {', '.join(cfg.input)}; nothing to label")
-        existing = _existing_keys(store, manifest)
+        existing = _existing_keys(store, base)
         new_keys = [k for k in keys if k not in existing]
         reused = len(keys) - len(new_keys)
-        if not new_keys:
+        if not new_keys and base is not None:
             log.info("corpus %s is up to date (version %d): nothing new to label", cfg.output, prev_version)
             return RunResult(cfg.output, prev_version, 0, reused, len(rejects), manifest, time.perf_counter() - t0)
 
@@ -278,7 +281,7 @@ def label(config: LabelConfig) -> RunResult:
         if missing:
             raise RuntimeError(f"shards {missing[:10]} did not finish; rerun the same command to resume")
 
-        new_manifest = _build_manifest(cfg, store, manifest, version, identity, plan, results, len(rejects), dup,
+        new_manifest = _build_manifest(cfg, store, base, manifest, version, identity, plan, results, len(rejects), dup,
                                        reused, run_seconds, executor)
         store.commit(new_manifest)
         store.delete(f"{vdir}/_plan.json")
@@ -294,7 +297,7 @@ def _identity_diff(old: dict, new: dict) -> str:
     return "; ".join(changed[:6]) or "unknown difference"
 
 
-def _build_manifest(cfg, store, prev, version, identity, plan, results, n_rejected, dup, reused, run_seconds,
+def _build_manifest(cfg, store, prev, last, version, identity, plan, results, n_rejected, dup, reused, run_seconds,
                     executor) -> dict:
     new_shards = [
         {"path": results[sh["shard"]]["path"], "rows": results[sh["shard"]]["rows"], "version": version}
@@ -330,8 +333,8 @@ def _build_manifest(cfg, store, prev, version, identity, plan, results, n_reject
         "strategy": cfg.strategy,
         "k": cfg.k,
         "shards": shards,
-        "history": ((prev or {}).get("history") or []) + [
-            {"version": version, "added": added, "reused": reused, "rejected": n_rejected,
+        "history": ((last or {}).get("history") or []) + [
+            {"version": version, "identity": identity, "added": added, "reused": reused, "rejected": n_rejected,
              "duplicates_in_input": dup, "shards": [s["path"] for s in new_shards],
              "rollouts": rollouts, "rollout_tokens": tokens, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         ],
@@ -356,6 +359,7 @@ def _build_manifest(cfg, store, prev, version, identity, plan, results, n_reject
             "rollouts_per_s": round(rollouts_run / run_seconds, 2) if run_seconds > 0 else None,
             "generated_tokens_per_s": round(gen_tokens_run / run_seconds, 2) if run_seconds > 0 else None,
             "prefix_cache_hit_rate": round(hit, 4) if hit is not None else None,
+            "retried_shards": {str(k): v for k, v in getattr(executor, "retried", {}).items()},
             "backend": backend,
         },
     }

@@ -72,6 +72,7 @@ class Scheduler:
         params: StrategyParams,
         seed: int = 0,
         max_batch_requests: int = 512,
+        streaming: bool | None = None,
     ):
         self.backend = backend
         self.grade_batch = grade_batch
@@ -82,6 +83,8 @@ class Scheduler:
         self.seed = seed
         self.max_batch_requests = max_batch_requests
         self.stats = SchedulerStats()
+        # Stream per-solution rounds when the backend can take requests while others are in flight.
+        self.streaming = getattr(backend, "async_engine", False) if streaming is None else streaming
 
     # -------------------------------------------------------------------------------------------------
     def solution_text(self, sol: Solution) -> str:
@@ -102,6 +105,8 @@ class Scheduler:
             state = _Live(sol, gen, [], [StepStats() for _ in sol.steps])
             state.solution_correct = correct  # type: ignore[attr-defined]
             self._advance(idx, state, None, live, out)
+        if self.streaming and live:
+            self._label_streaming(live, out)
         while live:
             self._round(live, out)
         return [out[i] for i in range(len(solutions))]
@@ -133,53 +138,28 @@ class Scheduler:
         st.probes = probes
         live[idx] = st
 
-    def _round(self, live: dict[int, _Live], out: dict) -> None:
-        self.stats.rounds += 1
-        reqs: list[GenRequest] = []
-        owners: list[tuple[int, int]] = []  # (solution idx, probe idx)
-        for idx in sorted(live):
-            st = live[idx]
-            sol = st.sol
-            for j, p in enumerate(st.probes):
-                draw = st.stats_seen[p.step].total
-                reqs.append(
-                    GenRequest(
-                        prompt=self.prompt.prefix(sol.problem, sol.steps[: p.step + 1]),
-                        n=p.n,
-                        seed=derive_seed(self.seed, sol.key, p.step, draw),
-                        group=sol.key,
-                    )
-                )
-                owners.append((idx, j))
-        self.stats.requests += len(reqs)
-        self.stats.per_round_requests.append(len(reqs))
-        completions: list = []
-        t0 = time.perf_counter()
-        for start in range(0, len(reqs), self.max_batch_requests):
-            chunk = reqs[start : start + self.max_batch_requests]
-            got = self.backend.generate(chunk, self.sampling)
-            if len(got) != len(chunk) or any(len(c) != r.n for c, r in zip(got, chunk)):
-                raise RuntimeError(f"backend {self.backend.name} returned the wrong number of completions")
-            completions.extend(got)
-        t1 = time.perf_counter()
-        self.stats.generate_seconds += t1 - t0
-        pairs = []
-        for (idx, _j), comps in zip(owners, completions):
-            gold = live[idx].sol.answer
-            pairs.extend((gold, c.text) for c in comps)
-        verdicts = self.grade_batch(pairs)
-        self.stats.grade_seconds += time.perf_counter() - t1
-        # Route results back, probe by probe, in the order the strategy asked.
-        per_sol: dict[int, list[ProbeResult]] = {}
+    def _requests(self, st: _Live) -> list[GenRequest]:
+        sol = st.sol
+        return [
+            GenRequest(
+                prompt=self.prompt.prefix(sol.problem, sol.steps[: p.step + 1]),
+                n=p.n,
+                seed=derive_seed(self.seed, sol.key, p.step, st.stats_seen[p.step].total),
+                group=sol.key,
+            )
+            for p in st.probes
+        ]
+
+    def _account(self, st: _Live, comps_per_probe: list, verdicts: list) -> list[ProbeResult]:
+        """Count the graded completions of one solution's round; returns its ProbeResults in probe order."""
+        results = []
         pos = 0
-        for (idx, j), comps in zip(owners, completions):
+        for p, comps in zip(st.probes, comps_per_probe):
             vs = verdicts[pos : pos + len(comps)]
             pos += len(comps)
-            p = live[idx].probes[j]
             correct = sum(1 for v in vs if v.correct is True)
             ungradable = sum(1 for v in vs if v.correct is None)
             tokens = sum(c.num_tokens for c in comps)
-            st = live[idx]
             st.rollouts += len(comps)
             st.tokens += tokens
             seen = st.stats_seen[p.step]
@@ -189,6 +169,94 @@ class Scheduler:
             self.stats.rollouts += len(comps)
             self.stats.rollout_tokens += tokens
             self.stats.ungradable += ungradable
-            per_sol.setdefault(idx, []).append(ProbeResult(p.step, len(comps), correct, ungradable, tokens))
-        for idx, results in per_sol.items():
+            results.append(ProbeResult(p.step, len(comps), correct, ungradable, tokens))
+        return results
+
+    def _grade_rounds(self, live: dict[int, _Live], done: dict[int, list], out: dict) -> None:
+        """Grade the finished rounds of several solutions in one batch, then advance each of them."""
+        t0 = time.perf_counter()
+        pairs = [(live[idx].sol.answer, c.text) for idx, cpp in done.items() for comps in cpp for c in comps]
+        verdicts = self.grade_batch(pairs)
+        self.stats.grade_seconds += time.perf_counter() - t0
+        pos = 0
+        for idx, cpp in done.items():
+            n = sum(len(c) for c in cpp)
+            results = self._account(live[idx], cpp, verdicts[pos : pos + n])
+            pos += n
             self._advance(idx, live[idx], results, live, out)
+
+    def _round(self, live: dict[int, _Live], out: dict) -> None:
+        """Synchronous mode: one round = the probes of every live solution, generated in large batches."""
+        self.stats.rounds += 1
+        reqs: list[GenRequest] = []
+        owners: list[int] = []
+        for idx in sorted(live):
+            r = self._requests(live[idx])
+            reqs.extend(r)
+            owners.extend([idx] * len(r))
+        self.stats.requests += len(reqs)
+        self.stats.per_round_requests.append(len(reqs))
+        completions: list = []
+        t0 = time.perf_counter()
+        for start in range(0, len(reqs), self.max_batch_requests):
+            chunk = reqs[start : start + self.max_batch_requests]
+            got = self.backend.generate(chunk, self.sampling)
+            _check(self.backend, chunk, got)
+            completions.extend(got)
+        self.stats.generate_seconds += time.perf_counter() - t0
+        done: dict[int, list] = {}
+        for idx, comps in zip(owners, completions):
+            done.setdefault(idx, []).append(comps)
+        self._grade_rounds(live, done, out)
+
+    def _label_streaming(self, live: dict[int, _Live], out: dict) -> None:
+        """Streaming mode (backends with ``submit``, e.g. vLLM's async engine): every solution's next round is
+        submitted as soon as its own previous round is graded, so the engine never waits for the slowest
+        solution of a round."""
+        import queue
+
+        finished: queue.SimpleQueue = queue.SimpleQueue()
+        waiting: dict[int, list] = {}  # idx -> completions per probe (None until its future is done)
+        outstanding: dict[int, int] = {}
+
+        def launch(idx: int) -> None:
+            reqs = self._requests(live[idx])
+            self.stats.requests += len(reqs)
+            waiting[idx] = [None] * len(reqs)
+            outstanding[idx] = len(reqs)
+            futs = self.backend.submit(reqs, self.sampling)
+            for j, (f, r) in enumerate(zip(futs, reqs)):
+                f.add_done_callback(lambda fut, idx=idx, j=j, n=r.n: finished.put((idx, j, n, fut)))
+
+        for idx in sorted(live):
+            launch(idx)
+        t0 = time.perf_counter()
+        while outstanding:
+            batch = [finished.get()]
+            while True:  # drain whatever else is ready, to grade in one batch
+                try:
+                    batch.append(finished.get_nowait())
+                except queue.Empty:
+                    break
+            ready: dict[int, list] = {}
+            for idx, j, n, fut in batch:
+                comps = fut.result()  # re-raises an engine error here
+                if len(comps) != n:
+                    raise RuntimeError(f"backend {self.backend.name} returned {len(comps)} completions, wanted {n}")
+                waiting[idx][j] = comps
+                outstanding[idx] -= 1
+                if outstanding[idx] == 0:
+                    del outstanding[idx]
+                    ready[idx] = waiting.pop(idx)
+            if ready:
+                self.stats.rounds += 1
+                self._grade_rounds(live, ready, out)
+                for idx in ready:
+                    if idx in live:
+                        launch(idx)
+        self.stats.generate_seconds += time.perf_counter() - t0
+
+
+def _check(backend, chunk, got) -> None:
+    if len(got) != len(chunk) or any(len(c) != r.n for c, r in zip(got, chunk)):
+        raise RuntimeError(f"backend {backend.name} returned the wrong number of completions")

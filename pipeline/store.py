@@ -42,6 +42,19 @@ class CorpusStore:
         self.root = root.rstrip("/") or "/"
         self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
 
+    @classmethod
+    def for_file(cls, url: str) -> tuple[CorpusStore, str]:
+        """A store rooted at the folder of the file ``url``, and the file's name (for atomic single files)."""
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(url)
+        self = cls.__new__(cls)
+        self.url = url
+        self.fs = fs
+        self.root = posixpath.dirname(path) or "."
+        self.local = "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
+        return self, posixpath.basename(path)
+
     # ---------------------------------------------------------------- paths
     def path(self, *parts: str) -> str:
         return _join(self.root, *parts)
@@ -94,6 +107,8 @@ class CorpusStore:
             raise RuntimeError(f"{self.uri(rel)} is corrupt ({e}); restore it from versions/ or rerun") from e
 
     def exists(self, rel: str) -> bool:
+        if not self.local:
+            self.fs.invalidate_cache()  # object-store listings are cached by fsspec; another writer may have changed them
         return self.fs.exists(self.path(rel))
 
     def delete(self, rel: str, recursive: bool = False) -> None:
@@ -128,6 +143,8 @@ class CorpusStore:
         return self.read_json(f"versions/v{version:05d}.json")
 
     def versions(self) -> list[int]:
+        if not self.local:
+            self.fs.invalidate_cache()
         try:
             names = self.fs.ls(self.path("versions"), detail=False)
         except FileNotFoundError:

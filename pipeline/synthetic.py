@@ -86,7 +86,9 @@ def answer_line(v: Fraction) -> str:
 _NUM = r"-?\d{1,12}(?:/\d{1,12})?"
 _STEP_RE = re.compile(rf"^\s*({_NUM})\s+([-+*/])\s+({_NUM})\s*=\s*({_NUM})\s*$")
 _ANSWER_RE = re.compile(r"^\s*The answer is \\boxed\{(.*)\}\.?\s*$")
-_LATEX_NUM_RE = re.compile(r"^(-?)\s*(?:\\[dt]?frac\{(\d{1,12})\}\{(\d{1,12})\}|(\d{1,12})(?:\s*/\s*(\d{1,12}))?)$")
+_LATEX_NUM_RE = re.compile(
+    r"^(-?)\s*(?:\\[dt]?frac\{(\d{1,12})\}\{(\d{1,12})\}|(\d{1,12})(?:\s*/\s*(\d{1,12}))?)$"
+)
 
 
 def _parse_value(s: str) -> Fraction | None:
@@ -291,7 +293,11 @@ def _judge(step: str, states: set, answered: bool) -> str:
         boxed = parse_latex_value(m.group(1))
         if boxed is None:
             return f"unparseable boxed answer {m.group(1)!r}"
-        return "" if boxed == done[0] else f"boxed {format_value(boxed)} but the result is {format_value(done[0])}"
+        return (
+            ""
+            if boxed == done[0]
+            else f"boxed {format_value(boxed)} but the result is {format_value(done[0])}"
+        )
     m = _STEP_RE.match(step)
     if not m:
         return f"not a step of the form 'a op b = c': {step[:60]!r}"
@@ -299,6 +305,8 @@ def _judge(step: str, states: set, answered: bool) -> str:
     op = m.group(2)
     if a is None or b is None or c is None:
         return "zero denominator in a number"
+    if op == "/" and b == 0:
+        return "division by zero"
     if not any(True for s in states for _ in _ready_reductions(s, op, a, b)):
         return f"'{format_value(a)} {op} {format_value(b)}' is not an operation that can be done next"
     expected = _apply(op, a, b)
@@ -347,9 +355,13 @@ class Difficulty:
 
 
 DIFFICULTIES = {
-    "easy": Difficulty(max_operand=9, op_weights=(1.0, 1.0, 0.6, 0.35), exact_division=0.7, max_abs=100, max_den=9),
+    "easy": Difficulty(
+        max_operand=9, op_weights=(1.0, 1.0, 0.6, 0.35), exact_division=0.7, max_abs=100, max_den=9
+    ),
     "medium": Difficulty(),
-    "hard": Difficulty(max_operand=30, op_weights=(1.0, 1.0, 1.0, 0.8), exact_division=0.5, max_abs=2000, max_den=30),
+    "hard": Difficulty(
+        max_operand=30, op_weights=(1.0, 1.0, 1.0, 0.8), exact_division=0.5, max_abs=2000, max_den=30
+    ),
 }
 
 
@@ -369,7 +381,10 @@ class _Gen:
         op = self.rng.choices(OPS, weights=self.d.op_weights)[0]
         left = self.tree(kl)
         if op == "/" and k - 1 - kl == 0 and self.rng.random() < self.d.exact_division:
-            lv = _value(left)
+            try:
+                lv = _value(left)
+            except ZeroDivisionError:  # redrawn by ok()
+                lv = Fraction(0)
             if lv.denominator == 1 and lv != 0:
                 divisors = [q for q in range(2, self.d.max_operand + 1) if lv.numerator % q == 0]
                 if divisors:
@@ -394,7 +409,9 @@ def _resolve_difficulty(difficulty: str | Difficulty) -> Difficulty:
     try:
         return DIFFICULTIES[difficulty]
     except KeyError:
-        raise ValueError(f"unknown difficulty {difficulty!r}; use one of {sorted(DIFFICULTIES)} or a Difficulty") from None
+        raise ValueError(
+            f"unknown difficulty {difficulty!r}; use one of {sorted(DIFFICULTIES)} or a Difficulty"
+        ) from None
 
 
 def make_problem(tree, id: str = "") -> dict:
@@ -426,7 +443,9 @@ def generate_problems(
     number of operations, uniform in ``min_steps..max_steps``; ``len(steps) == n_steps + 1``).
     """
     if not 1 <= min_steps <= max_steps:
-        raise ValueError(f"need 1 <= min_steps <= max_steps, got min_steps={min_steps}, max_steps={max_steps}")
+        raise ValueError(
+            f"need 1 <= min_steps <= max_steps, got min_steps={min_steps}, max_steps={max_steps}"
+        )
     gen = _Gen(random.Random(seed), _resolve_difficulty(difficulty))
     rows = []
     for i in range(n):

@@ -27,11 +27,14 @@ def build_backend(cfg: LabelConfig):
                                      dtype=cfg.dtype)
     if cfg.backend == "vllm":
         kw = dict(model=cfg.model, tokenizer=cfg.tokenizer, tensor_parallel_size=cfg.tensor_parallel_size,
-                  gpu_memory_utilization=cfg.gpu_memory_utilization, seed=cfg.seed)
+                  gpu_memory_utilization=cfg.gpu_memory_utilization, seed=cfg.seed,
+                  async_engine=True)  # stream per-solution rounds (see pipeline.scheduler)
         if cfg.max_model_len:
             kw["max_model_len"] = cfg.max_model_len
         if cfg.dtype:
             kw["dtype"] = cfg.dtype
+        if cfg.load_format != "auto":
+            kw["load_format"] = cfg.load_format
         return rollouts.make_backend("vllm", **kw)
     if cfg.backend == "openai":
         return rollouts.make_backend("openai", base_url=cfg.base_url, model=cfg.model, api_key=cfg.api_key)
@@ -49,8 +52,10 @@ def build_prompt_format(cfg: LabelConfig):
     )
 
 
-def sampling_config(cfg: LabelConfig) -> SamplingConfig:
-    return SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+def sampling_config(cfg: LabelConfig, prompt=None) -> SamplingConfig:
+    stop = tuple(getattr(prompt, "stop", ()) or ())
+    return SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
+                          stop=stop, ignore_eos=cfg.ignore_eos)
 
 
 def strategy_params(cfg: LabelConfig) -> StrategyParams:
@@ -74,12 +79,13 @@ class ShardWorker:
                 pass
         self.backend = backend if backend is not None else build_backend(cfg)
         self.prompt = build_prompt_format(cfg)
-        self.grade = functools.partial(grade_batch, config=GraderConfig(timeout_s=cfg.grader_timeout),
+        self.grade = functools.partial(grade_batch, config=GraderConfig(
+            timeout_s=cfg.grader_timeout, workers=max(1, int(cfg.cpus_per_worker))),
                                        grader=cfg.grader)
         self.store = CorpusStore(cfg.output)
 
     def label(self, solutions: Sequence[Solution]):
-        sched = Scheduler(self.backend, self.grade, self.prompt, sampling_config(self.cfg), self.cfg.strategy,
+        sched = Scheduler(self.backend, self.grade, self.prompt, sampling_config(self.cfg, self.prompt), self.cfg.strategy,
                           strategy_params(self.cfg), seed=self.cfg.seed,
                           max_batch_requests=self.cfg.max_batch_requests)
         return sched.label(solutions), sched.stats

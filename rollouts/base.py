@@ -24,6 +24,9 @@ class SamplingConfig:
     max_new_tokens: int = 256
     # Generation stops at the model's EOS token or at the first of these strings (not included in the text).
     stop: tuple[str, ...] = ()
+    # Extra token ids that end a continuation (like EOS), and whether to ignore EOS (benchmarks only).
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ class HFBackend:
 
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(tokenizer_path or model_path))
         model = transformers.AutoModelForCausalLM.from_pretrained(self.model_path)
-        if dtype is None:
+        if dtype is None or dtype == "auto":
             dtype = torch.float32 if self.device.type == "cpu" else torch.bfloat16
         elif isinstance(dtype, str):
             if not isinstance(getattr(torch, dtype, None), torch.dtype):
@@ -104,7 +104,6 @@ class HFBackend:
                 f"{self.model_path}: neither the tokenizer nor generation_config defines an EOS token."
             )
         self.eos_ids = eos
-        self._eos_tensor = torch.tensor(sorted(eos), device=self.device)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(eos)
 
         params = inspect.signature(self.model.forward).parameters
@@ -140,6 +139,7 @@ class HFBackend:
                 batches.append([i])
                 rows = requests[i].n
 
+        last_batch = {requests[i].group: b for b, batch in enumerate(batches) for i in batch}
         trunks: dict[str, list[_Trunk]] = {}
         with self._torch.inference_mode():
             for b, batch in enumerate(batches):
@@ -149,8 +149,7 @@ class HFBackend:
                 for i, comps in zip(batch, outs, strict=True):
                     results[i] = comps
                 # Trunks of groups that no later micro-batch needs are freed.
-                later = {requests[i].group for bb in batches[b + 1 :] for i in bb}
-                for g in [g for g in trunks if g not in later]:
+                for g in [g for g in trunks if last_batch[g] <= b]:
                     del trunks[g]
 
         self.stats.requests += len(requests)
@@ -229,7 +228,7 @@ class HFBackend:
         pos = torch.arange(best_lcp, m, device=self.device)[None]
         mask = torch.ones(1, m, dtype=torch.long, device=self.device)
         self._forward(ids, mask, pos, cache, last_only=True)
-        kv = [(k, v) for k, v in self._cache_tensors(cache)]
+        kv = self._cache_tensors(cache)
         # The new trunk replaces trunks that are prefixes of it.
         trunks[:] = [t for t in trunks if not (len(t.ids) <= m and target[: len(t.ids)] == t.ids)]
         trunks.append(_Trunk(list(target), kv))
@@ -327,6 +326,7 @@ class HFBackend:
         tokens: list[list[int]] = [[] for _ in range(B)]
         done: list[Completion | None] = [None] * B
         stops = tuple(s for s in sampling.stop if s)
+        extra_stop = set(sampling.stop_token_ids)
         active = list(range(B))  # row ids still decoding, in cache order
         greedy = sampling.temperature == 0
         while active:
@@ -345,7 +345,7 @@ class HFBackend:
                 )
             for p, (r, t) in enumerate(zip(active, nxt_list, strict=True)):
                 tokens[r].append(t)
-                if t in self.eos_ids:
+                if (t in self.eos_ids and not sampling.ignore_eos) or t in extra_stop:
                     done[r] = Completion(self._text(tokens[r][:-1]), len(tokens[r]), "stop")
                 elif stops and (cut := _first_stop(texts[p], stops)) is not None:
                     done[r] = Completion(texts[p][:cut], len(tokens[r]), "stop")

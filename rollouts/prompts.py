@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 PLAIN_TEMPLATE = "Problem: {problem}\nSolution:\n"
 PLACEHOLDER = "{problem}"
-_SENTINEL = "\x00MCPRM_PROBLEM\x00"
+_SENTINEL = "\x00mcprm_problem\x00"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ Written against vLLM 0.26 (V1 engine); ``vllm`` is imported only when a backend 
   solutions' requests in flight and submit more as soon as any finishes, never waiting for a round's slowest
   solution; ``generate`` is then ``submit`` + wait.
 * ``stats`` count prompt tokens (per sample), generated tokens, and prefix-cache hits read from vLLM's
-  in-process Prometheus counters (``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits``, in tokens);
+  in-process Prometheus counters (``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits``, in tokens,
+  engine-wide since the backend started); ``generate_seconds`` is wall time with work in flight, and
   ``stats.extra`` holds ``prefix_cache_hit_rate``, ``rollouts_per_s`` and ``generated_tokens_per_s``.
 """
 
@@ -97,8 +98,10 @@ class VLLMBackend:
             **engine_kwargs,
         )
         self.llm = self.engine = self._loop = None
+        self._inflight, self._busy_since, self._last_refresh = 0, 0.0, 0.0
         if not async_engine:
             self.llm = self._vllm.LLM(**args)
+            self._counters0 = _prefix_cache_counters()
             return
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
@@ -112,6 +115,7 @@ class VLLMBackend:
             return AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
 
         self.engine = asyncio.run_coroutine_threadsafe(_make(), self._loop).result()
+        self._counters0 = _prefix_cache_counters()
 
     # ------------------------------------------------------------------ helpers
 
@@ -123,6 +127,8 @@ class VLLMBackend:
             top_p=sampling.top_p,
             max_tokens=sampling.max_new_tokens,
             stop=list(sampling.stop) or None,
+            stop_token_ids=list(sampling.stop_token_ids) or None,
+            ignore_eos=sampling.ignore_eos,
         )
         if final_only:
             from vllm.sampling_params import RequestOutputKind
@@ -135,7 +141,8 @@ class VLLMBackend:
         if len(outs) != req.n:
             raise RuntimeError(f"vLLM returned {len(outs)} completions for a request with n={req.n}")
         comps = [
-            Completion(o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop") for o in outs
+            Completion(o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop")
+            for o in outs
         ]
         with self._lock:
             self.stats.requests += 1
@@ -144,17 +151,20 @@ class VLLMBackend:
             self.stats.generated_tokens += sum(c.num_tokens for c in comps)
         return comps
 
-    def _account(self, seconds: float, before: tuple[float, float] | None) -> None:
-        after = _prefix_cache_counters()
+    def _refresh_cache_stats(self) -> None:
+        """Prefix-cache hits since this backend started (engine-wide counters, in tokens)."""
+        now = _prefix_cache_counters()
+        if now is None or self._counters0 is None:
+            return
+        queries, hits = now[0] - self._counters0[0], now[1] - self._counters0[1]
+        with self._lock:
+            self.stats.cached_prompt_tokens = int(hits)
+            self.stats.extra["prefix_cache_queries"] = int(queries)
+            self.stats.extra["prefix_cache_hit_rate"] = round(hits / queries, 4) if queries else None
+
+    def _add_busy(self, seconds: float) -> None:
         with self._lock:
             self.stats.generate_seconds += seconds
-            if before is not None and after is not None:
-                self.stats.cached_prompt_tokens += int(after[1] - before[1])
-                self.stats.extra["prefix_cache_queries"] = self.stats.extra.get("prefix_cache_queries", 0) + int(
-                    after[0] - before[0]
-                )
-                q = self.stats.extra["prefix_cache_queries"]
-                self.stats.extra["prefix_cache_hit_rate"] = round(self.stats.cached_prompt_tokens / q, 4) if q else None
             s = self.stats.generate_seconds
             if s > 0:
                 self.stats.extra["rollouts_per_s"] = round(self.stats.samples / s, 2)
@@ -168,7 +178,6 @@ class VLLMBackend:
         if self.async_engine:
             return [f.result() for f in self.submit(requests, sampling)]
         t0 = time.perf_counter()
-        before = _prefix_cache_counters()
         order = [i for i in _order_by_group(requests) if requests[i].n > 0]
         results: list[list[Completion]] = [[] for _ in requests]
         if order:
@@ -179,7 +188,8 @@ class VLLMBackend:
             )
             for i, out in zip(order, outs, strict=True):
                 results[i] = self._completions(requests[i], out)
-        self._account(time.perf_counter() - t0, before)
+        self._add_busy(time.perf_counter() - t0)
+        self._refresh_cache_stats()
         return results
 
     def submit(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[Future]:
@@ -188,31 +198,35 @@ class VLLMBackend:
         Needs ``async_engine=True``. A group's requests are added back to back so they share the prefix cache.
         """
         if not self.async_engine:
-            raise RuntimeError("submit() needs VLLMBackend(..., async_engine=True); use generate() otherwise.")
+            raise RuntimeError(
+                "submit() needs VLLMBackend(..., async_engine=True); use generate() otherwise."
+            )
         futures: list[Future | None] = [None] * len(requests)
         for i in _order_by_group(requests):
             futures[i] = asyncio.run_coroutine_threadsafe(self._agenerate(requests[i], sampling), self._loop)
         return futures
 
     async def _agenerate(self, req: GenRequest, sampling: SamplingConfig) -> list[Completion]:
+        # Runs on the engine's loop thread. generate_seconds counts wall time with >= 1 request in flight.
         if req.n == 0:
             return []
-        t0 = time.perf_counter()
-        before = _prefix_cache_counters()
-        final = None
-        async for out in self.engine.generate(
-            req.prompt, self._params(req, sampling, final_only=True), f"mcprm-{next(self._ids)}"
-        ):
-            final = out
-        comps = self._completions(req, final)
-        # In async mode generate_seconds sums request latencies; rates in stats.extra are per request-second.
-        self._account(time.perf_counter() - t0, before if self._inflight_is_one() else None)
-        return comps
-
-    def _inflight_is_one(self) -> bool:
-        # Counter deltas are only attributable to one request when nothing else runs; otherwise the
-        # engine-wide totals are read in close() / prefix_cache_totals().
-        return False
+        if self._inflight == 0:
+            self._busy_since = time.perf_counter()
+        self._inflight += 1
+        try:
+            final = None
+            params = self._params(req, sampling, final_only=True)
+            async for out in self.engine.generate(req.prompt, params, f"mcprm-{next(self._ids)}"):
+                final = out
+            return self._completions(req, final)
+        finally:
+            self._inflight -= 1
+            now = time.perf_counter()
+            if self._inflight == 0:
+                self._add_busy(now - self._busy_since)
+            if self._inflight == 0 or now - self._last_refresh > 1.0:
+                self._last_refresh = now
+                self._refresh_cache_stats()
 
     def prefix_cache_totals(self) -> dict:
         """Engine-wide prefix-cache counters since start (tokens): queries, hits, hit_rate."""
@@ -222,8 +236,8 @@ class VLLMBackend:
         return {"queries": int(c[0]), "hits": int(c[1]), "hit_rate": round(c[1] / c[0], 4) if c[0] else None}
 
     def close(self) -> None:
+        self._refresh_cache_stats()
         if self.async_engine and self.engine is not None:
-            self.stats.extra.update({f"prefix_cache_{k}": v for k, v in self.prefix_cache_totals().items()})
             self.engine.shutdown()
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)

@@ -172,3 +172,45 @@ def test_ungradable_counted_separately():
     (o,) = sched.label(sols)
     assert [s.ungradable for s in o.stats] == [4, 4, 0]
     assert o.labels == [None, None, True] and o.first_error == -1
+
+
+class StreamingBackend(ScriptedBackend):
+    """Fake engine with submit(): requests finish out of order on a thread pool."""
+
+    async_engine = True
+
+    def __init__(self, alive):
+        super().__init__(alive)
+        import concurrent.futures
+
+        self.pool = concurrent.futures.ThreadPoolExecutor(4)
+        self.submitted = 0
+
+    def submit(self, requests, sampling):
+        import random
+        import time as _t
+
+        self.submitted += len(requests)
+
+        def one(r):
+            _t.sleep(random.random() * 0.003)
+            return self.generate([r], sampling)[0]
+
+        return [self.pool.submit(one, r) for r in requests]
+
+
+@pytest.mark.parametrize("strategy", ["per-step", "binary-search", "adaptive"])
+def test_streaming_mode_gives_the_same_labels_and_rollouts(strategy):
+    alive = {f"p{i}": [j < i % 6 for j in range(6)] for i in range(12)}
+    sols = [Solution(id=f"s{i}", problem=f"p{i}", answer="GOLD",
+                     steps=("a", "b", "c", "d", "e", "The answer is \\boxed{WRONG}.")) for i in range(12)]
+    params = StrategyParams(k=4, wave_size=2)
+    sync = Scheduler(ScriptedBackend(alive), _grade, _Plain(), SamplingConfig(), strategy, params, streaming=False)
+    a = sync.label(sols)
+    be = StreamingBackend(alive)
+    stream = Scheduler(be, _grade, _Plain(), SamplingConfig(), strategy, params)
+    assert stream.streaming
+    b = stream.label(sols)
+    assert [x.labels for x in a] == [x.labels for x in b]
+    assert [x.first_error for x in b] == [min(i % 6, 5) for i in range(12)]
+    assert stream.stats.rollouts == sync.stats.rollouts and be.submitted == sync.stats.requests

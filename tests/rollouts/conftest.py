@@ -16,7 +16,9 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tiny_model(path: Path, seed: int = 0, max_positions: int = 512) -> Path:
+def build_tiny_model(
+    path: Path, seed: int = 0, max_positions: int = 512, hidden_size: int = 64, heads: int = 4
+) -> Path:
     import torch
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -27,7 +29,9 @@ def build_tiny_model(path: Path, seed: int = 0, max_positions: int = 512) -> Pat
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tok.decoder = decoders.Fuse()
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", vocab["<s>"])])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", vocab["<s>"])]
+    )
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
     )
@@ -37,11 +41,11 @@ def build_tiny_model(path: Path, seed: int = 0, max_positions: int = 512) -> Pat
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(vocab),
-        hidden_size=64,
-        intermediate_size=128,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=heads,
+        num_key_value_heads=heads // 2,
         max_position_embeddings=max_positions,
         bos_token_id=vocab["<s>"],
         eos_token_id=vocab["</s>"],
@@ -57,6 +61,10 @@ def build_tiny_model(path: Path, seed: int = 0, max_positions: int = 512) -> Pat
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
+    import torch
+
+    # One thread: the tiny model gains nothing from more, and on a busy small box extra threads spin.
+    torch.set_num_threads(1)
     return build_tiny_model(tmp_path_factory.mktemp("tiny_llama"))
 
 

@@ -1,0 +1,545 @@
+#!/usr/bin/env python3
+"""GPU benchmark (issue 6): mcprm's vLLM backend against raw vLLM and a naive round-by-round pipeline,
+label quality of vllm vs hf on the bundled model, and Ray scaling over GPUs.
+
+One command runs everything that fits the machine and prints one table:
+
+    PYTHONPATH=/tmp/site:. python3 bench/gpu_bench.py all --out OUT_DIR [--sizes 0.5b,7b] [--quick]
+
+Each part runs in its own subprocess (one vLLM engine per process, GPU memory freed in between) and appends
+JSON lines to OUT_DIR/results.jsonl. Parts:
+
+* ``correctness``: the bundled model labels the same bundled solutions with ``--backend hf --device cuda``
+  and ``--backend vllm``; first-error F1 against the exact checker for both.
+* ``throughput --size S --lengths fixed|vary``: the same list of step-prefix requests at K=8 on a
+  random-weight model of S's shape (load_format="dummy"): (1) raw vLLM: every request in one
+  ``LLM.generate``; (2) naive: one ``LLM.generate`` per step round; (3) mcprm: the async vLLM backend driven
+  by mcprm's scheduler with the per-step and binary-search strategies. ``vary``: generation ends at any of
+  1/96 of the vocabulary's ids (geometric lengths, mean ~96, cap 256); ``fixed``: exactly max tokens.
+* ``scaling --gpus N``: ``mcprm label`` (Ray executor, one vLLM actor per GPU) on N GPUs, same work.
+
+Prompts for random-weight models: a WordLevel tokenizer whose vocabulary covers the model's (every sampled
+id decodes; the bundled character tokenizer has ~60 ids and cannot decode a 152k-vocab model's samples),
+and synthetic solutions with realistic shapes (problem ~150 tokens, 3-10 steps of 30-80 tokens each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+for k, v in {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "VLLM_USE_FLASHINFER_SAMPLER": "0",
+    "TOKENIZERS_PARALLELISM": "false",
+}.items():
+    os.environ.setdefault(k, v)
+
+SHAPES = {
+    "0.5b": {
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "hidden_size": 896,
+        "intermediate_size": 4864,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "tie_word_embeddings": True,
+    },
+    "7b": {
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "tie_word_embeddings": False,
+    },
+}
+COMMON = {
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "hidden_act": "silu",
+    "sliding_window": None,
+    "use_sliding_window": False,
+    "torch_dtype": "bfloat16",
+    "use_cache": True,
+    "vocab_size": 151936,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "initializer_range": 0.02,
+    "attention_dropout": 0.0,
+    "max_window_layers": 28,
+}
+VOCAB = 151936
+K = 8
+
+
+def make_model_dir(size: str) -> tuple[str, str]:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    path = tempfile.mkdtemp(prefix=f"mcprm-dummy-{size}-")
+    tdir = os.path.join(path, "tok")
+    os.makedirs(tdir)
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "<pad>": 3}
+    for i in range(4, VOCAB):
+        vocab[f"w{i}"] = i
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.save(os.path.join(tdir, "tokenizer.json"))
+    json.dump(
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "unk_token": "<unk>",
+            "pad_token": "<pad>",
+            "model_max_length": 32768,
+        },
+        open(os.path.join(tdir, "tokenizer_config.json"), "w"),
+    )
+    json.dump(dict(COMMON, **SHAPES[size]), open(os.path.join(path, "config.json"), "w"), indent=1)
+    json.dump({"bos_token_id": 1, "eos_token_id": 2}, open(os.path.join(path, "generation_config.json"), "w"))
+    return path, tdir
+
+
+def workload(n_solutions: int, seed: int = 0):
+    """Synthetic solutions of realistic shape, as mcprm Solutions (text = space-separated wN words)."""
+    from pipeline.types import Solution
+
+    rng = random.Random(seed)
+
+    def words(n):
+        return " ".join(f"w{rng.randrange(4, VOCAB)}" for _ in range(n))
+
+    sols = []
+    for i in range(n_solutions):
+        m = rng.randint(3, 10)
+        sols.append(
+            Solution(
+                id=f"s{i}",
+                problem=words(rng.randint(100, 200)),
+                answer="1",
+                steps=tuple(words(rng.randint(30, 80)) for _ in range(m)),
+            )
+        )
+    return sols
+
+
+def prompt_format():
+    from rollouts.prompts import plain_format
+
+    return plain_format("{problem} ", " ")
+
+
+def sampling(lengths: str, max_tokens: int):
+    from rollouts.base import SamplingConfig
+
+    if lengths == "fixed":
+        return SamplingConfig(temperature=1.0, max_new_tokens=max_tokens, ignore_eos=True)
+    stop_ids = tuple(range(4, VOCAB, 96))  # 1/96 of the vocabulary ends a continuation
+    return SamplingConfig(
+        temperature=1.0, max_new_tokens=max_tokens, stop_token_ids=stop_ids, ignore_eos=True
+    )
+
+
+def per_step_requests(sols):
+    from pipeline.scheduler import derive_seed
+    from rollouts.base import GenRequest
+
+    pf = prompt_format()
+    rounds: dict[int, list] = {}
+    for s in sols:
+        for i in range(len(s.steps) - 1):
+            rounds.setdefault(i, []).append(
+                GenRequest(pf.prefix(s.problem, s.steps[: i + 1]), K, derive_seed(0, s.key, i, 0), s.key)
+            )
+    flat = [r for s_i in sorted(rounds) for r in rounds[s_i]]
+    # raw vLLM gets them solution by solution (best prefix locality); naive gets them round by round
+    by_sol = sorted(flat, key=lambda r: (r.group, r.prompt.count(" ")))
+    return by_sol, [rounds[i] for i in sorted(rounds)]
+
+
+def emit(out: Path, rec: dict) -> None:
+    rec["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    print("RESULT " + json.dumps(rec), flush=True)
+    with open(out / "results.jsonl", "a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+def gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+# ------------------------------------------------------------------------------------------ parts
+def part_raw_naive(a):
+    import vllm
+    from vllm import LLM, SamplingParams
+
+    mdir, tdir = make_model_dir(a.size)
+    sols = workload(a.solutions)
+    flat, rounds = per_step_requests(sols)
+    sc = sampling(a.lengths, a.max_tokens)
+    t0 = time.time()
+    llm = LLM(
+        model=mdir,
+        tokenizer=tdir,
+        load_format="dummy",
+        enable_prefix_caching=True,
+        dtype="bfloat16",
+        max_model_len=4096,
+        seed=0,
+        gpu_memory_utilization=0.85,
+    )
+    init = time.time() - t0
+    llm.generate(["w5 w6 w7"] * 4, SamplingParams(max_tokens=8), use_tqdm=False)  # warm-up
+
+    def params(r):
+        return SamplingParams(
+            n=r.n,
+            seed=r.seed,
+            temperature=sc.temperature,
+            max_tokens=sc.max_new_tokens,
+            stop_token_ids=list(sc.stop_token_ids) or None,
+            ignore_eos=sc.ignore_eos,
+        )
+
+    out = Path(a.out)
+    for mode in ("raw", "naive"):
+        llm.reset_prefix_cache()
+        t = time.time()
+        gen = 0
+        batches = [flat] if mode == "raw" else rounds
+        for b in batches:
+            res = llm.generate([r.prompt for r in b], [params(r) for r in b], use_tqdm=False)
+            gen += sum(len(c.token_ids) for o in res for c in o.outputs)
+        dt = time.time() - t
+        emit(
+            out,
+            {
+                "part": "throughput",
+                "size": a.size,
+                "lengths": a.lengths,
+                "mode": mode,
+                "requests": len(flat),
+                "rollouts": len(flat) * K,
+                "generated_tokens": gen,
+                "seconds": dt,
+                "tok_per_s": gen / dt,
+                "calls": len(batches),
+                "init_s": init,
+                "gpu": gpu_name(),
+                "vllm": vllm.__version__,
+            },
+        )
+
+
+def part_mcprm(a):
+    import vllm
+
+    from pipeline.scheduler import Scheduler
+    from pipeline.strategies import StrategyParams
+    from rollouts.vllm_backend import VLLMBackend
+
+    mdir, tdir = make_model_dir(a.size)
+    sols = workload(a.solutions)
+    sc = sampling(a.lengths, a.max_tokens)
+    t0 = time.time()
+    be = VLLMBackend(
+        mdir,
+        tokenizer=tdir,
+        load_format="dummy",
+        dtype="bfloat16",
+        max_model_len=4096,
+        seed=0,
+        gpu_memory_utilization=0.85,
+        async_engine=True,
+    )
+    init = time.time() - t0
+    from graders import grade_batch
+
+    out = Path(a.out)
+    for strategy in ("per-step", "binary-search"):
+        g0 = be.stats.generated_tokens
+        t = time.time()
+        sched = Scheduler(
+            be, grade_batch, prompt_format(), sc, strategy, StrategyParams(k=K, trust_correct=True), seed=0
+        )
+        sched.label(sols)
+        dt = time.time() - t
+        gen = be.stats.generated_tokens - g0
+        emit(
+            out,
+            {
+                "part": "throughput",
+                "size": a.size,
+                "lengths": a.lengths,
+                "mode": f"mcprm-{strategy}",
+                "requests": sched.stats.requests,
+                "rollouts": sched.stats.rollouts,
+                "generated_tokens": gen,
+                "seconds": dt,
+                "tok_per_s": gen / dt,
+                "rounds": sched.stats.rounds,
+                "grade_s": sched.stats.grade_seconds,
+                "init_s": init,
+                "gpu": gpu_name(),
+                "prefix_cache_hit_rate": be.stats.extra.get("prefix_cache_hit_rate"),
+                "vllm": vllm.__version__,
+            },
+        )
+    be.close()
+
+
+def part_correctness(a):
+    from pipeline.config import LabelConfig
+    from pipeline.evaluate import evaluate
+    from pipeline.run import label
+
+    out = Path(a.out)
+    for backend in ("hf", "vllm"):
+        o = tempfile.mkdtemp(prefix=f"mcprm-corr-{backend}-")
+        cfg = LabelConfig(
+            output=o,
+            backend=backend,
+            device="cuda",
+            executor="local",
+            k=8,
+            limit=a.solutions,
+            progress=False,
+            gpu_memory_utilization=0.5,
+            max_model_len=1024,
+        )
+        t = time.time()
+        res = label(cfg)
+        dt = time.time() - t
+        m = evaluate(o, "synthetic")
+        emit(
+            out,
+            {
+                "part": "correctness",
+                "backend": backend,
+                "solutions": m["solutions"],
+                "f1": m["f1"],
+                "acc_error": m["acc_error"],
+                "acc_correct": m["acc_correct"],
+                "step_accuracy": m["step_accuracy"],
+                "rollouts": m["rollouts"],
+                "rollout_tokens": m["rollout_tokens"],
+                "seconds": dt,
+                "gpu": gpu_name(),
+                "throughput": res.manifest.get("throughput", {}).get("generated_tokens_per_s"),
+            },
+        )
+
+
+def part_scaling(a):
+    import json as _json
+
+    from pipeline.config import LabelConfig
+    from pipeline.run import label
+
+    mdir, tdir = make_model_dir(a.size)
+    sols = workload(a.solutions, seed=1)
+    inp = Path(tempfile.mkdtemp()) / "in.jsonl"
+    with open(inp, "w") as f:
+        for s in sols:
+            f.write(
+                _json.dumps({"id": s.id, "problem": s.problem, "answer": s.answer, "steps": list(s.steps)})
+                + "\n"
+            )
+    o = tempfile.mkdtemp(prefix=f"mcprm-scale-{a.gpus}-")
+    cfg = LabelConfig(
+        input=[str(inp)],
+        output=o,
+        model=mdir,
+        tokenizer=tdir,
+        backend="vllm",
+        executor="ray",
+        num_workers=a.gpus,
+        gpus_per_worker=1,
+        k=K,
+        max_new_tokens=a.max_tokens,
+        load_format="dummy",
+        prompt_template="{problem} ",
+        step_separator=" ",
+        shard_size=a.shard_size,
+        progress=False,
+        ignore_eos=True,
+        dtype="bfloat16",
+        max_model_len=4096,
+    )
+    t = time.time()
+    res = label(cfg)
+    dt = time.time() - t
+    th = res.manifest["throughput"]
+    emit(
+        Path(a.out),
+        {
+            "part": "scaling",
+            "size": a.size,
+            "gpus": a.gpus,
+            "solutions": a.solutions,
+            "rollouts": res.manifest["counts"]["rollouts"],
+            "generated_tokens": res.manifest["counts"]["rollout_tokens"],
+            "wall_s": dt,
+            "run_s": th["seconds"],
+            "tok_per_s": th["generated_tokens_per_s"],
+            "engine_tok_per_s_per_gpu": th.get("engine_tok_per_s_per_worker"),
+            "prefix_cache_hit_rate": th.get("prefix_cache_hit_rate"),
+        },
+    )
+
+
+# ------------------------------------------------------------------------------------------ driver
+def run_part(args: list[str], out: Path, timeout: int) -> None:
+    cmd = [sys.executable, __file__, *args, "--out", str(out)]
+    print("::", " ".join(args), flush=True)
+    t = time.time()
+    try:
+        r = subprocess.run(cmd, timeout=timeout, capture_output=True, text=True)
+        log = r.stdout + r.stderr
+        rc = r.returncode
+    except subprocess.TimeoutExpired as e:
+        log = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc = "timeout"
+    name = "_".join(x.strip("-") for x in args)
+    (out / f"log_{name}.txt").write_text(log[-200000:])
+    print(f"   rc={rc} in {time.time() - t:.0f} s", flush=True)
+    if rc != 0:
+        print(log[-3000:], flush=True)
+
+
+def table(out: Path) -> None:
+    rows = (
+        [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+        if (out / "results.jsonl").exists()
+        else []
+    )
+    thr = [r for r in rows if r["part"] == "throughput"]
+    if thr:
+        print(f"\nthroughput, K={K} (GPU {thr[0].get('gpu')}, vLLM {thr[0].get('vllm')})")
+        print(
+            f"{'size':5} {'lengths':7} {'mode':22} {'requests':>8} {'gen tokens':>11} {'s':>7} {'tok/s':>9} "
+            f"{'vs raw':>7} {'vs naive':>8}"
+        )
+        for r in thr:
+            base = {
+                m["mode"]: m["tok_per_s"]
+                for m in thr
+                if m["size"] == r["size"] and m["lengths"] == r["lengths"]
+            }
+            vr = r["tok_per_s"] / base["raw"] if "raw" in base else float("nan")
+            vn = r["tok_per_s"] / base["naive"] if "naive" in base else float("nan")
+            print(
+                f"{r['size']:5} {r['lengths']:7} {r['mode']:22} {r['requests']:8d} {r['generated_tokens']:11d} "
+                f"{r['seconds']:7.1f} {r['tok_per_s']:9.0f} {vr:7.2f} {vn:8.2f}"
+            )
+    cor = [r for r in rows if r["part"] == "correctness"]
+    if cor:
+        print("\nlabel quality on the bundled model (first-error F1 vs the exact checker)")
+        for r in cor:
+            print(
+                f"  {r['backend']:5} solutions={r['solutions']} f1={r['f1']:.3f} acc_error={r['acc_error']:.3f} "
+                f"acc_correct={r['acc_correct']:.3f} step_acc={r['step_accuracy']:.3f} tokens={r['rollout_tokens']} "
+                f"{r['seconds']:.0f}s"
+            )
+    sc = [r for r in rows if r["part"] == "scaling"]
+    if sc:
+        one = next((r["tok_per_s"] for r in sc if r["gpus"] == 1), None)
+        print("\nscaling (mcprm label, Ray, one vLLM actor per GPU)")
+        for r in sc:
+            eff = r["tok_per_s"] / (one * r["gpus"]) if one else float("nan")
+            print(
+                f"  gpus={r['gpus']} tok/s={r['tok_per_s']:.0f} run_s={r['run_s']:.1f} wall_s={r['wall_s']:.1f} "
+                f"efficiency={eff:.2f}"
+            )
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("part", choices=["all", "raw-naive", "mcprm", "correctness", "scaling", "table"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--size", default="0.5b")
+    ap.add_argument("--sizes", default="0.5b,7b")
+    ap.add_argument("--lengths", default="vary")
+    ap.add_argument("--solutions", type=int, default=96)
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--gpus", type=int, default=1)
+    ap.add_argument("--gpu-list", default="")
+    ap.add_argument("--shard-size", type=int, default=16)
+    ap.add_argument("--skip", default="")
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if a.part == "raw-naive":
+        return part_raw_naive(a)
+    if a.part == "mcprm":
+        return part_mcprm(a)
+    if a.part == "correctness":
+        return part_correctness(a)
+    if a.part == "scaling":
+        return part_scaling(a)
+    if a.part == "table":
+        return table(out)
+    skip = set(filter(None, a.skip.split(",")))
+    if "correctness" not in skip:
+        run_part(["correctness", "--solutions", "100"], out, 400)
+    for size in filter(None, a.sizes.split(",")):
+        n = a.solutions if size == "0.5b" else max(16, a.solutions // 3)
+        for lengths in ("fixed", "vary"):
+            if f"{size}-{lengths}" in skip:
+                continue
+            common = [
+                "--size",
+                size,
+                "--lengths",
+                lengths,
+                "--solutions",
+                str(n),
+                "--max-tokens",
+                str(a.max_tokens),
+            ]
+            run_part(["raw-naive", *common], out, 600)
+            run_part(["mcprm", *common], out, 600)
+    for g in filter(None, a.gpu_list.split(",")):
+        run_part(
+            [
+                "scaling",
+                "--gpus",
+                g,
+                "--size",
+                "0.5b",
+                "--solutions",
+                str(a.solutions * int(g)),
+                "--max-tokens",
+                "128",
+                "--shard-size",
+                str(a.shard_size),
+            ],
+            out,
+            600,
+        )
+    table(out)
+
+
+if __name__ == "__main__":
+    main()

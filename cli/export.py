@@ -1,0 +1,72 @@
+"""``mcprm export OUT --format FMT --output DIR``: the corpus in the format a PRM trainer reads."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from cli.common import echo, err, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export_cmd)
+
+
+def export_cmd(
+    corpus: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")] = "./mcprm-out",
+    fmt: Annotated[str, typer.Option("--format", help="trl | math-shepherd | qwen-prm | openrlhf | processbench")] = "trl",
+    output: Annotated[str, typer.Option(help="Export folder (any fsspec URL); part-NNNNN shards go there.")] = "./mcprm-export",
+    label_rule: Annotated[str, typer.Option(help="hard (mc_value > 0) | threshold (mc_value >= --threshold) | "
+                                                 "soft (mc_value as a float; qwen-prm and openrlhf only)")] = "hard",
+    threshold: Annotated[float, typer.Option(help="For --label-rule threshold.")] = 0.5,
+    drop_after_first_error: Annotated[bool, typer.Option(
+        help="Keep steps only up to the first negative one (PRM800K / ProcessBench / Qwen convention).")] = True,
+    balance: Annotated[str | None, typer.Option(help="'downsample': as many error-free solutions as solutions "
+                                                     "with an error.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of --balance downsample.")] = 0,
+    step_tag: Annotated[str | None, typer.Option(help="Per-step marker (math-shepherd 'ки', qwen-prm '<extra_0>', "
+                                                      "trl step_separator '\\n').")] = None,
+    placeholder: Annotated[str | None, typer.Option(help="openrlhf placeholder token (default 'ки').")] = None,
+    reward_tokens: Annotated[str, typer.Option(help="Positive and negative label tokens, comma-separated.")] = "+,-",
+    tokenizer: Annotated[str | None, typer.Option(help="The trainer's tokenizer (path or hub name): check that "
+                                                       "the tag is one token, once per step.")] = None,
+    file_format: Annotated[str, typer.Option(help="parquet | jsonl")] = "parquet",
+    shard_rows: Annotated[int, typer.Option(help="Rows per output shard.")] = 10_000,
+    version: Annotated[int | None, typer.Option(help="A committed corpus version (default: current).")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an earlier export in --output.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+) -> None:
+    """Write the corpus as TRL / Math-Shepherd / Qwen-PRM / OpenRLHF / ProcessBench rows, checked row by row."""
+    import dataclasses
+
+    from pipeline.corpus import CorpusError
+    from pipeline.export import ExportError, export_corpus
+
+    toks = tuple(t for t in reward_tokens.split(","))
+    if len(toks) != 2 or not all(toks):
+        err(f"--reward-tokens must be two comma-separated tokens like '+,-', got {reward_tokens!r}")
+        raise typer.Exit(1)
+    with user_errors():
+        try:
+            res = export_corpus(corpus, fmt, output, version=version, label_rule=label_rule, threshold=threshold,
+                                drop_after_first_error=drop_after_first_error, balance=balance, seed=seed,
+                                step_tag=step_tag, placeholder=placeholder, reward_tokens=toks,  # type: ignore[arg-type]
+                                tokenizer=tokenizer, file_format=file_format, shard_rows=shard_rows,
+                                overwrite=overwrite)
+        except (CorpusError, ExportError) as e:
+            err(str(e))
+            raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps(dataclasses.asdict(res), indent=2))
+        return
+    echo(f"wrote {res.rows:,} rows ({res.steps:,} steps: {res.positives:,} positive, {res.negatives:,} negative"
+         f"{', soft labels' if res.soft else ''}) as {res.format} to {res.output} in {len(res.files)} "
+         f"{res.file_format} file(s)")
+    for why, n in res.skipped.items():
+        echo(f"  rows not exported ({why}): {n:,}")
+    for why, n in res.cut.items():
+        echo(f"  steps cut ({why}): {n:,}")
+    for note in res.notes:
+        echo(f"  note: {note}")

@@ -1,0 +1,47 @@
+"""``mcprm generate``: sample solutions for problems (so a user can start from problems alone)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cli.common import echo, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    app.command("generate")(generate_cmd)
+
+
+def generate_cmd(
+    input: Annotated[list[str] | None, typer.Option("--input", "-i", help="Problems (JSONL/Parquet, any fsspec URL). Default: the bundled problems.")] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="Solutions JSONL to write.")] = "./solutions.jsonl",
+    n: Annotated[int, typer.Option("--n", help="Solutions per problem.")] = 4,
+    model: Annotated[str | None, typer.Option()] = None,
+    tokenizer: Annotated[str | None, typer.Option()] = None,
+    backend: Annotated[str, typer.Option(help="hf | vllm | openai")] = "hf",
+    base_url: Annotated[str | None, typer.Option()] = None,
+    device: Annotated[str, typer.Option()] = "cpu",
+    prompt_format: Annotated[str, typer.Option(help="plain | chat")] = "plain",
+    prompt_template: Annotated[str | None, typer.Option()] = None,
+    step_separator: Annotated[str | None, typer.Option()] = None,
+    temperature: Annotated[float, typer.Option()] = 1.0,
+    top_p: Annotated[float, typer.Option()] = 1.0,
+    max_new_tokens: Annotated[int, typer.Option()] = 256,
+    seed: Annotated[int, typer.Option()] = 0,
+    problem_field: Annotated[str, typer.Option()] = "problem",
+    answer_field: Annotated[str, typer.Option()] = "answer",
+    id_field: Annotated[str, typer.Option()] = "id",
+) -> None:
+    """Sample N independent solutions per problem, cut into steps, written in the format `label` reads."""
+    from pipeline.config import LabelConfig
+    from pipeline.generate import generate
+
+    with user_errors():
+        cfg = LabelConfig(input=list(input or []), output=output, model=model or "", tokenizer=tokenizer,
+                          backend=backend, base_url=base_url, device=device, prompt_format=prompt_format,
+                          prompt_template=prompt_template, step_separator=step_separator, temperature=temperature,
+                          top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
+        res = generate(cfg, n=n, problem_field=problem_field, answer_field=answer_field, id_field=id_field)
+    echo(f"{res.output}: {res.solutions} solutions for {res.problems} problems ({res.empty} empty samples "
+         f"dropped), {res.generated_tokens:,} tokens in {res.seconds:.1f} s")

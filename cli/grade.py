@@ -1,0 +1,129 @@
+"""``mcprm grade``: grade one (gold, response) pair, or a JSON Lines file of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import typer
+
+
+def _fail(msg: str) -> typer.Exit:
+    typer.echo(f"error: {msg}", err=True)
+    return typer.Exit(code=1)
+
+
+def _read_cases(path: Path) -> list[dict]:
+    """Rows of a JSON Lines file, each with string (or integer) fields ``gold`` and ``response``."""
+    rows = []
+    try:
+        f = path.open(encoding="utf-8")
+    except OSError as e:
+        raise _fail(f"cannot read {path}: {e.strerror}") from None
+    with f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise _fail(f"{path} line {lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(row, dict):
+                raise _fail(f"{path} line {lineno}: expected a JSON object with fields 'gold' and 'response'")
+            for field in ("gold", "response"):
+                if field not in row:
+                    raise _fail(
+                        f"{path} line {lineno}: missing field {field!r} (each line needs 'gold' and 'response')"
+                    )
+                value = row[field]
+                if field == "gold" and isinstance(value, int | float) and not isinstance(value, bool):
+                    row[field] = str(value)
+                elif not isinstance(value, str):
+                    raise _fail(
+                        f"{path} line {lineno}: field {field!r} must be a string, got {type(value).__name__}"
+                    )
+            rows.append(row)
+    return rows
+
+
+def _write_atomically(path: Path, rows: list[dict]) -> None:
+    """Write JSON Lines to a temporary file in the same folder, then rename it over ``path``."""
+    folder = path.resolve().parent
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("grade")
+    def grade_cmd(
+        gold: str = typer.Option(None, "--gold", help="Gold answer, e.g. '\\frac{1}{2}'."),
+        response: str = typer.Option(None, "--response", help="Model response containing the final answer."),
+        input: Path = typer.Option(
+            None, "--input", "-i", help="JSON Lines file with fields 'gold' and 'response'."
+        ),
+        output: Path = typer.Option(
+            None, "--output", "-o", help="Where to write the rows with verdicts (default: stdout)."
+        ),
+        grader: str = typer.Option(
+            "sympy", "--grader", help="Registered grader name ('sympy', 'exact', ...)."
+        ),
+        timeout: float = typer.Option(
+            2.0, "--timeout", help="Wall-clock limit in seconds per sympy verdict."
+        ),
+        workers: int = typer.Option(0, "--workers", help="Sympy worker processes (0: min(4, CPU count))."),
+    ) -> None:
+        """Grade a response against a gold answer (prints the verdict), or every row of --input."""
+        import graders
+
+        if timeout <= 0:
+            raise _fail("--timeout must be > 0")
+        if workers < 0:
+            raise _fail("--workers must be >= 0")
+        try:
+            graders.get_grader(grader)
+        except KeyError as e:
+            raise _fail(e.args[0]) from None
+        config = graders.GraderConfig(timeout_s=timeout, workers=workers)
+        single = gold is not None or response is not None
+        if single == (input is not None):
+            raise _fail("give either --gold and --response, or --input FILE.jsonl")
+        try:
+            if single:
+                if gold is None or response is None:
+                    raise _fail("--gold and --response go together")
+                verdict = graders.grade(gold, response, config, grader=grader)
+                typer.echo(json.dumps(verdict.as_dict(), ensure_ascii=False))
+                return
+            rows = _read_cases(input)
+            t0 = time.perf_counter()
+            verdicts = graders.grade_batch([(r["gold"], r["response"]) for r in rows], config, grader=grader)
+            for row, v in zip(rows, verdicts, strict=True):
+                row.update(v.as_dict())
+            if output is None or str(output) == "-":
+                for row in rows:
+                    sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+            else:
+                try:
+                    _write_atomically(output, rows)
+                except OSError as e:
+                    raise _fail(f"cannot write {output}: {e.strerror or e}") from None
+            n_true = sum(v.correct is True for v in verdicts)
+            n_false = sum(v.correct is False for v in verdicts)
+            typer.echo(
+                f"graded {len(rows)} rows in {time.perf_counter() - t0:.1f}s: {n_true} correct, {n_false} "
+                f"incorrect, {len(rows) - n_true - n_false} ungradable",
+                err=True,
+            )
+        finally:
+            graders.shutdown()

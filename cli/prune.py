@@ -1,0 +1,35 @@
+"""``mcprm prune OUT``: remove old corpus versions and shards no kept version uses."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cli.common import echo, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    app.command("prune")(prune_cmd)
+
+
+def prune_cmd(
+    output: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")],
+    keep: Annotated[int, typer.Option(help="How many latest versions stay readable.")] = 1,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would be removed.")] = False,
+) -> None:
+    """Remove old versions' manifests and the shard files only they used (readers of kept versions are safe)."""
+    from pipeline.prune import prune
+
+    with user_errors():
+        try:
+            res = prune(output, keep, dry_run)
+        except ValueError as e:
+            from cli.common import err
+
+            err(str(e))
+            raise typer.Exit(1) from None
+    verb = "would remove" if dry_run else "removed"
+    echo(f"kept versions {res.kept_versions}; {verb} versions {res.removed_versions} and {len(res.removed_files)} files")
+    for f in res.removed_files:
+        echo(f"  {f}")

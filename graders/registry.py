@@ -1,0 +1,210 @@
+"""Pluggable graders: the :class:`Grader` protocol, the built-ins and a name registry.
+
+Built-ins: ``"sympy"`` (default; every rule of :mod:`graders.compare` and :mod:`graders.symbolic`) and
+``"exact"`` (the extracted answer and the gold are equal after :func:`graders.normalize.normalize`;
+never None except when no answer is found). Register your own with :func:`register_grader`: either an
+object with ``name``, ``version`` and ``grade_batch(pairs, config)``, or a plain function
+``fn(gold, response, config) -> Verdict``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Protocol, runtime_checkable
+
+from graders.compare import compare_fast
+from graders.config import GraderConfig
+from graders.extract import extract_answer, prepare_gold
+from graders.normalize import normalize
+from graders.numbers import parse_number
+from graders.verdict import Verdict
+
+SYMPY_GRADER_VERSION = "sympy-1"
+EXACT_GRADER_VERSION = "exact-1"
+_NOT_CACHED = ("timeout", "worker crashed", "out of memory")
+
+
+@runtime_checkable
+class Grader(Protocol):
+    """Grades (gold, response) pairs; ``version`` changes whenever its verdicts may change."""
+
+    name: str
+    version: str
+
+    def grade_batch(self, pairs: Sequence[tuple[str, str]], config: GraderConfig) -> list[Verdict]: ...
+
+
+class VerdictCache:
+    """A thread-safe LRU of (correct, reason) keyed by (grader, normalized gold, normalized answer, config)."""
+
+    def __init__(self, max_size: int = 200_000):
+        self.max_size = max_size
+        self._d: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key):
+        with self._lock:
+            v = self._d.get(key)
+            if v is None:
+                self.misses += 1
+            else:
+                self._d.move_to_end(key)
+                self.hits += 1
+            return v
+
+    def put(self, key, value) -> None:
+        if value[1] in _NOT_CACHED:
+            return
+        with self._lock:
+            self._d[key] = value
+            self._d.move_to_end(key)
+            while len(self._d) > self.max_size:
+                self._d.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+CACHE = VerdictCache()
+
+
+def _check_pair(i: int, pair) -> tuple[str, str]:
+    try:
+        gold, response = pair
+    except (TypeError, ValueError):
+        raise TypeError(f"pair {i}: expected a (gold, response) tuple, got {type(pair).__name__}") from None
+    if isinstance(gold, int) and not isinstance(gold, bool):
+        gold = str(gold)
+    if not isinstance(gold, str):
+        raise TypeError(f"pair {i}: gold must be a string, got {type(gold).__name__} {gold!r:.60}")
+    if not isinstance(response, str):
+        raise TypeError(f"pair {i}: response must be a string, got {type(response).__name__}")
+    return gold, response
+
+
+@lru_cache(maxsize=1 << 14)
+def _prepared_gold(gold: str) -> tuple[str, bool]:
+    g = normalize(prepare_gold(gold))
+    return g, parse_number(g) is not None
+
+
+class SympyGrader:
+    """The default grader: in-process fast path, then sympy in killable worker processes."""
+
+    name = "sympy"
+    version = SYMPY_GRADER_VERSION
+
+    def grade_batch(self, pairs: Sequence[tuple[str, str]], config: GraderConfig) -> list[Verdict]:
+        from graders.pool import get_pool
+
+        out: list[Verdict | None] = [None] * len(pairs)
+        todo: dict[tuple, list[tuple[int, str]]] = {}
+        for i, pair in enumerate(pairs):
+            gold, response = _check_pair(i, pair)
+            g_norm, g_is_number = _prepared_gold(gold)
+            extracted = extract_answer(response, last_number=config.last_number_fallback and g_is_number)
+            if extracted is None:
+                out[i] = Verdict(None, "no answer found", None)
+                continue
+            a_norm = normalize(extracted)
+            key = (self.name, g_norm, a_norm, config)
+            hit = CACHE.get(key)
+            if hit is None:
+                hit = compare_fast(g_norm, a_norm, config)
+                if hit is not None:
+                    CACHE.put(key, hit)
+            if hit is not None:
+                out[i] = Verdict(hit[0], hit[1], extracted)
+            else:
+                todo.setdefault(key, []).append((i, extracted))
+        if todo:
+            keys = list(todo)
+            results = get_pool(config.workers).run([(k[1], k[2], config) for k in keys], config.timeout_s)
+            for key, res in zip(keys, results, strict=True):
+                CACHE.put(key, res)
+                for i, extracted in todo[key]:
+                    out[i] = Verdict(res[0], res[1], extracted)
+        return out  # type: ignore[return-value]
+
+
+class ExactGrader:
+    """Normalized string equality of the extracted answer and the gold (no math)."""
+
+    name = "exact"
+    version = EXACT_GRADER_VERSION
+
+    def grade_batch(self, pairs: Sequence[tuple[str, str]], config: GraderConfig) -> list[Verdict]:
+        out = []
+        for i, pair in enumerate(pairs):
+            gold, response = _check_pair(i, pair)
+            g_norm, g_is_number = _prepared_gold(gold)
+            extracted = extract_answer(response, last_number=config.last_number_fallback and g_is_number)
+            if extracted is None:
+                out.append(Verdict(None, "no answer found", None))
+            elif normalize(extracted) == g_norm:
+                out.append(Verdict(True, "string match", extracted))
+            else:
+                out.append(Verdict(False, "strings differ", extracted))
+        return out
+
+
+class FunctionGrader:
+    """Adapts ``fn(gold, response, config) -> Verdict`` to the :class:`Grader` protocol."""
+
+    def __init__(self, name: str, fn: Callable[[str, str, GraderConfig], Verdict], version: str):
+        self.name, self.version, self._fn = name, version, fn
+
+    def grade_batch(self, pairs: Sequence[tuple[str, str]], config: GraderConfig) -> list[Verdict]:
+        out = []
+        for i, pair in enumerate(pairs):
+            v = self._fn(*_check_pair(i, pair), config)
+            if not isinstance(v, Verdict):
+                raise TypeError(
+                    f"grader {self.name!r} returned {type(v).__name__} for pair {i}, expected Verdict"
+                )
+            out.append(v)
+        return out
+
+
+_REGISTRY: dict[str, Grader] = {"sympy": SympyGrader(), "exact": ExactGrader()}
+
+
+def register_grader(
+    name: str, grader: Grader | Callable, *, version: str | None = None, overwrite: bool = False
+) -> Grader:
+    """Make ``grader`` available as ``get_grader(name)`` (and ``mcprm grade --grader name``)."""
+    if not name or not name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"grader name must be letters, digits, '-' or '_', got {name!r}")
+    if name in _REGISTRY and not overwrite:
+        raise ValueError(f"a grader named {name!r} is already registered; pass overwrite=True to replace it")
+    if not hasattr(grader, "grade_batch"):
+        if not callable(grader):
+            raise TypeError(
+                "grader must have grade_batch(pairs, config) or be a function (gold, response, config)"
+            )
+        grader = FunctionGrader(name, grader, version or f"{name}-1")
+    elif version is not None:
+        grader.version = version
+    _REGISTRY[name] = grader
+    return grader
+
+
+def get_grader(name: str = "sympy") -> Grader:
+    """The grader registered under ``name``."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"no grader named {name!r}; available: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def available_graders() -> list[str]:
+    return sorted(_REGISTRY)

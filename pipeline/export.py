@@ -1,0 +1,530 @@
+"""Export a labeled corpus in the formats PRM trainers read, checking every row before it is written.
+
+Formats (one record per solution; every record also carries the corpus ``id``):
+
+* ``trl``: TRL stepwise supervision, ``prompt`` / ``completions`` (the steps) / ``labels`` (bool per step).
+  TRL's ``PRMTrainer`` tokenizes each step, appends ``step_separator`` and puts the label on the separator's
+  last token. It casts labels with ``int()``, so soft labels are refused (they would silently become 0).
+* ``math-shepherd``: ``input`` = problem, a space, then ``"{step} ки"`` per step joined by newlines;
+  ``label`` = the same text with each tag replaced by ``+`` or ``-`` (peiyi9979/Math-Shepherd).
+* ``qwen-prm``: ``text`` = the chat-formatted conversation (Qwen2.5-Math-PRM system prompt, the problem as
+  user turn, the steps each followed by ``<extra_0>`` as assistant turn); ``labels`` per step (bool, or
+  float with ``label_rule="soft"``).
+* ``openrlhf``: OpenRLHF's process reward dataset (``--input_key input --label_key value
+  --placeholder_token ки --reward_tokens + -``): ``input`` as in math-shepherd, ``value`` = ``["+", "-", ...]``
+  or, with soft labels, floats.
+* ``processbench``: ``problem``, ``steps``, ``label`` = index of the first wrong step or -1,
+  ``final_answer_correct``. All steps are kept (the label says where the error is).
+
+Label rules: ``hard`` = the corpus's hard label (``mc_value > 0``: some continuation reached the answer);
+``threshold`` = ``mc_value >= threshold``; ``soft`` = ``mc_value`` itself. Steps labeled by inference without
+rollouts (``trust_correct``, binary-search positives) have no ``mc_value``; they keep their hard label (1.0
+as a soft label) and are counted in :attr:`ExportResult.imputed`.
+
+Rows are cut before their first unlabeled step (trainers cannot take a null label), and, with
+``drop_after_first_error`` (the PRM800K / ProcessBench / Qwen convention), after their first negative step.
+``balance="downsample"`` keeps as many all-positive solutions as solutions with an error (seeded by
+content key), the other way round when errors are the majority.
+
+Every record is checked before anything is written (:func:`check_row`): the record is parsed back and must
+give the same steps and labels; the tag must occur exactly once per step; and with a tokenizer, the tag /
+placeholder / separator must encode to the single token the trainer looks for, occurring once per step in
+the encoded row. A violation raises :class:`ExportError` naming the row; nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+FORMATS = ("trl", "math-shepherd", "qwen-prm", "openrlhf", "processbench")
+LABEL_RULES = ("hard", "threshold", "soft")
+FILE_FORMATS = ("parquet", "jsonl")
+
+DEFAULT_TAG = {"trl": "\n", "math-shepherd": "ки", "qwen-prm": "<extra_0>", "openrlhf": "ки", "processbench": ""}
+QWEN_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+SOFT_OK = ("qwen-prm", "openrlhf")
+META_FILE = ".mcprm-export.json"  # hidden: `datasets.load_dataset(folder)` ignores it
+
+
+class ExportError(ValueError):
+    """A row or an option cannot be exported faithfully; the message names the row or option and the fix."""
+
+
+@dataclass
+class ExportOptions:
+    fmt: str
+    label_rule: str = "hard"
+    threshold: float = 0.5
+    step_tag: str = ""  # per-format default when empty (see DEFAULT_TAG)
+    reward_tokens: tuple[str, str] = ("+", "-")
+    system_prompt: str = QWEN_SYSTEM
+
+    @property
+    def soft(self) -> bool:
+        return self.label_rule == "soft"
+
+
+@dataclass
+class Row:
+    """One solution as exported: the steps kept and their labels (bool, or float for soft labels)."""
+
+    id: str
+    problem: str
+    steps: list[str]
+    labels: list[Any]
+    solution_correct: bool | None = None
+    has_error: bool = False  # a kept step's hard label is False
+
+
+@dataclass
+class ExportResult:
+    output: str
+    format: str
+    file_format: str
+    files: list[str]
+    rows: int
+    steps: int
+    positives: int
+    negatives: int
+    soft: bool
+    tokenizer_checked: bool
+    imputed: int = 0  # steps without an MC estimate that kept their hard label
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows not exported
+    cut: dict[str, int] = field(default_factory=dict)  # reason -> steps removed from exported rows
+    notes: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------ labels
+def row_labels(labels: Sequence[bool | None], mc_value: Sequence[float | None], opts: ExportOptions
+               ) -> tuple[list[Any], list[bool | None], int]:
+    """Per-step (exported label, hard decision used for cutting, number of imputed steps)."""
+    out: list[Any] = []
+    hard: list[bool | None] = []
+    imputed = 0
+    for lab, v in zip(labels, mc_value, strict=True):
+        if opts.label_rule == "hard" or (v is None and lab is not None):
+            if opts.label_rule != "hard" and lab is not None:
+                imputed += 1
+            h = lab
+            y = None if lab is None else (float(lab) if opts.soft else bool(lab))
+        elif v is None:
+            h, y = None, None
+        elif opts.label_rule == "threshold":
+            h = y = bool(v >= opts.threshold)
+        else:  # soft: the hard decision stays the corpus's own
+            h = lab if lab is not None else bool(v > 0)
+            y = float(v)
+        out.append(y)
+        hard.append(h)
+    return out, hard, imputed
+
+
+def _cut(row: Row, hard: list[bool | None], drop_after_first_error: bool, cut: dict[str, int]) -> Row:
+    n = len(row.steps)
+    end = next((i for i, y in enumerate(row.labels) if y is None), n)
+    if end < n:
+        cut["unlabeled"] = cut.get("unlabeled", 0) + n - end
+    if drop_after_first_error:
+        fe = next((i for i, h in enumerate(hard[:end]) if h is False), -1)
+        if fe != -1 and fe + 1 < end:
+            cut["after_first_error"] = cut.get("after_first_error", 0) + end - fe - 1
+            end = fe + 1
+    return Row(row.id, row.problem, row.steps[:end], row.labels[:end], row.solution_correct,
+               has_error=any(h is False for h in hard[:end]))
+
+
+# ------------------------------------------------------------------------------------------------ formats
+def _tag(opts: ExportOptions) -> str:
+    return opts.step_tag or DEFAULT_TAG[opts.fmt]
+
+
+def _tagged_text(problem: str, steps: Sequence[str], marks: Sequence[str]) -> str:
+    return f"{problem} " + "\n".join(f"{s} {m}" for s, m in zip(steps, marks, strict=True))
+
+
+def _qwen_frame(problem: str, opts: ExportOptions, tokenizer=None) -> tuple[str, str]:
+    """(text before, text after) the assistant content of the Qwen-PRM conversation."""
+    marker = "\x00MCPRM\x00"
+    msgs = [{"role": "system", "content": opts.system_prompt}, {"role": "user", "content": problem},
+            {"role": "assistant", "content": marker}]
+    if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=False)
+    else:  # Qwen2.5's ChatML template
+        text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in msgs)
+    if text.count(marker) != 1:
+        raise ExportError("the tokenizer's chat template does not render the assistant turn verbatim; "
+                          "export qwen-prm without --tokenizer or with a tokenizer whose template does")
+    before, after = text.split(marker)
+    return before, after
+
+
+def format_row(row: Row, opts: ExportOptions, tokenizer=None) -> dict:
+    """The trainer-facing record of one row."""
+    fmt, tag = opts.fmt, _tag(opts)
+    good, bad = opts.reward_tokens
+    if fmt == "trl":
+        return {"id": row.id, "prompt": row.problem, "completions": list(row.steps), "labels": list(row.labels)}
+    if fmt == "math-shepherd":
+        return {"id": row.id, "input": _tagged_text(row.problem, row.steps, [tag] * len(row.steps)),
+                "label": _tagged_text(row.problem, row.steps, [good if y else bad for y in row.labels])}
+    if fmt == "openrlhf":
+        value = list(row.labels) if opts.soft else [good if y else bad for y in row.labels]
+        return {"id": row.id, "input": _tagged_text(row.problem, row.steps, [tag] * len(row.steps)), "value": value}
+    if fmt == "qwen-prm":
+        before, after = _qwen_frame(row.problem, opts, tokenizer)
+        return {"id": row.id, "text": before + "".join(s + tag for s in row.steps) + after,
+                "labels": list(row.labels)}
+    if fmt == "processbench":
+        fe = next((i for i, y in enumerate(row.labels) if y is False), -1)
+        return {"id": row.id, "problem": row.problem, "steps": list(row.steps), "label": fe,
+                "final_answer_correct": row.solution_correct}
+    raise ExportError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def parse_record(record: dict, problem: str, opts: ExportOptions, tokenizer=None) -> tuple[list[str], list[Any]]:
+    """Read steps and labels back out of a record (the inverse of :func:`format_row`).
+
+    ``processbench`` gives its first-error index as labels ``[True] * label + [False]`` (or all True).
+    Raises ``ValueError`` where the record is not what :func:`format_row` would write.
+    """
+    fmt, tag = opts.fmt, _tag(opts)
+    good, bad = opts.reward_tokens
+    if fmt == "trl":
+        return list(record["completions"]), list(record["labels"])
+    if fmt == "processbench":
+        steps, fe = list(record["steps"]), int(record["label"])
+        return steps, [True] * len(steps) if fe == -1 else [True] * fe + [False]
+    if fmt == "qwen-prm":
+        before, after = _qwen_frame(problem, opts, tokenizer)
+        text = record["text"]
+        if not (text.startswith(before) and text.endswith(after)):
+            raise ValueError("text is not the chat-formatted conversation of this problem")
+        content = text[len(before):len(text) - len(after)]
+        pieces = content.split(tag)
+        if pieces[-1] != "":
+            raise ValueError(f"the assistant turn does not end with {tag!r}")
+        return pieces[:-1], list(record["labels"])
+    if fmt in ("math-shepherd", "openrlhf"):
+        text = record["input"]
+        if not text.startswith(problem + " "):
+            raise ValueError("input does not start with the problem")
+        pieces = text[len(problem) + 1:].split(f" {tag}")
+        if pieces[-1] != "":
+            raise ValueError(f"input does not end with the step tag {tag!r}")
+        steps = [p[1:] if i else p for i, p in enumerate(pieces[:-1])]
+        if any(i and not p.startswith("\n") for i, p in enumerate(pieces[:-1])):
+            raise ValueError("steps are not separated by a newline after the step tag")
+        if fmt == "openrlhf":
+            value = list(record["value"])
+            labels = value if opts.soft else [v == good if v in (good, bad) else None for v in value]
+            return steps, labels
+        label_text, labels, pos = record["label"], [], len(problem) + 1
+        for s in steps:
+            pos += len(s) + 1
+            for mark, y in ((good, True), (bad, False)):
+                if label_text.startswith(mark, pos):
+                    labels.append(y)
+                    pos += len(mark)
+                    break
+            else:
+                raise ValueError(f"label text has no {good!r}/{bad!r} after step {len(labels)}")
+            pos += 1  # the newline
+        return steps, labels
+    raise ExportError(f"unknown format {fmt!r}")
+
+
+# ------------------------------------------------------------------------------------------------ checks
+def _encode(tokenizer, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def single_token_id(tokenizer, token: str, what: str, row_id: str | None = None) -> int:
+    """The id ``token`` encodes to on its own; ExportError when it is not exactly one token."""
+    ids = _encode(tokenizer, token)
+    if len(ids) != 1:
+        pieces = tokenizer.convert_ids_to_tokens(ids) if ids else []
+        where = f"row {row_id!r}: " if row_id is not None else ""
+        raise ExportError(
+            f"{where}the {what} {token!r} encodes to {len(ids)} tokens {pieces} with this tokenizer, not to one; "
+            f"the trainer would find no (or a misplaced) label position. Add it as a special token "
+            f"(tokenizer.add_special_tokens) or choose a {what} that is a single token in this vocabulary.")
+    return ids[0]
+
+
+def check_row(record: dict, row: Row, opts: ExportOptions, tokenizer=None) -> None:
+    """Raise :class:`ExportError` naming ``row.id`` unless ``record`` carries exactly ``row``'s steps and labels.
+
+    Text checks always run; token checks (tag = one token, once per step in the encoded row, label tokens
+    single tokens, TRL separator non-empty) run when ``tokenizer`` is given.
+    """
+    n, fmt, tag = len(row.steps), opts.fmt, _tag(opts)
+    rid = row.id
+
+    def fail(msg: str) -> None:
+        raise ExportError(f"row {rid!r} ({fmt}): {msg}")
+
+    if len(row.labels) != n:
+        fail(f"{len(row.labels)} labels for {n} steps")
+    if n == 0:
+        fail("no steps to export")
+    if fmt in ("math-shepherd", "openrlhf", "qwen-prm"):
+        for where, text in [("problem", row.problem)] + [(f"step {i}", s) for i, s in enumerate(row.steps)]:
+            if tag in text:
+                fail(f"the {where} contains the step tag {tag!r}; it must appear exactly once per step. "
+                     "Choose another --step-tag/--placeholder.")
+    try:
+        steps, labels = parse_record(record, row.problem, opts, tokenizer)
+    except (ValueError, KeyError) as e:
+        fail(f"the written record does not parse back ({e})")
+    if steps != list(row.steps):
+        fail(f"steps read back from the record differ from the corpus ({len(steps)} vs {n} steps)")
+    if fmt == "processbench":
+        fe = next((i for i, y in enumerate(row.labels) if y is False), -1)
+        if record["label"] != fe or not (-1 <= fe < n):
+            fail(f"first-error index {record['label']} does not match the labels")
+    elif labels != list(row.labels):
+        fail("labels read back from the record differ from the corpus labels")
+    if opts.soft and any(not isinstance(y, float) for y in labels):
+        fail("soft labels must be floats")
+    if tokenizer is None or fmt == "processbench":
+        return
+    if fmt == "trl":
+        sep = _encode(tokenizer, tag)
+        if not sep:
+            fail(f"the step separator {tag!r} encodes to no tokens; PRMTrainer would put labels on the steps' "
+                 "last tokens or misalign them. Pass a --step-tag that the tokenizer keeps.")
+        return
+    if fmt == "qwen-prm":
+        tid = single_token_id(tokenizer, tag, "step separator", rid)
+        ids = _encode(tokenizer, record["text"])
+    else:
+        tid = single_token_id(tokenizer, tag, "step tag" if fmt == "math-shepherd" else "placeholder", rid)
+        ids = _encode(tokenizer, record["input"])
+    count = ids.count(tid)
+    if count != n:
+        fail(f"the tag {tag!r} (token id {tid}) occurs {count} times in the encoded row, expected {n} (one per "
+             "step): the text around it merges with it into other tokens. Choose another tag or tokenizer.")
+    if fmt == "openrlhf" and not opts.soft:
+        for t in opts.reward_tokens:
+            single_token_id(tokenizer, t, "reward token", rid)
+    if fmt == "math-shepherd":
+        good_id = single_token_id(tokenizer, opts.reward_tokens[0], "reward token", rid)
+        bad_id = single_token_id(tokenizer, opts.reward_tokens[1], "reward token", rid)
+        lab = _encode(tokenizer, record["label"])
+        at = [i for i, t in enumerate(ids) if t == tid]
+        aligned = len(lab) == len(ids) and all(
+            (lab[i] == (good_id if y else bad_id)) for i, y in zip(at, row.labels, strict=True)
+        ) and all(a == b for i, (a, b) in enumerate(zip(ids, lab, strict=False)) if i not in set(at))
+        if not aligned:
+            fail("the encoded `label` text is not the encoded `input` with the tag tokens replaced by the "
+                 f"{opts.reward_tokens} tokens (the reward tokens merge with neighbouring text)")
+
+
+# ------------------------------------------------------------------------------------------------ writing
+def _schema(fmt: str, soft: bool):
+    import pyarrow as pa
+
+    lab = pa.list_(pa.float64() if soft else pa.bool_())
+    return {
+        "trl": pa.schema([("id", pa.string()), ("prompt", pa.string()), ("completions", pa.list_(pa.string())),
+                          ("labels", lab)]),
+        "math-shepherd": pa.schema([("id", pa.string()), ("input", pa.string()), ("label", pa.string())]),
+        "openrlhf": pa.schema([("id", pa.string()), ("input", pa.string()),
+                               ("value", pa.list_(pa.float64()) if soft else pa.list_(pa.string()))]),
+        "qwen-prm": pa.schema([("id", pa.string()), ("text", pa.string()), ("labels", lab)]),
+        "processbench": pa.schema([("id", pa.string()), ("problem", pa.string()), ("steps", pa.list_(pa.string())),
+                                   ("label", pa.int32()), ("final_answer_correct", pa.bool_())]),
+    }[fmt]
+
+
+def load_tokenizer(tokenizer):
+    """A tokenizer object from a path / hub name, or the object itself."""
+    if tokenizer is None or not isinstance(tokenizer, str):
+        return tokenizer
+    from rollouts.base import require
+
+    transformers = require("transformers", "pip install transformers")
+    try:
+        return transformers.AutoTokenizer.from_pretrained(tokenizer)
+    except OSError as e:
+        raise ExportError(f"--tokenizer {tokenizer}: cannot load a tokenizer there ({e})") from None
+
+
+def _balance(rows: list[Row], seed: int, skipped: dict[str, int]) -> list[Row]:
+    def rank(r: Row) -> str:
+        return hashlib.sha256(f"{seed}:{r.id}:{r.problem}:{len(r.steps)}".encode()).hexdigest()
+
+    neg = [r for r in rows if r.has_error]
+    pos = [r for r in rows if not r.has_error]
+    if not pos or not neg:
+        return rows
+    small, big = (pos, neg) if len(pos) <= len(neg) else (neg, pos)
+    keep = {id(r) for r in sorted(big, key=rank)[:len(small)]} | {id(r) for r in small}
+    skipped["balance"] = len(rows) - len(keep)
+    return [r for r in rows if id(r) in keep]
+
+
+def export_corpus(
+    out_url: str,
+    fmt: str,
+    output_url: str,
+    *,
+    version: int | None = None,
+    label_rule: str = "hard",
+    threshold: float = 0.5,
+    drop_after_first_error: bool = True,
+    balance: str | None = None,
+    seed: int = 0,
+    step_tag: str | None = None,
+    placeholder: str | None = None,
+    reward_tokens: tuple[str, str] = ("+", "-"),
+    system_prompt: str = QWEN_SYSTEM,
+    tokenizer: Any = None,
+    file_format: str = "parquet",
+    shard_rows: int = 10_000,
+    overwrite: bool = False,
+) -> ExportResult:
+    """Export corpus ``out_url`` (current version by default) as ``fmt`` into folder ``output_url``.
+
+    ``step_tag`` overrides the per-format marker (math-shepherd tag, qwen-prm separator, trl
+    ``step_separator``); ``placeholder`` is the same for openrlhf. ``tokenizer`` (a path or a tokenizer)
+    enables the token checks. Writes ``part-NNNNN.parquet|jsonl`` shards and a hidden ``.mcprm-export.json``.
+    """
+    import pyarrow as pa
+
+    from pipeline.corpus import read_corpus
+    from pipeline.store import CorpusStore
+
+    if fmt not in FORMATS:
+        raise ExportError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if label_rule not in LABEL_RULES:
+        raise ExportError(f"--label-rule must be one of {', '.join(LABEL_RULES)}, got {label_rule!r}")
+    if file_format not in FILE_FORMATS:
+        raise ExportError(f"--file-format must be one of {', '.join(FILE_FORMATS)}, got {file_format!r}")
+    if balance not in (None, "downsample"):
+        raise ExportError(f"--balance must be 'downsample' or unset, got {balance!r}")
+    if label_rule == "threshold" and not 0 < threshold <= 1:
+        raise ExportError(f"--threshold must be in (0, 1], got {threshold}")
+    if shard_rows < 1:
+        raise ExportError(f"--shard-rows must be at least 1, got {shard_rows}")
+    if label_rule == "soft" and fmt not in SOFT_OK:
+        why = {"trl": "TRL's PRMTrainer casts labels with int(), so 0.75 would silently become 0",
+               "math-shepherd": "its labels are '+'/'-' characters in the text",
+               "processbench": "its label is a first-error index"}[fmt]
+        raise ExportError(f"--label-rule soft cannot be exported as {fmt}: {why}. Use --label-rule hard or "
+                          f"threshold, or a format that takes soft labels ({', '.join(SOFT_OK)}).")
+    tag = placeholder if (fmt == "openrlhf" and placeholder) else step_tag
+    if tag is not None and tag == "" and fmt != "processbench":
+        raise ExportError("--step-tag/--placeholder must not be empty")
+    if reward_tokens[0] == reward_tokens[1]:
+        raise ExportError(f"--reward-tokens must differ, got {reward_tokens}")
+    opts = ExportOptions(fmt, label_rule, threshold, tag or "", tuple(reward_tokens), system_prompt)
+    tok = load_tokenizer(tokenizer)
+
+    table = read_corpus(out_url, version, columns=["id", "problem", "steps", "labels", "mc_value",
+                                                   "solution_correct"])
+    rows: list[Row] = []
+    skipped: dict[str, int] = {}
+    cut: dict[str, int] = {}
+    imputed = 0
+    for r in table.to_pylist():
+        labels, hard, imp = row_labels(r["labels"], r["mc_value"], opts)
+        imputed += imp
+        row = Row(r["id"], r["problem"], list(r["steps"]), labels, r["solution_correct"])
+        if fmt == "processbench":
+            fe = next((i for i, h in enumerate(hard) if h is False), -1)
+            if any(h is None for h in (hard if fe == -1 else hard[:fe])):
+                skipped["undecided"] = skipped.get("undecided", 0) + 1
+                continue
+            row.labels = [True] * len(hard) if fe == -1 else [True] * fe + [False] + [None] * (len(hard) - fe - 1)
+            row.has_error = fe != -1
+            rows.append(row)
+            continue
+        row = _cut(row, hard, drop_after_first_error, cut)
+        if not row.steps:
+            skipped["first_step_unlabeled"] = skipped.get("first_step_unlabeled", 0) + 1
+            continue
+        rows.append(row)
+    if balance == "downsample":
+        rows = _balance(rows, seed, skipped)
+
+    # check every record before writing anything
+    records = []
+    for row in rows:
+        rec = format_row(row, opts, tok)
+        check_row(rec, row, opts, tok)
+        records.append(rec)
+
+    store = CorpusStore(output_url)
+    if not store.is_empty():
+        existing = [posixpath.basename(p) for p in store.fs.ls(store.root, detail=False)]
+        if not overwrite:
+            raise ExportError(f"{output_url} is not empty ({', '.join(sorted(existing)[:3])}...); pass --overwrite "
+                              "to replace an earlier export, or choose another --output")
+        for name in existing:
+            if name.startswith("part-") or name == META_FILE:
+                store.delete(name)
+    schema = _schema(fmt, opts.soft)
+    files = []
+    n_shards = max(1, -(-len(records) // shard_rows))
+    for s in range(n_shards):
+        chunk = records[s * shard_rows:(s + 1) * shard_rows]
+        name = f"part-{s:05d}.{file_format}"
+        if file_format == "parquet":
+            import pyarrow.parquet as pq
+
+            buf = io.BytesIO()
+            pq.write_table(pa.Table.from_pylist(chunk, schema=schema), buf, compression="zstd")
+            store.write_bytes(name, buf.getvalue())
+        else:
+            store.write_bytes(name, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chunk).encode())
+        files.append(store.uri(name))
+
+    labels_flat = [y for r in rows for y in r.labels if y is not None]
+    if opts.soft:
+        pos = sum(1 for y in labels_flat if y > 0)
+    else:
+        pos = sum(1 for y in labels_flat if y is True)
+    notes = []
+    if tok is None and fmt != "processbench":
+        notes.append("no --tokenizer: only text checks ran (tag once per step, labels == steps, records parse "
+                     "back); pass the trainer's tokenizer to check the tag encodes to a single token")
+    if imputed:
+        notes.append(f"{imputed} steps had no MC estimate (labeled without rollouts) and kept their hard label")
+    res = ExportResult(output=output_url, format=fmt, file_format=file_format, files=files, rows=len(rows),
+                       steps=sum(len(r.steps) for r in rows), positives=pos, negatives=len(labels_flat) - pos,
+                       soft=opts.soft, tokenizer_checked=tok is not None and fmt != "processbench",
+                       imputed=imputed, skipped=skipped, cut=cut, notes=notes)
+    meta = {"source": out_url, "version": version, "format": fmt, "label_rule": label_rule,
+            "threshold": threshold if label_rule == "threshold" else None,
+            "drop_after_first_error": drop_after_first_error, "balance": balance, "seed": seed,
+            "step_tag": _tag(opts), "reward_tokens": list(reward_tokens),
+            "tokenizer": tokenizer if isinstance(tokenizer, str) else getattr(tok, "name_or_path", None),
+            "rows": res.rows, "steps": res.steps, "positives": res.positives, "negatives": res.negatives,
+            "skipped": skipped, "cut": cut, "imputed": imputed, "files": [posixpath.basename(f) for f in files]}
+    store.write_json(META_FILE, meta)
+    return res
+
+
+def load_export(output_url: str) -> list[dict]:
+    """All records of an export folder, in order (for tests and quick looks; trainers use `datasets`)."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(output_url)
+    names = sorted(p for p in fs.ls(root, detail=False) if posixpath.basename(p).startswith("part-"))
+    out: list[dict] = []
+    for p in names:
+        with fs.open(p, "rb") as f:
+            if p.endswith(".parquet"):
+                import pyarrow.parquet as pq
+
+                out.extend(pq.read_table(f).to_pylist())
+            else:
+                out.extend(json.loads(line) for line in f.read().decode().splitlines() if line.strip())
+    return out

@@ -1,0 +1,107 @@
+"""``mcprm generate``: sample N solutions per problem from a policy model, in the format ``label`` reads.
+
+Problems come from JSONL/Parquet (any fsspec URL) with a problem and a gold answer (field names mappable).
+Each solution is sampled from the prompt format's header (the same prompt ``label`` continues), cut into
+steps at the prompt format's step separator, and written as one JSONL row:
+``{"id", "problem_id", "problem", "answer", "steps", "finish_reason"}``. Bad problem rows are reported with
+file and row before any sampling. The output file is written whole (temporary name, then rename).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from pipeline.config import ConfigError, LabelConfig
+
+
+@dataclass
+class GenerateResult:
+    output: str
+    problems: int
+    solutions: int
+    empty: int
+    generated_tokens: int
+    seconds: float
+
+
+def _read_problems(cfg: LabelConfig, problem_field: str, answer_field: str, id_field: str):
+    from pipeline.ingest import InputError, InputSpec, iter_rows
+
+    spec = InputSpec(paths=tuple(cfg.input), problem_field=problem_field, answer_field=answer_field,
+                     id_field=id_field, format=cfg.input_format)
+    out, bad = [], []
+    for raw in iter_rows(spec):
+        if raw.error:
+            bad.append(f"{raw.where}: {raw.error}")
+            continue
+        d = raw.data if isinstance(raw.data, dict) else None
+        if d is None:
+            bad.append(f"{raw.where}: a row must be a JSON object")
+            continue
+        prob, ans = d.get(problem_field), d.get(answer_field)
+        if not isinstance(prob, str) or not prob.strip():
+            bad.append(f"{raw.where}, field '{problem_field}': missing or not text")
+            continue
+        if ans is None or (isinstance(ans, str) and not ans.strip()) or isinstance(ans, (bool, list, dict)):
+            bad.append(f"{raw.where}, field '{answer_field}': missing gold answer")
+            continue
+        pid = d.get(id_field)
+        pid = str(pid) if pid is not None else hashlib.sha256(prob.encode()).hexdigest()[:16]
+        out.append((pid, prob.strip(), str(ans).strip()))
+    if bad:
+        shown = "\n  ".join(bad[:5])
+        raise InputError(f"{len(bad)} bad problem row(s); nothing was sampled:\n  {shown}")
+    if not out:
+        raise ConfigError(f"no problems in {', '.join(cfg.input)}")
+    return out
+
+
+def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answer_field: str = "answer",
+             id_field: str = "id", batch_problems: int = 64) -> GenerateResult:
+    import time
+
+    from pipeline.scheduler import derive_seed
+    from pipeline.store import CorpusStore
+    from pipeline.worker import build_backend, build_prompt_format, sampling_config
+    from rollouts.base import GenRequest
+
+    t0 = time.perf_counter()
+    if n < 1:
+        raise ConfigError("--n must be at least 1")
+    if not cfg.input:
+        from pipeline import bundled
+
+        cfg.input = [str(bundled.problems_path())]
+    if not cfg.model:
+        from pipeline import bundled
+
+        cfg.model = str(bundled.model_dir())
+    cfg.validate()
+    problems = _read_problems(cfg, problem_field, answer_field, id_field)
+    backend = build_backend(cfg)
+    fmt = build_prompt_format(cfg)
+    sep = fmt.separator
+    sampling = sampling_config(cfg, fmt)
+    lines: list[str] = []
+    empty = 0
+    try:
+        for s in range(0, len(problems), batch_problems):
+            chunk = problems[s : s + batch_problems]
+            reqs = [GenRequest(fmt.prefix(p, []), n, derive_seed(cfg.seed, pid, -1, 0), pid) for pid, p, _ in chunk]
+            outs = backend.generate(reqs, sampling)
+            for (pid, prob, ans), comps in zip(chunk, outs):
+                for j, c in enumerate(comps):
+                    steps = [x.strip() for x in c.text.split(sep) if x.strip()]
+                    if not steps:
+                        empty += 1
+                        continue
+                    lines.append(json.dumps({"id": f"{pid}-{j}", "problem_id": pid, "problem": prob, "answer": ans,
+                                             "steps": steps, "finish_reason": c.finish_reason}, ensure_ascii=False))
+        tokens = backend.stats.generated_tokens
+    finally:
+        backend.close()
+    store, name = CorpusStore.for_file(cfg.output)
+    store.write_bytes(name, ("\n".join(lines) + "\n").encode())
+    return GenerateResult(cfg.output, len(problems), len(lines), empty, tokens, time.perf_counter() - t0)

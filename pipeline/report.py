@@ -1,0 +1,261 @@
+"""``mcprm report``: one self-contained HTML page (PNG figures embedded as base64) plus the same PNG files.
+
+Figures: the ``mc_value`` distribution; hard-label balance by step position; the first-error position
+histogram; final-answer correctness against first-error presence (the "right answer, wrong process" rate);
+rollouts and tokens per solution and per strategy; and, with a reference, the ``eval`` metrics. The page
+loads nothing from the network. Drawing uses matplotlib's object API (no pyplot, no display needed).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+MAX_POSITIONS = 20  # step positions shown one by one; later ones are pooled in a last bar
+
+POS, NEG, UNL = "#2e7d32", "#c62828", "#9e9e9e"
+
+
+@dataclass
+class ReportResult:
+    html: str  # URL of report.html
+    figures: list[str]  # URLs of the PNG files
+    stats: dict
+    metrics: dict | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _figure(width: float = 7.0, height: float = 3.6):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    return fig
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _pos_label(i: int) -> str:
+    return f"{i + 1}" if i < MAX_POSITIONS else f"{MAX_POSITIONS + 1}+"
+
+
+def _fig_mc_value(mc: list[float]):
+    fig = _figure()
+    ax = fig.add_subplot()
+    if mc:
+        ax.hist(mc, bins=[i / 20 for i in range(21)], color="#1565c0", edgecolor="white")
+    else:
+        ax.text(0.5, 0.5, "no step has an MC estimate", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("mc_value (share of continuations reaching the gold answer)")
+    ax.set_ylabel("steps")
+    ax.set_title(f"MC value distribution ({len(mc):,} estimated steps)")
+    return fig
+
+
+def _fig_balance(labels: list[list[bool | None]]):
+    counts = defaultdict(Counter)
+    for ls in labels:
+        for i, y in enumerate(ls):
+            counts[min(i, MAX_POSITIONS)][y] += 1
+    xs = sorted(counts)
+    pos = [counts[x][True] for x in xs]
+    neg = [counts[x][False] for x in xs]
+    unl = [counts[x][None] for x in xs]
+    fig = _figure()
+    ax = fig.add_subplot()
+    idx = list(range(len(xs)))
+    ax.bar(idx, pos, color=POS, label="positive")
+    ax.bar(idx, neg, bottom=pos, color=NEG, label="negative")
+    ax.bar(idx, unl, bottom=[p + n for p, n in zip(pos, neg, strict=True)], color=UNL, label="unlabeled")
+    ax.set_xticks(idx, [_pos_label(x) for x in xs])
+    ax.set_xlabel("step position")
+    ax.set_ylabel("steps")
+    ax.set_title("Hard labels by step position")
+    ax.legend(loc="upper right")
+    return fig
+
+
+def _fig_first_error(first_error: list[int]):
+    hist = Counter(min(f, MAX_POSITIONS) for f in first_error if f != -1)
+    fig = _figure()
+    ax = fig.add_subplot()
+    xs = sorted(hist)
+    ax.bar(range(len(xs)), [hist[x] for x in xs], color=NEG)
+    ax.set_xticks(range(len(xs)), [_pos_label(x) for x in xs])
+    none = sum(1 for f in first_error if f == -1)
+    ax.set_xlabel("position of the first negative step")
+    ax.set_ylabel("solutions")
+    ax.set_title(f"First-error position ({len(first_error) - none:,} with an error, {none:,} without)")
+    return fig
+
+
+def correctness_table(solution_correct: list[bool | None], first_error: list[int]) -> dict[str, int]:
+    t = Counter()
+    for c, f in zip(solution_correct, first_error, strict=True):
+        ans = "unknown answer" if c is None else ("right answer" if c else "wrong answer")
+        t[(ans, "error" if f != -1 else "no error")] += 1
+    return {f"{a}, {e}": n for (a, e), n in sorted(t.items())}
+
+
+def _fig_correctness(solution_correct: list[bool | None], first_error: list[int]):
+    groups = ["right answer", "wrong answer"] + (["unknown answer"] if None in solution_correct else [])
+    no_err, err = [], []
+    for g in groups:
+        want = {"right answer": True, "wrong answer": False, "unknown answer": None}[g]
+        sel = [f for c, f in zip(solution_correct, first_error, strict=True) if c is want]
+        no_err.append(sum(1 for f in sel if f == -1))
+        err.append(sum(1 for f in sel if f != -1))
+    fig = _figure()
+    ax = fig.add_subplot()
+    ax.bar(range(len(groups)), no_err, color=POS, label="no negative step")
+    ax.bar(range(len(groups)), err, bottom=no_err, color=NEG, label="has a negative step")
+    ax.set_xticks(range(len(groups)), groups)
+    right = no_err[0] + err[0]
+    rate = err[0] / right if right else None
+    ax.set_title("Final answer vs process: right answer, wrong process = "
+                 + ("n/a" if rate is None else f"{err[0]:,} of {right:,} ({rate:.1%})"))
+    ax.set_ylabel("solutions")
+    ax.legend(loc="upper right")
+    return fig, rate
+
+
+def _fig_cost(rollouts: list[int], tokens: list[int], strategy: list[str]):
+    fig = _figure(9.0, 3.6)
+    a1, a2 = fig.subplots(1, 2)
+    a1.hist(rollouts, bins=min(30, max(1, len(set(rollouts)))), color="#6a1b9a", edgecolor="white")
+    a1.set_xlabel("rollouts per solution")
+    a1.set_ylabel("solutions")
+    a1.set_title(f"Rollouts per solution (mean {sum(rollouts) / max(1, len(rollouts)):.1f})")
+    by = defaultdict(list)
+    for s, r, t in zip(strategy, rollouts, tokens, strict=True):
+        by[s].append((r, t))
+    names = sorted(by)
+    mean_r = [sum(r for r, _ in by[s]) / len(by[s]) for s in names]
+    mean_t = [sum(t for _, t in by[s]) / len(by[s]) for s in names]
+    idx = list(range(len(names)))
+    a2.bar([i - 0.2 for i in idx], mean_r, width=0.4, color="#6a1b9a", label="rollouts")
+    a2.set_ylabel("mean rollouts per solution")
+    a2.set_xticks(idx, names)
+    a3 = a2.twinx()
+    a3.bar([i + 0.2 for i in idx], mean_t, width=0.4, color="#ef6c00", label="tokens")
+    a3.set_ylabel("mean rollout tokens per solution")
+    a2.set_title("Cost per strategy (purple: rollouts, orange: tokens)")
+    return fig
+
+
+EVAL_KEYS = ("f1", "acc_error", "acc_correct", "step_accuracy", "error_precision", "error_recall",
+             "positive_precision", "positive_recall", "brier")
+
+
+def _fig_eval(metrics: dict):
+    keys = [k for k in EVAL_KEYS if metrics.get(k) is not None]
+    fig = _figure()
+    ax = fig.add_subplot()
+    ax.barh(range(len(keys)), [metrics[k] for k in keys], color="#00838f")
+    ax.set_yticks(range(len(keys)), keys)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    for i, k in enumerate(keys):
+        ax.text(min(metrics[k], 0.85) + 0.01, i, f"{metrics[k]:.3f}", va="center")
+    ax.set_title(f"Label quality against the reference ({metrics.get('solutions', 0):,} solutions)")
+    return fig
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.4f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+CSS = """body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#212121;background:#fff}
+h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em}table{border-collapse:collapse;margin:0.5em 0}
+th,td{border:1px solid #ccc;padding:4px 10px;text-align:left}th{background:#f5f5f5;font-weight:normal}
+img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:0.9em}"""
+
+
+def build_report(out_url: str, output_dir: str, *, version: int | None = None,
+                 reference: str | None = None) -> ReportResult:
+    """Draw the figures of corpus ``out_url`` into ``output_dir`` (any fsspec URL): ``report.html`` + PNGs."""
+    from pipeline.corpus import corpus_stats, read_corpus
+    from pipeline.store import CorpusStore
+
+    stats = corpus_stats(out_url, version)
+    t = read_corpus(out_url, version, columns=["labels", "mc_value", "first_error", "solution_correct", "rollouts",
+                                               "rollout_tokens", "strategy"]).to_pylist()
+    labels = [r["labels"] for r in t]
+    mc = [v for r in t for v in r["mc_value"] if v is not None]
+    fe = [r["first_error"] for r in t]
+    sc = [r["solution_correct"] for r in t]
+    metrics = None
+    if reference:
+        from pipeline.evaluate import evaluate
+
+        metrics = evaluate(out_url, reference, version)
+
+    fig_corr, rawp = _fig_correctness(sc, fe)
+    figs = [
+        ("mc_value.png", "Distribution of mc_value", _fig_mc_value(mc),
+         "Share of graded continuations from each step prefix that reached the gold answer."),
+        ("label_balance.png", "Hard-label balance by step position", _fig_balance(labels),
+         "Positive / negative / unlabeled steps at each position (later steps after the first error are "
+         "unlabeled under binary-search and adaptive)."),
+        ("first_error.png", "First-error position", _fig_first_error(fe),
+         "Where the first negative step falls, among solutions that have one."),
+        ("correctness.png", "Final answer vs process", fig_corr,
+         "Solutions whose final answer is right but that contain a negative step: the \"right answer, wrong "
+         "process\" rate (Qwen's PRM study reports 5-43% on common data sets)."),
+        ("cost.png", "Rollouts and tokens", _fig_cost([r["rollouts"] for r in t], [r["rollout_tokens"] for r in t],
+                                                     [r["strategy"] for r in t]),
+         "Rollouts per solution, and mean rollouts and generated tokens per solution for each strategy."),
+    ]
+    if metrics is not None:
+        figs.append(("eval.png", "Label quality (eval)", _fig_eval(metrics),
+                     f"Metrics of `mcprm eval` against reference {reference}."))
+
+    store = CorpusStore(output_dir)
+    urls, sections = [], []
+    for name, title, fig, caption in figs:
+        data = _png(fig)
+        store.write_bytes(name, data)
+        urls.append(store.uri(name))
+        b64 = base64.b64encode(data).decode()
+        sections.append(f"<h2>{html.escape(title)}</h2><figure><img alt=\"{html.escape(title)}\" "
+                        f"src=\"data:image/png;base64,{b64}\"><figcaption>{html.escape(caption)}</figcaption></figure>")
+    lab = stats["labels"]
+    summary = [
+        ("corpus", f"{out_url} (version {stats['version']})"),
+        ("strategy, K", f"{stats['strategy']}, {stats['k']}"),
+        ("solutions / steps", f"{stats['solutions']:,} / {stats['steps']:,}"),
+        ("positive / negative / unlabeled steps", f"{lab['positive']:,} / {lab['negative']:,} / {lab['unlabeled']:,}"),
+        ("positive rate", _fmt(stats["positive_rate"])),
+        ("solutions with an error", f"{stats['solutions_with_error']:,}"),
+        ("final answer correct", _fmt(stats["solution_correct_rate"])),
+        ("right answer, wrong process", f"{stats['right_answer_wrong_process']:,}"
+                                        + ("" if rawp is None else f" ({rawp:.1%} of right answers)")),
+        ("rollouts / rollout tokens", f"{stats['rollouts']:,} / {stats['rollout_tokens']:,}"),
+    ]
+    parts = [f"<h1>mcprm corpus report</h1>{_table(summary)}"]
+    if metrics is not None:
+        parts.append("<h2>eval metrics</h2>" + _table([(k, _fmt(metrics.get(k))) for k in
+                                                       ("solutions", "solutions_with_error", *EVAL_KEYS,
+                                                        "steps_compared", "rollout_tokens")]))
+    parts.extend(sections)
+    page = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>mcprm report</title>"
+            f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
+    store.write_bytes("report.html", page.encode())
+    return ReportResult(html=store.uri("report.html"), figures=urls, stats=stats, metrics=metrics)

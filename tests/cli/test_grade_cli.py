@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def _write(path: Path, rows) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def test_single_pair_prints_verdict():
+    res = runner.invoke(
+        app, ["grade", "--gold", r"\frac{1}{2}", "--response", r"so the answer is \boxed{0.5}"]
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == {"correct": True, "reason": "numeric: exact", "extracted": "0.5"}
+
+
+def test_single_pair_exact_grader():
+    res = runner.invoke(
+        app, ["grade", "--gold", r"\frac{1}{2}", "--response", r"\boxed{0.5}", "--grader", "exact"]
+    )
+    assert res.exit_code == 0 and json.loads(res.stdout)["correct"] is False
+
+
+def test_file_keeps_rows_and_order(tmp_path):
+    rows = [
+        {"id": 1, "gold": "112", "response": "The answer is \\boxed{112}.", "extra": [1, 2]},
+        {"id": 2, "gold": r"\sqrt{8}", "response": r"\boxed{2\sqrt{3}}"},
+        {"id": 3, "gold": 7, "response": "no answer here"},
+        {"id": 4, "gold": r"(1,2]", "response": r"The answer is $1 < x \le 2$."},
+    ]
+    inp, out = _write(tmp_path / "cases.jsonl", rows), tmp_path / "verdicts.jsonl"
+    res = runner.invoke(app, ["grade", "--input", str(inp), "--output", str(out), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [g["id"] for g in got] == [1, 2, 3, 4]
+    assert [g["correct"] for g in got] == [True, False, None, True]
+    assert got[0]["extra"] == [1, 2] and got[0]["extracted"] == "112"
+    assert got[2]["reason"] == "no answer found" and got[2]["extracted"] is None
+    assert [p.name for p in tmp_path.iterdir()] != [] and not list(tmp_path.glob(".*tmp"))
+
+
+@pytest.mark.parametrize(
+    "lines,message",
+    [
+        (['{"gold": "1", "response": "1"}', "{not json"], "line 2: invalid JSON"),
+        (['{"gold": "1"}'], "line 1: missing field 'response'"),
+        (
+            ['{"gold": "1", "response": "1"}', "", '{"gold": null, "response": "1"}'],
+            "line 3: field 'gold' must be a string",
+        ),
+        (["[1, 2]"], "line 1: expected a JSON object"),
+    ],
+)
+def test_malformed_input_fails_cleanly(tmp_path, lines, message):
+    inp, out = _write(tmp_path / "cases.jsonl", lines), tmp_path / "verdicts.jsonl"
+    out.write_text("previous\n")
+    res = runner.invoke(app, ["grade", "--input", str(inp), "--output", str(out)])
+    assert res.exit_code == 1
+    assert message in res.stderr and "Traceback" not in res.output
+    assert out.read_text() == "previous\n"  # untouched, no half-written file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.jsonl", "verdicts.jsonl"]
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--gold", "1"], "--gold and --response go together"),
+        ([], "give either --gold and --response, or --input"),
+        (["--gold", "1", "--response", "1", "--grader", "nope"], "no grader named 'nope'"),
+        (["--gold", "1", "--response", "1", "--timeout", "0"], "--timeout must be > 0"),
+        (["--input", "/nonexistent/cases.jsonl"], "cannot read /nonexistent/cases.jsonl"),
+    ],
+)
+def test_usage_errors(args, message):
+    res = runner.invoke(app, ["grade", *args])
+    assert res.exit_code == 1 and message in res.stderr
+
+
+def _tagged_processes(tag: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if tag.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def _ten_thousand_cases(path: Path) -> list[bool | None]:
+    latex = (
+        [(rf"\sqrt{{{2 * k * k}}}", rf"{k}\sqrt{{2}}", True) for k in range(2, 30)]
+        + [(rf"\frac{{x^2-{k * k}}}{{x-{k}}}", f"x+{k}", True) for k in range(1, 15)]
+        + [(rf"({k}, {k + 1}]", rf"({k}, {k + 1})", False) for k in range(15)]
+    )
+    rows, expected = [], []
+    for i in range(10_000):
+        if i % 10 == 0:
+            gold, ans, ok = latex[(i // 10) % len(latex)]
+            response = f"Step {i}.\nThe answer is $\\boxed{{{ans}}}$."
+        else:
+            gold, off = str(i * 7), (i % 3 == 0)
+            ok = not off
+            value = i * 7 + off
+            response = [
+                f"{value // 2} * 2 = {value}\nThe answer is \\boxed{{{value}}}.",
+                f"So {value}.\n#### {value:,}",
+                f"we get {value}",
+            ][i % 3 if not off else 0]
+        rows.append({"id": i, "gold": gold, "response": response})
+        expected.append(ok)
+    _write(path, rows)
+    return expected
+
+
+@pytest.mark.slow
+def test_ten_thousand_pairs_subprocess_no_hang_no_leak(tmp_path):
+    expected = _ten_thousand_cases(tmp_path / "cases.jsonl")
+    tag = f"mcprm-test-{uuid.uuid4().hex}"
+    env = {**os.environ, "MCPRM_LEAK_TAG": tag, "PYTHONPATH": str(ROOT)}
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "grade", "--input", "cases.jsonl", "--output", "verdicts.jsonl"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    elapsed = time.perf_counter() - t0
+    assert proc.returncode == 0, proc.stderr
+    got = [json.loads(line) for line in (tmp_path / "verdicts.jsonl").read_text().splitlines()]
+    assert [g["id"] for g in got] == list(range(10_000))
+    assert [g["correct"] for g in got] == expected
+    assert "graded 10000 rows" in proc.stderr
+    time.sleep(0.2)
+    assert _tagged_processes(tag) == [], "grader worker processes outlived the command"
+    assert elapsed < 60

@@ -1,0 +1,158 @@
+"""The killable worker pool: parallel batches, hard time limit, crash recovery, clean shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import graders
+from graders import GraderConfig, grade, grade_batch
+from graders.pool import WorkerPool, get_pool, shutdown_pool
+
+SLOW = r"\prod_{n=1}^{%d} n^{n}"
+
+
+def _children() -> set[int]:
+    """Live child processes of this process (from /proc)."""
+    me, out = os.getpid(), set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            out.add(int(pid))
+    return out
+
+
+def test_import_is_light():
+    code = "import sys, graders, cli.main; bad = {'sympy', 'torch', 'transformers', 'vllm', 'ray'} & set(sys.modules); print(bad); assert not bad"
+    subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+    )
+
+
+def test_fast_path_never_starts_workers():
+    shutdown_pool()
+    vs = grade_batch(
+        [("112", "The answer is \\boxed{112}."), (r"\frac{7}{3}", "7/3 #### 7/3"), ("-5", "#### -5.0")]
+    )
+    assert [v.correct for v in vs] == [True, True, True]
+    from graders import pool
+
+    assert pool._POOL is None
+
+
+def test_parallel_batch_matches_one_by_one():
+    pairs = [(rf"\sqrt{{{k * k * 2}}}", rf"\boxed{{{k}\sqrt{{2}}}}") for k in range(2, 14)]
+    pairs += [(rf"\sqrt{{{k * k * 2}}}", rf"\boxed{{{k}\sqrt{{3}}}}") for k in range(2, 14)]
+    graders.CACHE.clear()
+    batch = grade_batch(pairs)
+    graders.CACHE.clear()
+    single = [grade(g, r) for g, r in pairs]
+    assert batch == single
+    assert [v.correct for v in batch] == [True] * 12 + [False] * 12
+
+
+def test_timeout_then_recovers():
+    cfg = GraderConfig(timeout_s=0.5)
+    grade(r"\sqrt{2}", r"\boxed{\sqrt{2}}", cfg)  # warm
+    t0 = time.perf_counter()
+    v = grade("1", rf"\boxed{{{SLOW % 9999}}}", cfg)
+    assert (v.correct, v.reason) == (None, "timeout")
+    assert time.perf_counter() - t0 < 1.0
+    assert grade(r"2\sqrt{2}", r"\boxed{\sqrt{8}}", cfg).correct is True
+
+
+def test_hung_worker_is_killed_and_replaced():
+    """A worker that cannot even run its own timer (stopped) is killed at the hard limit."""
+    pool = WorkerPool(size=1)
+    cfg = GraderConfig(timeout_s=1.0)
+    try:
+        assert pool.run([(r"\sqrt{8}", r"2\sqrt{2}", cfg)], cfg.timeout_s) == [(True, "numeric: equal")]
+        (old_pid,) = pool.pids
+        threading.Timer(0.2, os.kill, (old_pid, signal.SIGSTOP)).start()
+        t0 = time.perf_counter()
+        assert pool.run([("1", SLOW % 9000, cfg)], cfg.timeout_s) == [(None, "timeout")]
+        assert time.perf_counter() - t0 < cfg.timeout_s + 0.5
+        assert not os.path.exists(f"/proc/{old_pid}/stat") or _state(old_pid) == "Z"
+        assert pool.run([("3", "1+2", cfg)], cfg.timeout_s) == [(True, "numeric: equal")]
+        assert pool.pids and pool.pids[0] != old_pid and pool.restarts == 1
+    finally:
+        pool.close()
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_crashed_worker_gives_null_and_pool_recovers():
+    pool = WorkerPool(size=2)
+    cfg = GraderConfig(timeout_s=5.0)
+    try:
+        pool.run([("1", "1+0", cfg), ("2", "1+1", cfg)], 5.0)
+        assert len(pool.pids) == 2
+        for pid in pool.pids:
+            threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
+        res = pool.run([("1", SLOW % 9500, cfg), ("2", SLOW % 9501, cfg)], 5.0)
+        assert res == [(None, "worker crashed")] * 2
+        assert pool.run([("2", "1+1", cfg)], 5.0) == [(True, "numeric: equal")]
+    finally:
+        pool.close()
+
+
+def test_close_leaves_no_processes():
+    before = _children()
+    pool = WorkerPool(size=2)
+    cfg = GraderConfig()
+    pool.run([("1", "1+0", cfg), ("2", "1+1", cfg)], 2.0)
+    started = set(pool.pids)
+    assert len(started) == 2 and started <= _children()
+    pool.close()
+    assert not (_children() - before)
+
+
+def test_shared_pool_size_and_shutdown():
+    shutdown_pool()
+    assert grade(r"\sqrt{4}", r"\boxed{2}", GraderConfig(workers=1)).correct is True
+    assert get_pool(1).size == 1 and len(get_pool(1).pids) == 1
+    graders.shutdown()
+    from graders import pool
+
+    assert pool._POOL is None
+
+
+def test_registry():
+    from graders import Verdict, available_graders, get_grader, register_grader
+
+    assert {"sympy", "exact"} <= set(available_graders())
+    exact = get_grader("exact")
+    assert exact.grade_batch([("0.5", r"\boxed{0.5}"), ("0.5", r"\boxed{\frac12}")], GraderConfig()) == [
+        Verdict(True, "string match", "0.5"),
+        Verdict(False, "strings differ", r"\frac12"),
+    ]
+    assert grade("1/2", r"\boxed{0.5}", grader="exact").correct is False
+
+    def length_grader(gold, response, config):
+        return Verdict(len(gold) == len(response), "same length", response)
+
+    g = register_grader("length-test", length_grader, overwrite=True)
+    assert g.version == "length-test-1"
+    assert grade("ab", "cd", grader="length-test").correct is True
+    with pytest.raises(ValueError, match="already registered"):
+        register_grader("length-test", length_grader)
+    with pytest.raises(KeyError, match="available"):
+        get_grader("nope")
+    assert graders.GRADER_VERSION == get_grader("sympy").version

@@ -1,0 +1,101 @@
+"""Shared fixtures for integration tests: the real bundled model, real Ray, real files, real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.bundled import SAMPLE_PATH
+from pipeline.config import LabelConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+N_ROWS = 8
+
+
+@pytest.fixture(scope="session")
+def small_input(tmp_path_factory) -> str:
+    rows = [json.loads(line) for line in SAMPLE_PATH.read_text().splitlines()[:N_ROWS]]
+    p = tmp_path_factory.mktemp("input") / "solutions.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(p)
+
+
+def make_cfg(inp: str, out: str, **kw) -> LabelConfig:
+    base = dict(input=[inp], output=out, k=2, max_new_tokens=48, shard_size=3, executor="local", progress=False)
+    base.update(kw)
+    return LabelConfig(**base)
+
+
+@pytest.fixture(scope="session")
+def reference_run(small_input, tmp_path_factory):
+    """An uninterrupted in-process run: the ground truth the fault tests compare with."""
+    from pipeline.corpus import read_corpus
+    from pipeline.run import label
+
+    out = str(tmp_path_factory.mktemp("ref") / "out")
+    res = label(make_cfg(small_input, out))
+    return out, res, rows_by_key(read_corpus(out))
+
+
+def rows_by_key(table) -> dict:
+    rows = table.to_pylist()
+    keys = [r["key"] for r in rows]
+    assert len(keys) == len(set(keys)), "duplicate rows in corpus"
+    out = {}
+    for r in rows:
+        r = dict(r)
+        r.pop("source", None)  # where a row came from may differ between inputs with equal content
+        out[r["key"]] = r
+    return out
+
+
+def mcprm_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "cli.main", *args]
+
+
+def run_mcprm(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    e.update(env or {})
+    return subprocess.run(mcprm_cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=e)
+
+
+def popen_mcprm(*args: str) -> subprocess.Popen:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    return subprocess.Popen(mcprm_cmd(*args), cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def wait_for(pred, timeout: float, what: str, proc: subprocess.Popen | None = None):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        v = pred()
+        if v:
+            return v
+        if proc is not None and proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            raise AssertionError(f"process ended (rc={proc.returncode}) before {what}:\n{out[-3000:]}")
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def ray_actor_pids() -> list[int]:
+    """PIDs of live mcprm Ray actor processes (their process title starts with ray::_ShardActor)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cmd.startswith("ray::_ShardActor"):
+            pids.append(int(d))
+    return pids

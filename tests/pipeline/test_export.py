@@ -1,0 +1,227 @@
+"""Trainer exports: round trips for every format, the self-checks, label rules, cutting and balancing."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.export import (
+    FORMATS,
+    ExportError,
+    ExportOptions,
+    check_row,
+    export_corpus,
+    format_row,
+    load_export,
+    parse_record,
+)
+from tests.pipeline.prm_fixtures import ROWS, char_tokenizer, make_corpus
+
+PROBLEMS = {sid: f"Problem {sid}: compute it." for sid, *_ in ROWS}
+CORPUS = {sid: (steps, labels) for sid, steps, labels, *_ in ROWS}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    out = tmp_path_factory.mktemp("corpus") / "out"
+    make_corpus(out)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return char_tokenizer()
+
+
+def expected_hard(sid, drop_after_first_error=True):
+    """The corpus's steps and hard labels, cut before the first null label and after the first False."""
+    steps, labels = CORPUS[sid]
+    end = next((i for i, y in enumerate(labels) if y is None), len(labels))
+    if drop_after_first_error:
+        fe = next((i for i, y in enumerate(labels[:end]) if y is False), -1)
+        if fe != -1:
+            end = fe + 1
+    return steps[:end], labels[:end]
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "jsonl"])
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "processbench"])
+def test_round_trip_hard(corpus, tok, tmp_path, fmt, file_format):
+    res = export_corpus(corpus, fmt, str(tmp_path / "exp"), tokenizer=tok, file_format=file_format, shard_rows=4)
+    assert res.tokenizer_checked and len(res.files) == 2  # 6 rows, 4 per shard
+    assert all(f.endswith(f".{file_format}") for f in res.files)
+    records = load_export(str(tmp_path / "exp"))
+    assert [r["id"] for r in records] == [sid for sid, *_ in ROWS]  # every row here has a labeled first step
+    opts = ExportOptions(fmt)
+    for rec in records:
+        steps, labels = parse_record(rec, PROBLEMS[rec["id"]], opts)
+        assert (steps, labels) == expected_hard(rec["id"]), rec["id"]
+        assert all(type(y) is bool for y in labels) or fmt == "openrlhf"
+    assert res.steps == sum(len(expected_hard(sid)[0]) for sid in CORPUS)
+    assert res.positives + res.negatives == res.steps
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "jsonl"])
+def test_processbench_round_trip_is_a_valid_eval_reference(corpus, tmp_path, file_format):
+    from pipeline.evaluate import evaluate
+
+    res = export_corpus(corpus, "processbench", str(tmp_path / "pb"), file_format=file_format)
+    recs = {r["id"]: r for r in load_export(str(tmp_path / "pb"))}
+    assert res.skipped == {"undecided": 1} and "s6" not in recs  # null label before any error: index unknown
+    for sid, (steps, labels) in CORPUS.items():
+        if sid == "s6":
+            continue
+        assert recs[sid]["steps"] == steps
+        assert recs[sid]["label"] == next((i for i, y in enumerate(labels) if y is False), -1)
+    # the export read as a ProcessBench reference agrees with the corpus it came from
+    m = evaluate(corpus, res.files[0])
+    assert m["f1"] == 1.0 and m["solutions"] == 5
+
+
+def test_datasets_load_dataset_reads_exports(corpus, tok, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    for fmt, ff in [("trl", "parquet"), ("openrlhf", "jsonl"), ("qwen-prm", "parquet")]:
+        out = tmp_path / fmt
+        export_corpus(corpus, fmt, str(out), tokenizer=tok, file_format=ff, shard_rows=2,
+                      label_rule="soft" if fmt == "qwen-prm" else "hard")
+        ds = datasets.load_dataset(str(out), split="train")
+        assert len(ds) == len(ROWS)
+        rows = {r["id"]: r for r in ds}
+        if fmt == "trl":
+            assert rows["s2"]["completions"] == ["2 * 3 = 6", "6 + 1 = 8"] and rows["s2"]["labels"] == [True, False]
+        elif fmt == "openrlhf":
+            assert rows["s2"]["value"] == ["+", "-"]
+        else:
+            assert rows["s1"]["labels"] == pytest.approx([1.0, 0.75, 1.0])
+
+
+def test_soft_labels_stay_floats(corpus, tok, tmp_path):
+    for fmt, key in [("openrlhf", "value"), ("qwen-prm", "labels")]:
+        for ff in ("parquet", "jsonl"):
+            out = tmp_path / f"{fmt}-{ff}"
+            res = export_corpus(corpus, fmt, str(out), label_rule="soft", tokenizer=tok, file_format=ff)
+            recs = {r["id"]: r for r in load_export(str(out))}
+            assert res.soft and res.imputed == 2  # s4 step 0 and s5 step 0 have no MC estimate
+            assert recs["s1"][key] == pytest.approx([1.0, 0.75, 1.0])
+            assert recs["s2"][key] == pytest.approx([0.5, 0.0])
+            assert all(type(v) is float for r in recs.values() for v in r[key])
+
+
+def test_soft_refused_where_the_trainer_would_cast(corpus, tmp_path):
+    with pytest.raises(ExportError, match=r"int\(\)"):
+        export_corpus(corpus, "trl", str(tmp_path / "x"), label_rule="soft")
+    for fmt in ("math-shepherd", "processbench"):
+        with pytest.raises(ExportError, match="soft"):
+            export_corpus(corpus, fmt, str(tmp_path / "x"), label_rule="soft")
+
+
+def test_threshold_rule(corpus, tmp_path):
+    export_corpus(corpus, "trl", str(tmp_path / "t"), label_rule="threshold", threshold=0.6,
+                  drop_after_first_error=False)
+    recs = {r["id"]: r for r in load_export(str(tmp_path / "t"))}
+    assert recs["s1"]["labels"] == [True, True, True]  # 1.0, 0.75, 1.0
+    assert recs["s2"]["labels"] == [False, False, False, False]  # 0.5 < 0.6
+    assert recs["s5"]["labels"] == [True, True]  # no MC value for step 0: keeps its hard label
+
+
+def test_drop_after_first_error_option(corpus, tmp_path):
+    res = export_corpus(corpus, "trl", str(tmp_path / "keep"), drop_after_first_error=False)
+    recs = {r["id"]: r for r in load_export(str(tmp_path / "keep"))}
+    for sid in CORPUS:
+        assert (recs[sid]["completions"], recs[sid]["labels"]) == expected_hard(sid, drop_after_first_error=False)
+    assert recs["s2"]["labels"] == [True, False, False, False]
+    assert "after_first_error" not in res.cut
+    res2 = export_corpus(corpus, "trl", str(tmp_path / "drop"))
+    assert res2.cut["after_first_error"] == 2 and load_export(str(tmp_path / "drop"))[1]["labels"] == [True, False]
+
+
+def test_balance_downsample(corpus, tmp_path):
+    res = export_corpus(corpus, "trl", str(tmp_path / "b"), balance="downsample")
+    recs = load_export(str(tmp_path / "b"))
+    with_error = [r for r in recs if False in r["labels"]]
+    assert len(with_error) == 3 and len(recs) == 6  # s2, s3, s4 have errors; s1, s5, s6 don't: balanced already
+    tight = export_corpus(corpus, "trl", str(tmp_path / "b2"), balance="downsample", label_rule="threshold",
+                          threshold=0.9)
+    recs2 = load_export(str(tmp_path / "b2"))
+    n_err = sum(1 for r in recs2 if False in r["labels"])
+    assert n_err == len(recs2) - n_err and tight.skipped.get("balance", 0) > 0
+    again = export_corpus(corpus, "trl", str(tmp_path / "b3"), balance="downsample", label_rule="threshold",
+                          threshold=0.9)
+    assert [r["id"] for r in load_export(str(tmp_path / "b3"))] == [r["id"] for r in recs2]  # deterministic
+    assert res.rows == 6 and again.rows == tight.rows
+
+
+def test_bad_placeholder_fails_naming_the_row(corpus, tok, tmp_path):
+    # "<step>" is not in the vocabulary: it splits into 6 character tokens
+    with pytest.raises(ExportError, match=r"row 's1'.*'<step>' encodes to 6 tokens"):
+        export_corpus(corpus, "openrlhf", str(tmp_path / "bad"), placeholder="<step>", tokenizer=tok)
+    with pytest.raises(ExportError, match=r"row 's1'.*encodes to 2 tokens"):
+        export_corpus(corpus, "math-shepherd", str(tmp_path / "bad"), tokenizer=char_tokenizer(extra_special=()))
+    assert not (tmp_path / "bad").exists()  # nothing written
+    # without a tokenizer only text checks run, and the result says so
+    res = export_corpus(corpus, "openrlhf", str(tmp_path / "ok"), placeholder="<step>")
+    assert not res.tokenizer_checked and any("tokenizer" in n for n in res.notes)
+
+
+def test_tag_inside_a_step_or_merging_is_caught(tok):
+    opts = ExportOptions("math-shepherd")
+    from pipeline.export import Row
+
+    row = Row("r7", "P", ["a ки b", "c"], [True, False])
+    with pytest.raises(ExportError, match=r"row 'r7'.*step 0 contains the step tag"):
+        check_row(format_row(row, opts, tok), row, opts, tok)
+    # a tag that is one token alone but merges with its neighbours in context
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "a": 1, " ": 2, "#": 3, " #": 4, "\n": 5, "P": 6, "+": 7, "-": 8}
+    merging = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE(vocab=vocab, merges=[(" ", "#")],
+                                                                            unk_token="<unk>")))
+    o2 = ExportOptions("openrlhf", step_tag="#")
+    row2 = Row("r8", "P", ["a", "a"], [True, True])
+    with pytest.raises(ExportError, match=r"row 'r8'.*occurs 0 times in the encoded row, expected 2"):
+        check_row(format_row(row2, o2), row2, o2, merging)
+
+
+def test_label_count_mismatch_is_an_error(tok):
+    from pipeline.export import Row
+
+    opts = ExportOptions("trl")
+    row = Row("r9", "P", ["a", "b"], [True, True])
+    rec = format_row(row, opts)
+    rec["labels"] = [True]
+    with pytest.raises(ExportError, match=r"row 'r9'.*labels read back"):
+        check_row(rec, row, opts, tok)
+    with pytest.raises(ExportError, match=r"row 'r9'.*1 labels for 2 steps"):
+        check_row(rec, Row("r9", "P", ["a", "b"], [True]), opts, tok)
+    # a tokenizer without an unknown token drops characters it does not know: the separator vanishes
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"a": 0, "b": 1, "P": 2, "\n": 3}
+    dropping = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE(vocab=vocab, merges=[])))
+    o2 = ExportOptions("trl", step_tag="\t")
+    with pytest.raises(ExportError, match=r"row 'r9'.*separator '\\t' encodes to no tokens"):
+        check_row(format_row(row, o2), row, o2, dropping)
+
+
+def test_output_not_overwritten_by_default(corpus, tmp_path):
+    export_corpus(corpus, "trl", str(tmp_path / "o"), shard_rows=1)
+    with pytest.raises(ExportError, match="--overwrite"):
+        export_corpus(corpus, "trl", str(tmp_path / "o"))
+    res = export_corpus(corpus, "trl", str(tmp_path / "o"), overwrite=True)
+    assert len(res.files) == 1 and len(load_export(str(tmp_path / "o"))) == 6  # stale shards removed
+
+
+def test_cli_export(corpus, tmp_path):
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    out = tmp_path / "cli"
+    r = CliRunner().invoke(app, ["export", corpus, "--format", "math-shepherd", "--output", str(out),
+                                 "--file-format", "jsonl"])
+    assert r.exit_code == 0, r.output
+    assert "only text checks" in r.output and len(load_export(str(out))) == 6
+    r = CliRunner().invoke(app, ["export", corpus, "--format", "trl", "--output", str(tmp_path / "x"),
+                                 "--label-rule", "soft"])
+    assert r.exit_code == 1 and "int()" in r.output
