@@ -4,7 +4,7 @@ label quality of vllm vs hf on the bundled model, and Ray scaling over GPUs.
 
 One command runs everything that fits the machine and prints one table:
 
-    PYTHONPATH=/tmp/site:. python3 bench/gpu_bench.py all --out OUT_DIR [--sizes 0.5b,7b] [--quick]
+    PYTHONPATH=/tmp/site:. python3 bench/gpu_bench.py all --out OUT_DIR [--parts correctness,0.5b-vary,...]
 
 Each part runs in its own subprocess (one vLLM engine per process, GPU memory freed in between) and appends
 JSON lines to OUT_DIR/results.jsonl. Parts:
@@ -421,8 +421,8 @@ def run_part(args: list[str], out: Path, timeout: int) -> None:
     except subprocess.TimeoutExpired as e:
         log = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         rc = "timeout"
-    name = "_".join(x.strip("-") for x in args)
-    (out / f"log_{name}.txt").write_text(log[-200000:])
+    with open(out / "logs.txt", "a") as f:  # one file: the device returns at most 8
+        f.write(f"\n===== {' '.join(args)} (rc={rc})\n{log[-60000:]}\n")
     print(f"   rc={rc} in {time.time() - t:.0f} s", flush=True)
     if rc != 0:
         print(log[-3000:], flush=True)
@@ -479,14 +479,12 @@ def main():
     ap.add_argument("part", choices=["all", "raw-naive", "mcprm", "correctness", "scaling", "table"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--size", default="0.5b")
-    ap.add_argument("--sizes", default="0.5b,7b")
     ap.add_argument("--lengths", default="vary")
-    ap.add_argument("--solutions", type=int, default=96)
+    ap.add_argument("--solutions", type=int, default=48)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--gpus", type=int, default=1)
-    ap.add_argument("--gpu-list", default="")
     ap.add_argument("--shard-size", type=int, default=16)
-    ap.add_argument("--skip", default="")
+    ap.add_argument("--parts", default="correctness,0.5b-fixed,0.5b-vary,7b-vary")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -500,44 +498,20 @@ def main():
         return part_scaling(a)
     if a.part == "table":
         return table(out)
-    skip = set(filter(None, a.skip.split(",")))
-    if "correctness" not in skip:
-        run_part(["correctness", "--solutions", "100"], out, 400)
-    for size in filter(None, a.sizes.split(",")):
-        n = a.solutions if size == "0.5b" else max(16, a.solutions // 3)
-        for lengths in ("fixed", "vary"):
-            if f"{size}-{lengths}" in skip:
-                continue
-            common = [
-                "--size",
-                size,
-                "--lengths",
-                lengths,
-                "--solutions",
-                str(n),
-                "--max-tokens",
-                str(a.max_tokens),
-            ]
+    # --parts: correctness, SIZE-LENGTHS (e.g. 0.5b-vary, 7b-fixed), scaling-N
+    for part in filter(None, a.parts.split(",")):
+        if part == "correctness":
+            run_part(["correctness", "--solutions", "100"], out, 400)
+        elif part.startswith("scaling-"):
+            g = part.split("-", 1)[1]
+            run_part(["scaling", "--gpus", g, "--size", "0.5b", "--solutions", str(a.solutions * int(g)),
+                      "--max-tokens", "128", "--shard-size", str(a.shard_size)], out, 600)
+        else:
+            size, lengths = part.split("-")
+            n = a.solutions if size == "0.5b" else max(16, a.solutions // 3)
+            common = ["--size", size, "--lengths", lengths, "--solutions", str(n), "--max-tokens", str(a.max_tokens)]
             run_part(["raw-naive", *common], out, 600)
             run_part(["mcprm", *common], out, 600)
-    for g in filter(None, a.gpu_list.split(",")):
-        run_part(
-            [
-                "scaling",
-                "--gpus",
-                g,
-                "--size",
-                "0.5b",
-                "--solutions",
-                str(a.solutions * int(g)),
-                "--max-tokens",
-                "128",
-                "--shard-size",
-                str(a.shard_size),
-            ],
-            out,
-            600,
-        )
     table(out)
 
 

@@ -100,7 +100,7 @@ class LabelConfig:
     # execution
     executor: str = "ray"
     ray_address: str | None = None
-    num_workers: int = 1
+    num_workers: int | None = None  # None: one per GPU (vllm) or per CPU slot (hf), at most one per shard
     cpus_per_worker: float = 1.0
     gpus_per_worker: float = 0.0
     max_batch_requests: int = 512  # requests handed to the backend per generate() call
@@ -122,7 +122,7 @@ class LabelConfig:
             raise ConfigError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
         if self.shard_size < 1:
             raise ConfigError(f"--shard-size must be at least 1, got {self.shard_size}")
-        if self.num_workers < 1:
+        if self.num_workers is not None and self.num_workers < 1:
             raise ConfigError(f"--num-workers must be at least 1, got {self.num_workers}")
         if self.wave_size < 1:
             raise ConfigError(f"--wave-size must be at least 1, got {self.wave_size}")

@@ -83,7 +83,7 @@ def init_ray(address: str | None = None) -> None:
 class RayExecutor:
     name = "ray"
 
-    def __init__(self, cfg: LabelConfig, max_shard_retries: int = 3):
+    def __init__(self, cfg: LabelConfig, max_shard_retries: int = 3, shards_hint: int | None = None):
         from rollouts.base import require
 
         ray = require("ray", "pip install 'ray>=2.30'")
@@ -92,10 +92,15 @@ class RayExecutor:
         gpus = cfg.gpus_per_worker
         if cfg.backend == "vllm" and gpus == 0:
             gpus = float(cfg.tensor_parallel_size)
-        self.num_workers = cfg.num_workers
-        if cfg.backend == "vllm" and cfg.num_workers == 1 and gpus > 0:
-            total = int(ray.cluster_resources().get("GPU", 0) // gpus)
-            self.num_workers = max(1, total)
+        n = cfg.num_workers
+        if n is None:
+            res = ray.cluster_resources()
+            if gpus > 0:
+                n = int(res.get("GPU", 0) // gpus)
+            else:
+                n = int(res.get("CPU", 1) // max(cfg.cpus_per_worker, 1e-9))
+            n = max(1, min(n, shards_hint or n))
+        self.num_workers = n
         # vLLM's async engine takes the requests of two shards at once (no idle tail between shards);
         # the hf backend is not thread-safe, so its actor runs one shard at a time.
         concurrency = 2 if cfg.backend == "vllm" else 1
@@ -200,5 +205,5 @@ class RayExecutor:
                 pass
 
 
-def make_executor(cfg: LabelConfig):
-    return RayExecutor(cfg) if cfg.executor == "ray" else LocalExecutor(cfg)
+def make_executor(cfg: LabelConfig, shards_hint: int | None = None):
+    return RayExecutor(cfg, shards_hint=shards_hint) if cfg.executor == "ray" else LocalExecutor(cfg)

@@ -266,7 +266,7 @@ def label(config: LabelConfig) -> RunResult:
         if todo > 0:
             from pipeline.executors import make_executor
 
-            executor = make_executor(cfg)
+            executor = make_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
             try:
                 def on_done(res: dict) -> None:
                     results[res["shard"]] = res
