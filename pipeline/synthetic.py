@@ -347,11 +347,11 @@ class Difficulty:
     within these bounds (keeps the arithmetic learnable), problems that break them are redrawn.
     """
 
-    max_operand: int = 12
-    op_weights: tuple[float, float, float, float] = (1.0, 1.0, 0.8, 0.5)
-    exact_division: float = 0.6
-    max_abs: int = 200
-    max_den: int = 12
+    max_operand: int = 10
+    op_weights: tuple[float, float, float, float] = (1.0, 1.0, 0.7, 0.4)
+    exact_division: float = 0.7
+    max_abs: int = 120
+    max_den: int = 10
 
 
 DIFFICULTIES = {

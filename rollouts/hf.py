@@ -73,6 +73,10 @@ class HFBackend:
         self.prefix_reuse = prefix_reuse
         self.stats = BackendStats()
 
+        try:  # no "Loading weights" progress bars in mcprm's output
+            transformers.utils.logging.disable_progress_bar()
+        except AttributeError:  # pragma: no cover - older transformers
+            pass
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(tokenizer_path or model_path))
         model = transformers.AutoModelForCausalLM.from_pretrained(self.model_path)
         if dtype is None or dtype == "auto":

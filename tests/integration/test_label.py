@@ -61,7 +61,7 @@ def test_rerun_is_noop_and_changed_config_is_refused(small_input, tmp_path):
         label(make_cfg(small_input, out, limit=3, k=3))
     assert open(f"{out}/manifest.json").read() == before  # nothing touched
     res = label(make_cfg(small_input, out, limit=3, k=3, overwrite=True))
-    assert res.version == 1 and res.added == 3
+    assert res.version == 2 and res.added == 3 and res.reused == 0  # a new corpus version
 
 
 def test_ray_executor_matches_in_process(small_input, reference_run, tmp_path):
