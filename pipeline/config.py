@@ -138,7 +138,7 @@ class LabelConfig:
         """Fill in defaults that depend on the machine (bundled model and sample) and validate."""
         from pipeline import bundled
 
-        c = dataclasses.replace(self)
+        c = dataclasses.replace(self).validate()
         if not c.model:
             c.model = str(bundled.model_dir())
         if not c.input:
