@@ -7,7 +7,7 @@ real pipeline (``pipeline.run.label``, in-process executor, hf backend) and ``pi
 against the exact checker. Prints a table; ``--json`` writes the rows too.
 
     python bench/bench_strategies.py --solutions 300            # ~15-25 min on 2 CPU cores
-    python bench/bench_strategies.py --solutions 60 --ks 4 --quick
+    python bench/bench_strategies.py --solutions 60 --ks 4
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def main() -> None:
     ap.add_argument("--strategies", default="per-step,binary-search,adaptive")
     ap.add_argument("--seed", type=int, default=20261126)
     ap.add_argument("--json", default=None, help="also write the rows to this file")
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--executor", default="ray")
+    ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
     from pipeline.config import LabelConfig
     from pipeline.evaluate import evaluate
@@ -61,8 +62,8 @@ def main() -> None:
     for k in [int(x) for x in a.ks.split(",")]:
         for strategy in a.strategies.split(","):
             out = tmp / f"{strategy}-k{k}"
-            cfg = LabelConfig(input=[str(sols)], output=str(out), strategy=strategy, k=k, executor="local",
-                              progress=False, max_new_tokens=160, shard_size=1000)
+            cfg = LabelConfig(input=[str(sols)], output=str(out), strategy=strategy, k=k, executor=a.executor,
+                              num_workers=a.workers, progress=False, max_new_tokens=160, shard_size=25)
             t = time.perf_counter()
             label(cfg)
             dt = time.perf_counter() - t

@@ -15,7 +15,7 @@ def err(msg: str) -> None:
 
 
 @contextlib.contextmanager
-def user_errors():
+def user_errors(extra: tuple[type[BaseException], ...] = ()):
     """Turn the errors a user can act on into a message and exit code 1 (no traceback)."""
     from pipeline.config import ConfigError
 
@@ -32,9 +32,10 @@ def user_errors():
         known = known + (LockError,)
     except ImportError:  # pragma: no cover
         pass
+    from pipeline.corpus import CorpusError
     from rollouts.base import MissingDependency
 
-    known = known + (MissingDependency,)
+    known = known + (MissingDependency, CorpusError) + tuple(extra)
     try:
         yield
     except known as e:
@@ -60,3 +61,16 @@ def user_errors():
 
 def echo(msg: str) -> None:
     print(msg, file=sys.stdout, flush=True)
+
+
+def print_table(title: str, rows: list[tuple[str, str]]) -> None:
+    """A two-column (metric, value) rich table on stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title)
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    for r in rows:
+        t.add_row(*r)
+    Console().print(t)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import err, user_errors
+from cli.common import print_table, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -23,27 +23,17 @@ def eval_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """First-error F1 (ProcessBench), step accuracy/precision/recall, Brier score, rollout tokens spent."""
-    from pipeline.corpus import CorpusError
     from pipeline.evaluate import evaluate
 
-    with user_errors():
-        try:
-            m = evaluate(output, reference, version, neutral_is_error)
-        except (CorpusError, ValueError) as e:
-            err(str(e))
-            raise typer.Exit(1) from None
+    with user_errors(extra=(ValueError,)):  # a bad reference file names its row
+        m = evaluate(output, reference, version, neutral_is_error)
     if as_json:
         print(json.dumps(m, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title=f"{output} vs {reference} (strategy {m['strategy']}, K={m['k']})")
-    t.add_column("metric")
-    t.add_column("value", justify="right")
+    rows = []
     for key in ("solutions", "solutions_with_error", "f1", "acc_error", "acc_correct", "steps_compared",
                 "step_accuracy", "error_precision", "error_recall", "positive_precision", "positive_recall",
                 "brier", "rollouts", "rollout_tokens"):
         v = m[key]
-        t.add_row(key, "n/a" if v is None else (f"{v:.4f}" if isinstance(v, float) else f"{v:,}"))
-    Console().print(t)
+        rows.append((key, "n/a" if v is None else (f"{v:.4f}" if isinstance(v, float) else f"{v:,}")))
+    print_table(f"{output} vs {reference} (strategy {m['strategy']}, K={m['k']})", rows)

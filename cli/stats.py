@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import user_errors
+from cli.common import print_table, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -20,25 +20,13 @@ def stats_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Solutions, steps, label balance, first-error distribution, rollouts and tokens spent."""
-    from pipeline.corpus import CorpusError, corpus_stats
+    from pipeline.corpus import corpus_stats
 
     with user_errors():
-        try:
-            s = corpus_stats(output, version)
-        except CorpusError as e:
-            from cli.common import err
-
-            err(str(e))
-            raise typer.Exit(1) from None
+        s = corpus_stats(output, version)
     if as_json:
         print(json.dumps(s, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title=f"{output} (version {s['version']}, strategy {s['strategy']}, K={s['k']})")
-    t.add_column("metric")
-    t.add_column("value", justify="right")
     lab = s["labels"]
     rows = [
         ("solutions", f"{s['solutions']:,}"),
@@ -53,6 +41,4 @@ def stats_cmd(
         ("rollout tokens", f"{s['rollout_tokens']:,}"),
         ("rollouts per solution", "n/a" if s["rollouts_per_solution"] is None else f"{s['rollouts_per_solution']:.1f}"),
     ]
-    for r in rows:
-        t.add_row(*r)
-    Console().print(t)
+    print_table(f"{output} (version {s['version']}, strategy {s['strategy']}, K={s['k']})", rows)

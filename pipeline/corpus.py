@@ -15,8 +15,9 @@ def open_manifest(url: str, version: int | None = None) -> tuple[CorpusStore, di
     store = CorpusStore(url)
     m = store.manifest() if version is None else store.version_manifest(version)
     if m is None:
-        what = "a manifest.json" if version is None else f"version {version}"
-        raise CorpusError(f"{url} is not an mcprm corpus (no {what} found). Run `mcprm label --output {url}` first.")
+        if version is None:
+            raise CorpusError(f"{url} is not an mcprm corpus (no manifest.json). Run `mcprm label --output {url}` first.")
+        raise CorpusError(f"{url} has no version {version} (pruned, or never committed); versions: {store.versions()}")
     return store, m
 
 
