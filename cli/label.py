@@ -30,6 +30,7 @@ def label_cmd(
     wave_size: Annotated[int | None, typer.Option(help="adaptive: continuations per wave")] = None,
     confidence_width: Annotated[float | None, typer.Option(help="adaptive: stop a step when its 95% interval is narrower")] = None,
     trust_correct: Annotated[bool | None, typer.Option("--trust-correct/--no-trust-correct", help="Label solutions with a correct final answer positive without rollouts (default: on for binary-search/adaptive).")] = None,
+    early_stop: Annotated[bool | None, typer.Option("--early-stop/--no-early-stop", help="binary-search: stop a probe at its first success (default on; off = K per probe, OmegaPRM's original).")] = None,
     prompt_format: Annotated[str | None, typer.Option(help="plain | chat")] = None,
     prompt_template: Annotated[str | None, typer.Option(help="plain format template with {problem}")] = None,
     step_separator: Annotated[str | None, typer.Option(help="Text between steps (plain: newline, chat: blank line)")] = None,

@@ -37,6 +37,7 @@ IDENTITY_FIELDS = (
     "wave_size",
     "confidence_width",
     "trust_correct",
+    "early_stop",
     "load_format",
     "ignore_eos",
 )
@@ -94,6 +95,7 @@ class LabelConfig:
     wave_size: int = 2  # adaptive: continuations per wave
     confidence_width: float | None = None  # adaptive: stop a step when its 95% interval is narrower
     trust_correct: bool | None = None  # None = strategy default (off for per-step, on for the others)
+    early_stop: bool = True  # binary-search: a probe stops at its first success (same alive/dead decision)
     # grader
     grader: str = "sympy"
     grader_timeout: float = 2.0

@@ -59,6 +59,7 @@ class StrategyParams:
     wave_size: int = 2
     confidence_width: float | None = None
     trust_correct: bool = False
+    early_stop: bool = True  # binary-search: stop a probe at its first success
 
 
 def _alive(st: StepStats) -> bool | None:
@@ -98,33 +99,46 @@ def per_step(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> 
     return _finish(labels, stats)
 
 
+def _estimate(step: int, stats: list[StepStats], p: StrategyParams, early_stop: bool):
+    """Sub-generator: continuations from prefix ``step`` until its alive/dead question is decided.
+
+    Without ``early_stop`` one probe of K. With it, waves of ``wave_size`` until the first success (alive) or K
+    graded failures (dead): the same decision as "at least one of K succeeds", for fewer continuations when
+    the prefix is alive. With ``confidence_width`` an alive prefix keeps sampling (up to K) until the 95%
+    Wilson interval of its MC value is narrower than the width.
+    """
+    st = stats[step]
+    while st.total < p.k:
+        n = p.k - st.total if not early_stop else min(p.wave_size, p.k - st.total)
+        results = yield [Probe(step, n)]
+        _add(stats, results)
+        if st.correct > 0 and early_stop:
+            if p.confidence_width is None or 2 * _wilson_halfwidth(st.correct, st.graded) <= p.confidence_width:
+                break
+    return _alive(st)
+
+
 def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
     """OmegaPRM-style bisection for the first dead prefix (O(K log M) continuations).
 
     Invariant: prefix ``lo`` is alive (``lo = -1`` is the bare problem, assumed solvable) and prefix ``hi`` is
     dead (``hi = last`` when the solution's own answer is wrong). Steps ``<= lo`` are positive, ``hi`` is
     negative, steps after ``hi`` are unlabeled. Steps probed on the way keep their MC estimate.
+    With ``early_stop`` (the default) each probe samples in waves and stops at its first success.
     """
     stats = [StepStats() for _ in range(n_steps)]
     last = n_steps - 1
     if solution_correct and p.trust_correct:
         return _finish([True] * n_steps, stats)
-    if solution_correct:
-        # Not trusting the final answer: search as if the end were dead and accept "all alive".
-        hi = n_steps
-    else:
-        hi = last
+    # Not trusting a correct final answer: search as if the end were dead and accept "all alive".
+    hi = n_steps if solution_correct else last
     lo = -1
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        (res,) = yield [Probe(mid, p.k)]
-        _add(stats, [res])
-        alive = _alive(stats[mid])
-        if alive is None:
-            # Every continuation ungradable: no evidence either way. Treat as alive (never invent an error
-            # from missing evidence); the step's label stays null below.
-            lo = mid
-        elif alive:
+        alive = yield from _estimate(mid, stats, p, p.early_stop)
+        # All continuations ungradable: no evidence either way. Treat as alive (never invent an error from
+        # missing evidence); the step's label stays null below.
+        if alive is None or alive:
             lo = mid
         else:
             hi = mid
@@ -147,48 +161,26 @@ def _wilson_halfwidth(successes: int, n: int, z: float = 1.96) -> float:
 
 
 def adaptive(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
-    """Waves of ``wave_size`` continuations for every undecided step, stopping early.
+    """Math-Shepherd's estimate, stopped as early as the hard labels allow.
 
-    A step is decided positive at its first success and negative after ``k`` graded failures. Once a step is
-    negative, later steps are dropped (left unlabeled). With ``confidence_width`` a positive step keeps
-    sampling (up to ``k``) until the 95% Wilson interval of its MC value is narrower than the width, for soft
-    labels worth training on.
+    Steps are scanned from the first: each samples waves of ``wave_size`` continuations until its first
+    success (positive) or ``k`` graded failures (negative); the scan stops at the first negative step, and the
+    steps after it stay unlabeled. Every hard label is the one per-step would give from the same K draws,
+    and ``first_error`` is per-step's first negative step; only the continuations are fewer. With
+    ``confidence_width`` positive steps keep sampling (up to ``k``) until the 95% Wilson interval of their
+    MC value is narrower than the width, for soft labels worth training on.
     """
     stats = [StepStats() for _ in range(n_steps)]
     last = n_steps - 1
     if solution_correct and p.trust_correct:
         return _finish([True] * n_steps, stats)
     labels: list[bool | None] = [None] * n_steps
-    bound = last  # steps >= bound are not probed (the last step is labeled by the answer)
-    done = [False] * n_steps
-
-    def decided(i: int) -> bool:
-        st = stats[i]
-        if st.total >= p.k:
-            return True
-        if st.correct > 0:
-            if p.confidence_width is None:
-                return True
-            return 2 * _wilson_halfwidth(st.correct, st.graded) <= p.confidence_width
-        return False
-
-    while True:
-        todo = [i for i in range(bound) if not done[i]]
-        if not todo:
-            break
-        probes = [Probe(i, min(p.wave_size, p.k - stats[i].total)) for i in todo]
-        results = yield probes
-        _add(stats, results)
-        for i in todo:
-            if decided(i):
-                done[i] = True
-                if _alive(stats[i]) is False:
-                    bound = min(bound, i)
-    for i in range(n_steps):
-        if i < bound:
-            labels[i] = _alive(stats[i])
-        elif i == bound:
-            labels[i] = False if i < last else solution_correct
+    for i in range(last):
+        alive = yield from _estimate(i, stats, p, early_stop=True)
+        labels[i] = alive
+        if alive is False:
+            return _finish(labels, stats)
+    labels[last] = solution_correct
     return _finish(labels, stats)
 
 

@@ -54,7 +54,7 @@ def test_single_step_solution_needs_no_rollouts():
 @pytest.mark.parametrize("m,err", [(m, e) for m in (2, 3, 5, 8, 13) for e in (0, 1, 2, 4, 7, 12) if e < m])
 def test_binary_search_finds_first_error_in_log_probes(m, err):
     alive = [i < err for i in range(m)]
-    oc, rollouts, rounds = drive("binary-search", alive, False, k=8)
+    oc, rollouts, rounds = drive("binary-search", alive, False, k=8, early_stop=False)
     assert oc.first_error == err
     assert oc.labels[:err] == [True] * err and oc.labels[err] is False
     assert all(x is None for x in oc.labels[err + 1 :])
@@ -68,10 +68,27 @@ def test_binary_search_finds_first_error_in_log_probes(m, err):
 
 def test_binary_search_exact_rollouts():
     # 8 steps, last step dead (answer wrong), first error at 5: bisection over (-1, 7): mid 3 alive, 5 dead, 4 alive
-    oc, rollouts, rounds = drive("binary-search", [True] * 5 + [False] * 3, False, k=4)
+    oc, rollouts, rounds = drive("binary-search", [True] * 5 + [False] * 3, False, k=4, early_stop=False)
     assert (rounds, rollouts) == (3, 12)
     assert oc.first_error == 5
     assert [s.total for s in oc.stats] == [0, 0, 0, 4, 4, 4, 0, 0]
+    # early stop (default): an alive probe ends at its first successful wave of 2, a dead one needs all 4
+    oc, rollouts, rounds = drive("binary-search", [True] * 5 + [False] * 3, False, k=4, wave_size=2)
+    assert (rounds, rollouts) == (4, 8)
+    assert oc.first_error == 5
+    assert [s.total for s in oc.stats] == [0, 0, 0, 2, 2, 4, 0, 0]
+
+
+@pytest.mark.parametrize("m,err", [(5, 0), (5, 2), (9, 7), (13, 4)])
+def test_binary_search_early_stop_same_decisions(m, err):
+    alive = [i < err for i in range(m)]
+    full, r_full, _ = drive("binary-search", alive, False, k=8, early_stop=False)
+    early, r_early, _ = drive("binary-search", alive, False, k=8, wave_size=1)
+    assert early.labels == full.labels and early.first_error == full.first_error == err
+    n_alive = sum(1 for st in full.stats if st.total and st.correct)
+    n_dead = sum(1 for st in full.stats if st.total and not st.correct)
+    assert r_early == n_alive * 1 + n_dead * 8
+    assert r_early < r_full if n_alive else r_early == r_full
 
 
 def test_trust_correct_skips_rollouts():
@@ -86,13 +103,15 @@ def test_binary_search_without_trust_checks_correct_solutions():
 
 
 def test_adaptive_waves_stop_early():
-    # steps 0,1 alive (decided by their first wave of 2), step 2 dead (needs k=8 failures: 4 waves), step 3 dropped
+    # steps 0,1 alive (one wave of 2 each), step 2 dead (k=8 failures: 4 waves), steps 3-4 never sampled
     oc, rollouts, rounds = drive("adaptive", [True, True, False, False, False], False, k=8, wave_size=2)
     assert oc.labels == [True, True, False, None, None]
     assert oc.first_error == 2
-    # wave 1: steps 0-3 x2 = 8; step 3 dead too but it is after step 2 → dropped when step 2 decides
-    # waves 2-4: steps 2 and 3 still undecided → 2*2*3 = 12; total 20
-    assert rollouts == 20 and rounds == 4
+    assert (rollouts, rounds) == (2 + 2 + 8, 6)
+    assert [s.total for s in oc.stats] == [2, 2, 8, 0, 0]
+    # the same hard labels and first error as per-step on the same prefixes
+    ps, r_ps, _ = drive("per-step", [True, True, False, False, False], False, k=8)
+    assert ps.first_error == oc.first_error and ps.labels[:3] == oc.labels[:3] and r_ps == 32
 
 
 def test_adaptive_confidence_width_keeps_sampling_positive_steps():
@@ -143,7 +162,8 @@ class _Plain:
         return f"Problem: {problem}\nSolution:\n" + "".join(s + "\n" for s in steps)
 
 
-@pytest.mark.parametrize("strategy,expected_rollouts", [("per-step", 3 * 4 * 4), ("binary-search", 3 * 2 * 4)])
+# binary-search (early stop, waves of 2): mid 1 alive (2 samples), mid 2 dead (4) -> 6 per solution
+@pytest.mark.parametrize("strategy,expected_rollouts", [("per-step", 3 * 4 * 4), ("binary-search", 3 * 6)])
 def test_scheduler_batches_all_solutions_per_round(strategy, expected_rollouts):
     alive = {f"p{i}": [True, True, False, False, False] for i in range(3)}
     sols = [
