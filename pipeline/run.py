@@ -231,6 +231,11 @@ def label(config: LabelConfig) -> RunResult:
         vdir = store.version_dir(version)
         old_plan = store.read_json(f"{vdir}/_plan.json")
         done_shards: dict[int, dict] = {}
+        if (old_plan is not None and old_plan != plan and old_plan.get("identity") == identity
+                and [k for sh in old_plan["shards"] for k in sh["keys"]] == new_keys):
+            # Same work, other --shard-size: keep the unfinished run's shard boundaries and its finished shards.
+            log.info("resuming with the unfinished run's shard size %s", old_plan.get("shard_size"))
+            plan = old_plan
         if old_plan is not None and old_plan != plan:
             if old_plan.get("identity") != identity and not cfg.overwrite:
                 raise ConfigError(

@@ -191,3 +191,26 @@ def test_label_refresh_resume_on_s3(halves, reference_run, s3_server, tmp_path):
     assert rows_by_key(read_corpus(out)) == ref
     fs.invalidate_cache()
     assert not fs.exists("corpus/prm/_lock")
+
+
+def test_resume_with_another_shard_size_keeps_finished_shards(small_input, reference_run, tmp_path, monkeypatch):
+    from pipeline.worker import ShardWorker
+
+    _, _, ref = reference_run
+    out = str(tmp_path / "out")
+    real = ShardWorker.process
+    calls = {"n": 0}
+
+    def dies_on_third(self, version, shard, sols):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # the run is stopped mid-way
+        return real(self, version, shard, sols)
+
+    monkeypatch.setattr(ShardWorker, "process", dies_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        label(make_cfg(small_input, out, shard_size=1))
+    monkeypatch.setattr(ShardWorker, "process", real)
+    res = label(make_cfg(small_input, out, shard_size=4))  # a performance knob changed on relaunch
+    assert res.shards_resumed == 2 and res.added == N_ROWS
+    assert rows_by_key(read_corpus(out)) == ref
