@@ -113,6 +113,7 @@ class RayExecutor:
         self.actors = [actor_cls.remote(cfg) for _ in range(self.num_workers)]
         self.max_shard_retries = max_shard_retries
         self.retried: dict[int, int] = {}
+        self.health_interval_s = 5.0
 
     def actor_pids(self) -> list[int]:
         return self.ray.get([a.pid.remote() for a in self.actors])
@@ -156,20 +157,47 @@ class RayExecutor:
             if up[a]:
                 up[a] = False
                 # Ray restarts the actor (max_restarts=-1) where resources allow; it is used again once it
-                # answers a ping. Until then its shards go to the others.
-                pings[self.actors[a].pid.remote()] = a
+                # answers a ping (with its node). Until then its shards go to the others.
+                pings[self.actors[a].node_id.remote()] = a
 
+        def retry(shard: int, sols, why: str) -> None:
+            n = self.retried.get(shard, 0) + 1
+            self.retried[shard] = n
+            if n > self.max_shard_retries:
+                raise RuntimeError(
+                    f"shard {shard} failed {n} times because its Ray worker died ({why}); giving up. Check the "
+                    "worker logs (OOM, GPU errors, lost nodes) and rerun the same command to resume."
+                )
+            log.warning("worker for shard %d died (%s); resubmitting (retry %d)", shard, why, n)
+            retry_queue.append((shard, sols))
+
+        # Where each actor lives: a task on a node that disappears may never report an error, so the loop
+        # checks node liveness itself and moves such an actor's shards elsewhere.
+        node_of = self.ray.get([a.node_id.remote() for a in self.actors])
+        done_shards: set[int] = set()
         fill()
         while pending or ((retry_queue or not exhausted) and pings):
-            done, _ = ray.wait(list(pending) + list(pings), num_returns=1)
+            done, _ = ray.wait(list(pending) + list(pings), num_returns=1, timeout=self.health_interval_s)
+            if not done:
+                alive_nodes = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+                for a in range(len(self.actors)):
+                    if up[a] and node_of[a] not in alive_nodes:
+                        lost = [(r, v) for r, v in pending.items() if v[0] == a]
+                        for r, (_, shard, sols) in lost:
+                            del pending[r]
+                            retry(shard, sols, "its node is gone")
+                        load[a] = 0
+                        mark_down(a)
+                fill()
+                continue
             ref = done[0]
             if ref in pings:
                 a = pings.pop(ref)
                 try:
-                    ray.get(ref)
+                    node_of[a] = ray.get(ref)
                     up[a] = True
                 except transient:
-                    pings[self.actors[a].pid.remote()] = a
+                    pings[self.actors[a].node_id.remote()] = a
                 fill()
                 continue
             a, shard, sols = pending.pop(ref)
@@ -177,16 +205,8 @@ class RayExecutor:
             try:
                 result = ray.get(ref)
             except transient as e:
-                n = self.retried.get(shard, 0) + 1
-                self.retried[shard] = n
-                if n > self.max_shard_retries:
-                    raise RuntimeError(
-                        f"shard {shard} failed {n} times because its Ray worker died ({type(e).__name__}); "
-                        "giving up. Check the worker logs (OOM, GPU errors) and rerun the same command to resume."
-                    ) from e
-                log.warning("worker for shard %d died (%s); resubmitting (retry %d)", shard, type(e).__name__, n)
                 mark_down(a)
-                retry_queue.append((shard, sols))
+                retry(shard, sols, type(e).__name__)
                 fill()
                 continue
             except ray.exceptions.RayTaskError as e:
@@ -194,7 +214,9 @@ class RayExecutor:
                 cause = e.as_instanceof_cause() if hasattr(e, "as_instanceof_cause") else e
                 log.error("shard %d failed: %s", shard, cause)
                 raise cause from None
-            on_done(result)
+            if shard not in done_shards:  # a shard re-run after a lost node may also finish late
+                done_shards.add(shard)
+                on_done(result)
             fill()
 
     def close(self) -> None:
