@@ -52,7 +52,7 @@ def _load_reference_rows(ref: str, neutral_is_error: bool) -> tuple[dict, dict]:
         import pyarrow.parquet as pq
 
         with fs.open(path, "rb") as f:
-            rows = pq.read_table(f).to_pylist()
+            rows = pq.read_table(f, use_threads=False).to_pylist()
     else:
         rows = []
         with fs.open(path, "rb") as f:

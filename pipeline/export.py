@@ -524,7 +524,7 @@ def load_export(output_url: str) -> list[dict]:
             if p.endswith(".parquet"):
                 import pyarrow.parquet as pq
 
-                out.extend(pq.read_table(f).to_pylist())
+                out.extend(pq.read_table(f, use_threads=False).to_pylist())
             else:
                 out.extend(json.loads(line) for line in f.read().decode().splitlines() if line.strip())
     return out

@@ -412,7 +412,7 @@ def _read_parquet(file: str, f, spec: InputSpec) -> Iterator[RawRow]:
     columns = [c for c in dict.fromkeys(wanted) if c in names]
     row = 0
     try:
-        for batch in pf.iter_batches(batch_size=_BATCH_ROWS, columns=columns):
+        for batch in pf.iter_batches(batch_size=_BATCH_ROWS, columns=columns, use_threads=False):
             for data in batch.to_pylist():
                 yield RawRow(file, row, data=data, kind="parquet")
                 row += 1

@@ -127,8 +127,11 @@ class CorpusStore:
     def read_table(self, rel: str, columns: list[str] | None = None):
         import pyarrow.parquet as pq
 
+        # use_threads=False: pyarrow's threaded reader on a Python file object can abort the interpreter at
+        # exit ("terminate called without an active exception", seen with pyarrow 25 and 26 in ~1 run of 3);
+        # shards are small, so one thread costs little.
         with self.fs.open(self.path(rel), "rb") as f:
-            return pq.read_table(f, columns=columns)
+            return pq.read_table(f, columns=columns, use_threads=False)
 
     # ---------------------------------------------------------------- manifest
     def manifest(self) -> dict | None:
