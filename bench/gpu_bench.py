@@ -183,130 +183,141 @@ def emit(out: Path, rec: dict) -> None:
         f.write(json.dumps(rec) + "\n")
 
 
-def gpu_name() -> str:
-    import torch
-
-    return torch.cuda.get_device_name(0)
-
-
 # ------------------------------------------------------------------------------------------ parts
-def part_raw_naive(a):
-    import vllm
-    from vllm import LLM, SamplingParams
+class GpuUtil:
+    """Samples GPU 0's utilization (NVML, every 50 ms) while a mode runs: where the GPU idles."""
 
-    mdir, tdir = make_model_dir(a.size)
-    sols = workload(a.solutions)
-    flat, rounds = per_step_requests(sols)
-    sc = sampling(a.lengths, a.max_tokens)
-    t0 = time.time()
-    llm = LLM(
-        model=mdir,
-        tokenizer=tdir,
-        load_format="dummy",
-        enable_prefix_caching=True,
-        dtype="bfloat16",
-        max_model_len=4096,
-        seed=0,
-        gpu_memory_utilization=0.85,
-    )
-    init = time.time() - t0
-    llm.generate(["w5 w6 w7"] * 4, SamplingParams(max_tokens=8), use_tqdm=False)  # warm-up
+    def __init__(self):
+        import threading
 
-    def params(r):
-        return SamplingParams(
-            n=r.n,
-            seed=r.seed,
-            temperature=sc.temperature,
-            max_tokens=sc.max_new_tokens,
-            stop_token_ids=list(sc.stop_token_ids) or None,
-            ignore_eos=sc.ignore_eos,
-        )
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        try:
+            import pynvml
 
-    out = Path(a.out)
-    for mode in ("raw", "naive"):
-        llm.reset_prefix_cache()
-        t = time.time()
-        gen = 0
-        batches = [flat] if mode == "raw" else rounds
-        for b in batches:
-            res = llm.generate([r.prompt for r in b], [params(r) for r in b], use_tqdm=False)
-            gen += sum(len(c.token_ids) for o in res for c in o.outputs)
-        dt = time.time() - t
-        emit(
-            out,
-            {
-                "part": "throughput",
-                "size": a.size,
-                "lengths": a.lengths,
-                "mode": mode,
-                "requests": len(flat),
-                "rollouts": len(flat) * K,
-                "generated_tokens": gen,
-                "seconds": dt,
-                "tok_per_s": gen / dt,
-                "calls": len(batches),
-                "init_s": init,
-                "gpu": gpu_name(),
-                "vllm": vllm.__version__,
-            },
-        )
+            pynvml.nvmlInit()
+            self._h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            self._nvml = pynvml
+        except Exception:  # noqa: BLE001 - utilization is informative only
+            self._nvml = None
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                self.samples.append(self._nvml.nvmlDeviceGetUtilizationRates(self._h).gpu)
+            except Exception:  # noqa: BLE001
+                return
+            self._stop.wait(0.05)
+
+    def __enter__(self):
+        if self._nvml is not None:
+            self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+
+    @property
+    def mean(self):
+        return round(sum(self.samples) / len(self.samples), 1) if self.samples else None
+
+    @property
+    def idle_share(self):
+        """Share of samples with the GPU idle (no kernel running in the sample period)."""
+        return round(sum(1 for x in self.samples if x < 10) / len(self.samples), 3) if self.samples else None
 
 
-def part_mcprm(a):
+def gpu_name() -> str:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+        return name.decode() if isinstance(name, bytes) else name
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+def part_throughput(a):
+    """Every mode on one GPU in one process: a sync ``LLM`` (raw, naive, rounds) and mcprm's async backend,
+    each with 0.42 of the GPU's memory, so the same engine build and GPU serve all modes."""
     import vllm
 
+    from graders import grade_batch
     from pipeline.scheduler import Scheduler
     from pipeline.strategies import StrategyParams
     from rollouts.vllm_backend import VLLMBackend
 
     mdir, tdir = make_model_dir(a.size)
     sols = workload(a.solutions)
+    flat, rounds = per_step_requests(sols)
     sc = sampling(a.lengths, a.max_tokens)
+    eng = dict(tokenizer=tdir, load_format="dummy", dtype="bfloat16", max_model_len=4096, seed=0,
+               gpu_memory_utilization=a.mem)
     t0 = time.time()
-    be = VLLMBackend(
-        mdir,
-        tokenizer=tdir,
-        load_format="dummy",
-        dtype="bfloat16",
-        max_model_len=4096,
-        seed=0,
-        gpu_memory_utilization=0.85,
-        async_engine=True,
-    )
-    init = time.time() - t0
-    from graders import grade_batch
+    sync = VLLMBackend(mdir, **eng)
+    init_sync = time.time() - t0
+    t0 = time.time()
+    stream = VLLMBackend(mdir, async_engine=True, **eng)
+    init_async = time.time() - t0
+    llm = sync.llm
+    from vllm import SamplingParams
 
+    from rollouts.base import GenRequest
+
+    warm = ["w5 w6 w7", "w8 w9"]
+    llm.generate(warm, SamplingParams(max_tokens=8), use_tqdm=False)
+    stream.generate([GenRequest(w, 2, 1, "warm") for w in warm], sc)
+
+    def params(r):
+        return SamplingParams(n=r.n, seed=r.seed, temperature=sc.temperature, max_tokens=sc.max_new_tokens,
+                              stop_token_ids=list(sc.stop_token_ids) or None, ignore_eos=sc.ignore_eos)
+
+    def calls(batches):
+        gen = 0
+        for b in batches:
+            res = llm.generate([r.prompt for r in b], [params(r) for r in b], use_tqdm=False)
+            gen += sum(len(c.token_ids) for o in res for c in o.outputs)
+        return gen
+
+    serial_sols = {s.key for s in sols[: a.serial_solutions]}
+    serial = [[r] for r in flat if r.group in serial_sols]  # one call per step, one solution at a time
     out = Path(a.out)
-    for strategy in ("per-step", "binary-search"):
-        g0 = be.stats.generated_tokens
-        t = time.time()
-        sched = Scheduler(
-            be, grade_batch, prompt_format(), sc, strategy, StrategyParams(k=K, trust_correct=True), seed=0
-        )
-        sched.label(sols)
-        dt = time.time() - t
-        gen = be.stats.generated_tokens - g0
-        emit(
-            out,
-            {
-                "part": "throughput",
-                "size": a.size,
-                "lengths": a.lengths,
-                "mode": f"mcprm-{strategy}",
-                "requests": sched.stats.requests,
-                "rollouts": sched.stats.rollouts,
-                "generated_tokens": gen,
-                "seconds": dt,
-                "tok_per_s": gen / dt,
-                "rounds": sched.stats.rounds,
-                "grade_s": sched.stats.grade_seconds,
-                "init_s": init,
-                "gpu": gpu_name(),
-                "prefix_cache_hit_rate": be.stats.extra.get("prefix_cache_hit_rate"),
-                "vllm": vllm.__version__,
-            },
-        )
-    be.close()
+    base = {"part": "throughput", "size": a.size, "lengths": a.lengths, "gpu": gpu_name(), "vllm": vllm.__version__,
+            "init_sync_s": round(init_sync, 1), "init_async_s": round(init_async, 1), "k": K}
+
+    def record(mode, requests, rollouts, gen, dt, util, **extra):
+        emit(out, dict(base, mode=mode, requests=requests, rollouts=rollouts, generated_tokens=gen, seconds=dt,
+                       tok_per_s=gen / dt, gpu_util=util.mean, gpu_idle_share=util.idle_share, **extra))
+
+    def mcprm(strategy, backend, tag):
+        g0 = backend.stats.generated_tokens
+        sched = Scheduler(backend, grade_batch, prompt_format(), sc, strategy, StrategyParams(k=K), seed=0)
+        with GpuUtil() as u:
+            t = time.time()
+            sched.label(sols)
+            dt = time.time() - t
+        record(tag, sched.stats.requests, sched.stats.rollouts, backend.stats.generated_tokens - g0, dt, u,
+               rounds=sched.stats.rounds, grade_s=round(sched.stats.grade_seconds, 2),
+               prefix_cache_hit_rate=backend.stats.extra.get("prefix_cache_hit_rate"))
+
+    for mode in a.modes.split(","):
+        sync.reset_prefix_cache()
+        stream.reset_prefix_cache()
+        if mode in ("raw", "raw-again", "naive-rounds", "naive-serial"):
+            batches = {"raw": [flat], "raw-again": [flat], "naive-rounds": rounds, "naive-serial": serial}[mode]
+            with GpuUtil() as u:
+                t = time.time()
+                gen = calls(batches)
+                dt = time.time() - t
+            n = sum(len(b) for b in batches)
+            record(mode, n, n * K, gen, dt, u, calls=len(batches))
+        elif mode == "rounds-binary-search":  # mcprm's scheduler in sync mode: one generate call per round
+            mcprm("binary-search", sync, mode)
+        elif mode.startswith("mcprm-"):
+            mcprm(mode.removeprefix("mcprm-"), stream, mode)
+    stream.close()
 
 
 def part_correctness(a):
@@ -326,7 +337,8 @@ def part_correctness(a):
             limit=a.solutions,
             progress=False,
             gpu_memory_utilization=0.5,
-            max_model_len=1024,
+            max_model_len=512,  # the bundled model's max_position_embeddings
+            **({"dtype": "float16"} if backend == "vllm" else {}),  # vLLM's FlashAttention has no float32
         )
         t = time.time()
         res = label(cfg)
@@ -358,7 +370,7 @@ def part_scaling(a):
     from pipeline.run import label
 
     mdir, tdir = make_model_dir(a.size)
-    sols = workload(a.solutions, seed=1)
+    sols = workload(a.solutions, seed=1)  # the same work for every GPU count (strong scaling)
     inp = Path(tempfile.mkdtemp()) / "in.jsonl"
     with open(inp, "w") as f:
         for s in sols:
@@ -382,6 +394,7 @@ def part_scaling(a):
         prompt_template="{problem} ",
         step_separator=" ",
         shard_size=a.shard_size,
+        strategy="per-step",
         progress=False,
         ignore_eos=True,
         dtype="bfloat16",
@@ -402,7 +415,11 @@ def part_scaling(a):
             "generated_tokens": res.manifest["counts"]["rollout_tokens"],
             "wall_s": dt,
             "run_s": th["seconds"],
+            "startup_s": th.get("startup_seconds"),
+            "labeling_s": th.get("labeling_seconds"),
             "tok_per_s": th["generated_tokens_per_s"],
+            "tok_per_s_incl_startup": th.get("generated_tokens_per_s_incl_startup"),
+            "gpu": gpu_name(),
             "engine_tok_per_s_per_gpu": th.get("engine_tok_per_s_per_worker"),
             "prefix_cache_hit_rate": th.get("prefix_cache_hit_rate"),
         },
@@ -410,22 +427,27 @@ def part_scaling(a):
 
 
 # ------------------------------------------------------------------------------------------ driver
-def run_part(args: list[str], out: Path, timeout: int) -> None:
+def run_part(args: list[str], out: Path, timeout: float) -> None:
+    """One part in its own process; its output goes live into OUT/logs.txt (kept if the call is cut off)."""
     cmd = [sys.executable, __file__, *args, "--out", str(out)]
     print("::", " ".join(args), flush=True)
+    if timeout < 30:
+        print("   skipped: not enough time left in this call", flush=True)
+        return
     t = time.time()
-    try:
-        r = subprocess.run(cmd, timeout=timeout, capture_output=True, text=True)
-        log = r.stdout + r.stderr
-        rc = r.returncode
-    except subprocess.TimeoutExpired as e:
-        log = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        rc = "timeout"
-    with open(out / "logs.txt", "a") as f:  # one file: the device returns at most 8
-        f.write(f"\n===== {' '.join(args)} (rc={rc})\n{log[-60000:]}\n")
+    with open(out / "logs.txt", "a") as log:  # one file: the device returns only a few
+        log.write(f"\n===== {' '.join(args)}\n")
+        log.flush()
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            rc = "timeout"
+        log.write(f"===== rc={rc} after {time.time() - t:.0f} s\n")
     print(f"   rc={rc} in {time.time() - t:.0f} s", flush=True)
     if rc != 0:
-        print(log[-3000:], flush=True)
+        print((out / "logs.txt").read_text()[-3000:], flush=True)
 
 
 def table(out: Path) -> None:
@@ -439,7 +461,7 @@ def table(out: Path) -> None:
         print(f"\nthroughput, K={K} (GPU {thr[0].get('gpu')}, vLLM {thr[0].get('vllm')})")
         print(
             f"{'size':5} {'lengths':7} {'mode':22} {'requests':>8} {'gen tokens':>11} {'s':>7} {'tok/s':>9} "
-            f"{'vs raw':>7} {'vs naive':>8}"
+            f"{'vs raw':>7} {'vs naive':>8} {'GPU util':>8}"
         )
         for r in thr:
             base = {
@@ -448,10 +470,10 @@ def table(out: Path) -> None:
                 if m["size"] == r["size"] and m["lengths"] == r["lengths"]
             }
             vr = r["tok_per_s"] / base["raw"] if "raw" in base else float("nan")
-            vn = r["tok_per_s"] / base["naive"] if "naive" in base else float("nan")
+            vn = r["tok_per_s"] / base["naive-rounds"] if "naive-rounds" in base else float("nan")
             print(
                 f"{r['size']:5} {r['lengths']:7} {r['mode']:22} {r['requests']:8d} {r['generated_tokens']:11d} "
-                f"{r['seconds']:7.1f} {r['tok_per_s']:9.0f} {vr:7.2f} {vn:8.2f}"
+                f"{r['seconds']:7.1f} {r['tok_per_s']:9.0f} {vr:7.2f} {vn:8.2f} {r.get('gpu_util') or 0:5.0f}%"
             )
     cor = [r for r in rows if r["part"] == "correctness"]
     if cor:
@@ -469,29 +491,32 @@ def table(out: Path) -> None:
         for r in sc:
             eff = r["tok_per_s"] / (one * r["gpus"]) if one else float("nan")
             print(
-                f"  gpus={r['gpus']} tok/s={r['tok_per_s']:.0f} run_s={r['run_s']:.1f} wall_s={r['wall_s']:.1f} "
-                f"efficiency={eff:.2f}"
+                f"  gpus={r['gpus']} tok/s={r['tok_per_s']:.0f} labeling_s={r.get('labeling_s')} "
+                f"startup_s={r.get('startup_s')} wall_s={r['wall_s']:.1f} efficiency={eff:.2f}"
             )
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("part", choices=["all", "raw-naive", "mcprm", "correctness", "scaling", "table"])
+    ap.add_argument("part", choices=["all", "throughput", "correctness", "scaling", "table"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--size", default="0.5b")
     ap.add_argument("--lengths", default="vary")
-    ap.add_argument("--solutions", type=int, default=48)
+    ap.add_argument("--solutions", type=int, default=96)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--gpus", type=int, default=1)
-    ap.add_argument("--shard-size", type=int, default=16)
+    ap.add_argument("--shard-size", type=int, default=8)
+    ap.add_argument("--mem", type=float, default=0.42, help="GPU memory share of each of the two engines")
+    ap.add_argument("--serial-solutions", type=int, default=4, help="solutions timed in the naive-serial mode")
+    ap.add_argument("--modes", default="raw,naive-rounds,naive-serial,mcprm-per-step,mcprm-binary-search,"
+                    "rounds-binary-search,raw-again")
+    ap.add_argument("--deadline-s", type=float, default=570, help="stop starting parts after this many seconds")
     ap.add_argument("--parts", default="correctness,0.5b-fixed,0.5b-vary,7b-vary")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    if a.part == "raw-naive":
-        return part_raw_naive(a)
-    if a.part == "mcprm":
-        return part_mcprm(a)
+    if a.part == "throughput":
+        return part_throughput(a)
     if a.part == "correctness":
         return part_correctness(a)
     if a.part == "scaling":
@@ -499,19 +524,25 @@ def main():
     if a.part == "table":
         return table(out)
     # --parts: correctness, SIZE-LENGTHS (e.g. 0.5b-vary, 7b-fixed), scaling-N
+    t_start = time.time()
+
+    def left() -> float:
+        return a.deadline_s - (time.time() - t_start)
+
     for part in filter(None, a.parts.split(",")):
         if part == "correctness":
-            run_part(["correctness", "--solutions", "100"], out, 400)
+            run_part(["correctness", "--solutions", "100"], out, min(300, left()))
         elif part.startswith("scaling-"):
             g = part.split("-", 1)[1]
-            run_part(["scaling", "--gpus", g, "--size", "0.5b", "--solutions", str(a.solutions * int(g)),
-                      "--max-tokens", "128", "--shard-size", str(a.shard_size)], out, 600)
+            run_part(["scaling", "--gpus", g, "--size", "0.5b", "--solutions", str(a.solutions),
+                      "--lengths", "fixed", "--max-tokens", "128", "--shard-size", str(a.shard_size)], out,
+                     min(400, left()))
         else:
             size, lengths = part.split("-")
             n = a.solutions if size == "0.5b" else max(16, a.solutions // 3)
-            common = ["--size", size, "--lengths", lengths, "--solutions", str(n), "--max-tokens", str(a.max_tokens)]
-            run_part(["raw-naive", *common], out, 600)
-            run_part(["mcprm", *common], out, 600)
+            run_part(["throughput", "--size", size, "--lengths", lengths, "--solutions", str(n), "--max-tokens",
+                      str(a.max_tokens), "--mem", str(a.mem), "--modes", a.modes, "--serial-solutions",
+                      str(a.serial_solutions)], out, min(420, left()))
     table(out)
 
 

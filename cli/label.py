@@ -89,5 +89,6 @@ def label_cmd(
         f"throughput: {t.get('generated_tokens_per_s') or 0:,.0f} generated tok/s, "
         f"{t.get('rollouts_per_s') or 0:,.1f} rollouts/s, prefix-cache hit rate "
         f"{'n/a' if t.get('prefix_cache_hit_rate') is None else format(t['prefix_cache_hit_rate'], '.1%')}, "
-        f"GPUs {t.get('gpus', 0)}, workers {t.get('workers', 0)}"
+        f"GPUs {t.get('gpus', 0)}, workers {t.get('workers', 0)} (model load {t.get('startup_seconds') or 0:.1f} s, "
+        f"labeling {t.get('labeling_seconds') or 0:.1f} s)"
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 from pipeline.config import LabelConfig
@@ -31,8 +32,14 @@ class LocalExecutor:
     def __init__(self, cfg: LabelConfig):
         from pipeline.worker import ShardWorker
 
+        t0 = time.perf_counter()
         self.worker = ShardWorker(cfg)
         self.num_workers = 1
+        self.startup_seconds = time.perf_counter() - t0  # model / engine load
+
+    def backend_stats(self) -> list[dict]:
+        """Each worker's backend counters for this run (one worker here)."""
+        return [self.worker.backend.stats.as_dict()]
 
     def run(self, version: int, shards: ShardIter, on_done: Callable[[dict], None]) -> None:
         for idx, sols in shards:
@@ -57,6 +64,9 @@ class _ShardActor:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def backend_stats(self) -> dict:
+        return self.worker.backend.stats.as_dict()
 
     def node_id(self) -> str:
         import ray
@@ -114,6 +124,18 @@ class RayExecutor:
         self.max_shard_retries = max_shard_retries
         self.retried: dict[int, int] = {}
         self.health_interval_s = 5.0
+        self.startup_seconds = 0.0
+
+    def backend_stats(self) -> list[dict]:
+        """Each live actor's backend counters (cumulative since the actor started; a restarted actor's
+        counters start again at zero)."""
+        out = []
+        for a in self.actors:
+            try:
+                out.append(self.ray.get(a.backend_stats.remote(), timeout=30))
+            except Exception as e:  # a dead or unreachable actor: its counters are lost, not the labels
+                log.warning("could not read a worker's backend counters: %s", e)
+        return out
 
     def actor_pids(self) -> list[int]:
         return self.ray.get([a.pid.remote() for a in self.actors])
@@ -173,7 +195,11 @@ class RayExecutor:
 
         # Where each actor lives: a task on a node that disappears may never report an error, so the loop
         # checks node liveness itself and moves such an actor's shards elsewhere.
+        # This also waits until every actor has loaded its model: that time is reported as startup, apart
+        # from labeling throughput.
+        t0 = time.perf_counter()
         node_of = self.ray.get([a.node_id.remote() for a in self.actors])
+        self.startup_seconds += time.perf_counter() - t0
         done_shards: set[int] = set()
         fill()
         while pending or ((retry_queue or not exhausted) and pings):

@@ -268,6 +268,7 @@ def label(config: LabelConfig) -> RunResult:
         progress = _Progress(todo, cfg.progress)
         t_run = time.perf_counter()
         executor = None
+        worker_stats: list[dict] = []
         if todo > 0:
             from pipeline.executors import make_executor
 
@@ -278,6 +279,7 @@ def label(config: LabelConfig) -> RunResult:
                     progress.update(res["rows"], res["rollouts"])
 
                 executor.run(version, _iter_shards(cfg, plan, set(done_shards)), on_done)
+                worker_stats = executor.backend_stats()
             finally:
                 progress.close()
                 executor.close()
@@ -287,7 +289,7 @@ def label(config: LabelConfig) -> RunResult:
             raise RuntimeError(f"shards {missing[:10]} did not finish; rerun the same command to resume")
 
         new_manifest = _build_manifest(cfg, store, base, manifest, version, identity, plan, results, len(rejects), dup,
-                                       reused, run_seconds, executor)
+                                       reused, run_seconds, executor, worker_stats)
         store.commit(new_manifest)
         store.delete(f"{vdir}/_plan.json")
         return RunResult(
@@ -303,7 +305,7 @@ def _identity_diff(old: dict, new: dict) -> str:
 
 
 def _build_manifest(cfg, store, prev, last, version, identity, plan, results, n_rejected, dup, reused, run_seconds,
-                    executor) -> dict:
+                    executor, worker_stats) -> dict:
     new_shards = [
         {"path": results[sh["shard"]]["path"], "rows": results[sh["shard"]]["rows"], "version": version}
         for sh in plan["shards"]
@@ -314,13 +316,17 @@ def _build_manifest(cfg, store, prev, last, version, identity, plan, results, n_
     tokens = sum(r["rollout_tokens"] for r in results.values())
     gen_tokens_run = sum(r["rollout_tokens"] for r in ran)
     rollouts_run = sum(r["rollouts"] for r in ran)
-    backend = {}
-    for r in ran:
-        for k, v in (r.get("backend") or {}).items():
-            if isinstance(v, (int, float)):
-                backend[k] = backend.get(k, 0) + v
-    prompt_tokens = backend.get("prompt_tokens", 0)
-    hit = backend.get("cached_prompt_tokens", 0) / prompt_tokens if prompt_tokens else None
+    # Backend counters are cumulative per worker, so they are summed over workers (not shards).
+    backend: dict = {}
+    for w in worker_stats:
+        for k in ("requests", "samples", "prompt_tokens", "generated_tokens", "cached_prompt_tokens",
+                  "generate_seconds", "prefix_cache_queries"):
+            if isinstance(w.get(k), (int, float)):
+                backend[k] = round(backend.get(k, 0) + w[k], 3)
+    queries = backend.get("prefix_cache_queries") or backend.get("prompt_tokens", 0)
+    hit = backend.get("cached_prompt_tokens", 0) / queries if queries else None
+    startup = min(run_seconds, float(getattr(executor, "startup_seconds", 0.0) or 0.0))
+    labeling = run_seconds - startup
     added = sum(s["rows"] for s in new_shards)
     prev_totals = (prev or {}).get("totals", {})
     gpus = 0
@@ -358,11 +364,16 @@ def _build_manifest(cfg, store, prev, last, version, identity, plan, results, n_
             "rollout_tokens": prev_totals.get("rollout_tokens", 0) + tokens,
         },
         "throughput": {
+            # seconds = startup (model / engine load, all workers in parallel) + labeling; rates are per
+            # labeling second, the rate a longer run approaches.
             "seconds": round(run_seconds, 3),
+            "startup_seconds": round(startup, 3),
+            "labeling_seconds": round(labeling, 3),
             "workers": getattr(executor, "num_workers", 0),
             "gpus": gpus,
-            "rollouts_per_s": round(rollouts_run / run_seconds, 2) if run_seconds > 0 else None,
-            "generated_tokens_per_s": round(gen_tokens_run / run_seconds, 2) if run_seconds > 0 else None,
+            "rollouts_per_s": round(rollouts_run / labeling, 2) if labeling > 0 else None,
+            "generated_tokens_per_s": round(gen_tokens_run / labeling, 2) if labeling > 0 else None,
+            "generated_tokens_per_s_incl_startup": round(gen_tokens_run / run_seconds, 2) if run_seconds > 0 else None,
             "prefix_cache_hit_rate": round(hit, 4) if hit is not None else None,
             "retried_shards": {str(k): v for k, v in getattr(executor, "retried", {}).items()},
             "backend": backend,

@@ -228,6 +228,12 @@ class VLLMBackend:
                 self._last_refresh = now
                 self._refresh_cache_stats()
 
+    def reset_prefix_cache(self) -> bool:
+        """Drop the engine's cached prefixes (benchmarks: each measured mode starts cold)."""
+        if self.async_engine:
+            return asyncio.run_coroutine_threadsafe(self.engine.reset_prefix_cache(), self._loop).result()
+        return self.llm.reset_prefix_cache()
+
     def prefix_cache_totals(self) -> dict:
         """Engine-wide prefix-cache counters since start (tokens): queries, hits, hit_rate."""
         c = _prefix_cache_counters()
