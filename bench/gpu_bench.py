@@ -259,8 +259,8 @@ def fast_stop_token_lookup() -> None:
 
 
 def part_throughput(a):
-    """Every mode on one GPU in one process: a sync ``LLM`` (raw, naive, rounds) and mcprm's async backend,
-    each with 0.42 of the GPU's memory, so the same engine build and GPU serve all modes."""
+    """Every mode on one GPU in one process, each engine with 0.42 of the GPU's memory: mcprm's ``loop``
+    backend, whose ``LLM`` also serves the raw and naive ``LLM.generate`` calls, and an ``AsyncLLM`` backend."""
     import vllm
 
     from graders import grade_batch
@@ -277,19 +277,20 @@ def part_throughput(a):
     eng = dict(tokenizer=tdir, load_format="dummy", dtype="bfloat16", max_model_len=4096, seed=0,
                gpu_memory_utilization=a.mem)
     t0 = time.time()
-    sync = VLLMBackend(mdir, **eng)
+    loop = VLLMBackend(mdir, engine="loop", **eng)  # its LLM also serves raw / naive (while the loop idles)
     init_sync = time.time() - t0
     t0 = time.time()
-    stream = VLLMBackend(mdir, async_engine=True, **eng)
+    asyn = VLLMBackend(mdir, engine="async", **eng) if "async" in a.modes else None
     init_async = time.time() - t0
-    llm = sync.llm
+    llm = loop.llm
     from vllm import SamplingParams
 
     from rollouts.base import GenRequest
 
     warm = ["w5 w6 w7", "w8 w9"]
     llm.generate(warm, SamplingParams(max_tokens=8), use_tqdm=False)
-    stream.generate([GenRequest(w, 2, 1, "warm") for w in warm], sc)
+    for be in filter(None, (loop, asyn)):
+        be.generate([GenRequest(w, 2, 1, "warm") for w in warm], sc)
 
     def params(r):
         return SamplingParams(n=r.n, seed=r.seed, temperature=sc.temperature, max_tokens=sc.max_new_tokens,
@@ -312,9 +313,10 @@ def part_throughput(a):
         emit(out, dict(base, mode=mode, requests=requests, rollouts=rollouts, generated_tokens=gen, seconds=dt,
                        tok_per_s=gen / dt, gpu_util=util.mean, gpu_idle_share=util.idle_share, **extra))
 
-    def mcprm(strategy, backend, tag):
+    def mcprm(strategy, backend, tag, streaming=None):
         g0 = backend.stats.generated_tokens
-        sched = Scheduler(backend, grade_batch, prompt_format(), sc, strategy, StrategyParams(k=K), seed=0)
+        sched = Scheduler(backend, grade_batch, prompt_format(), sc, strategy, StrategyParams(k=K), seed=0,
+                          streaming=streaming)
         with GpuUtil() as u:
             t = time.time()
             sched.label(sols)
@@ -324,8 +326,8 @@ def part_throughput(a):
                prefix_cache_hit_rate=backend.stats.extra.get("prefix_cache_hit_rate"))
 
     for mode in a.modes.split(","):
-        sync.reset_prefix_cache()
-        stream.reset_prefix_cache()
+        for be in filter(None, (loop, asyn)):
+            be.reset_prefix_cache()
         if mode in ("raw", "raw-again", "naive-rounds", "naive-serial"):
             batches = {"raw": [flat], "raw-again": [flat], "naive-rounds": rounds, "naive-serial": serial}[mode]
             with GpuUtil() as u:
@@ -334,11 +336,14 @@ def part_throughput(a):
                 dt = time.time() - t
             n = sum(len(b) for b in batches)
             record(mode, n, n * K, gen, dt, u, calls=len(batches))
-        elif mode == "rounds-binary-search":  # mcprm's scheduler in sync mode: one generate call per round
-            mcprm("binary-search", sync, mode)
-        elif mode.startswith("mcprm-"):
-            mcprm(mode.removeprefix("mcprm-"), stream, mode)
-    stream.close()
+        elif mode == "rounds-binary-search":  # mcprm's scheduler in sync mode: one batch per round, waited for
+            mcprm("binary-search", loop, mode, streaming=False)
+        elif mode.startswith("mcprm-"):  # mcprm's streaming scheduler on the loop engine (the default)
+            mcprm(mode.removeprefix("mcprm-"), loop, mode)
+        elif mode.startswith("async-"):  # the same on vLLM's AsyncLLM
+            mcprm(mode.removeprefix("async-"), asyn, mode)
+    for be in filter(None, (loop, asyn)):
+        be.close()
 
 
 def part_correctness(a):
@@ -531,7 +536,7 @@ def main():
     ap.add_argument("--mem", type=float, default=0.42, help="GPU memory share of each of the two engines")
     ap.add_argument("--serial-solutions", type=int, default=4, help="solutions timed in the naive-serial mode")
     ap.add_argument("--modes", default="mcprm-per-step,raw,naive-rounds,mcprm-binary-search,rounds-binary-search,"
-                    "naive-serial,raw-again")
+                    "async-per-step,async-binary-search,naive-serial,raw-again")
     ap.add_argument("--correctness-solutions", type=int, default=300)
     ap.add_argument("--backends", default="hf,vllm", help="correctness: backends to run")
     ap.add_argument("--deadline-s", type=float, default=570, help="stop starting parts after this many seconds")

@@ -56,6 +56,8 @@ def label_cmd(
     ray_address: Annotated[str | None, typer.Option(envvar="RAY_ADDRESS", help="Ray cluster address; default: a local Ray.")] = None,
     device: Annotated[str | None, typer.Option(help="hf backend: cpu | cuda")] = None,
     tensor_parallel_size: Annotated[int | None, typer.Option()] = None,
+    vllm_engine: Annotated[str | None, typer.Option(help="vllm: loop (streaming, default), async (vLLM's "
+                                                         "AsyncLLM) or offline (one generate call per round)")] = None,
     grader: Annotated[str | None, typer.Option(help="sympy | exact | a registered grader")] = None,
     grader_timeout: Annotated[float | None, typer.Option()] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,

@@ -83,6 +83,7 @@ class LabelConfig:
     gpu_memory_utilization: float = 0.85
     max_model_len: int | None = None
     load_format: str = "auto"  # vllm: "dummy" = random weights (benchmarks)
+    vllm_engine: str = "loop"  # vllm: "loop" (streaming, default), "async" (vLLM's AsyncLLM), "offline" (rounds)
     # sampling
     k: int = 8
     temperature: float = 1.0
@@ -114,6 +115,8 @@ class LabelConfig:
             raise ConfigError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if self.backend not in BACKENDS:
             raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.vllm_engine not in ("loop", "async", "offline"):
+            raise ConfigError(f"--vllm-engine must be one of loop, async, offline, got {self.vllm_engine!r}")
         if self.executor not in EXECUTORS:
             raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
         if self.k < 1:

@@ -84,7 +84,7 @@ class Scheduler:
         self.max_batch_requests = max_batch_requests
         self.stats = SchedulerStats()
         # Stream per-solution rounds when the backend can take requests while others are in flight.
-        self.streaming = getattr(backend, "async_engine", False) if streaming is None else streaming
+        self.streaming = getattr(backend, "streaming", False) if streaming is None else streaming
 
     # -------------------------------------------------------------------------------------------------
     def solution_text(self, sol: Solution) -> str:

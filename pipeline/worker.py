@@ -28,7 +28,7 @@ def build_backend(cfg: LabelConfig):
     if cfg.backend == "vllm":
         kw = dict(model=cfg.model, tokenizer=cfg.tokenizer, tensor_parallel_size=cfg.tensor_parallel_size,
                   gpu_memory_utilization=cfg.gpu_memory_utilization, seed=cfg.seed,
-                  async_engine=True)  # stream per-solution rounds (see pipeline.scheduler)
+                  engine=cfg.vllm_engine)  # "loop": stream per-solution rounds (see pipeline.scheduler)
         if cfg.max_model_len:
             kw["max_model_len"] = cfg.max_model_len
         if cfg.dtype:

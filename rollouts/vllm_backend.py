@@ -1,4 +1,5 @@
-"""vLLM backend (GPU): offline ``vllm.LLM`` or, with ``async_engine=True``, vLLM's ``AsyncLLM`` engine.
+"""vLLM backend (GPU): ``vllm.LLM`` driven offline (``engine="offline"``), by mcprm's own engine loop
+(``engine="loop"``, streaming, the default for ``mcprm label``), or vLLM's ``AsyncLLM`` (``engine="async"``).
 
 Written against vLLM 0.26 (V1 engine); ``vllm`` is imported only when a backend is built.
 
@@ -7,10 +8,14 @@ Written against vLLM 0.26 (V1 engine); ``vllm`` is imported only when a backend 
   (hash-derived, not consecutive integers) to keep samples of different requests independent.
 * Prefix caching is on by default, and requests are ordered so a group's requests (one solution's step
   prefixes) are adjacent and scheduled together: the shared problem/solution prefix is computed once.
-* ``generate`` submits one whole batch (``LLM.generate`` in offline mode). With ``async_engine=True``,
-  ``submit`` returns one ``concurrent.futures.Future`` per request right away, so a scheduler can keep many
-  solutions' requests in flight and submit more as soon as any finishes, never waiting for a round's slowest
-  solution; ``generate`` is then ``submit`` + wait.
+* ``generate`` submits one whole batch (``LLM.generate`` in offline mode). With a streaming engine
+  (``loop`` or ``async``), ``submit`` returns one ``concurrent.futures.Future`` per request right away, so a
+  scheduler can keep many solutions' requests in flight and submit more as soon as any finishes, never
+  waiting for a round's slowest solution; ``generate`` is then ``submit`` + wait.
+* ``loop``: one thread owns the ``LLM``; it adds whatever was submitted (``LLM.enqueue``) before each
+  ``llm_engine.step()`` and resolves a request's future when its final output arrives. It runs the very code
+  path of ``LLM.generate`` (``_run_engine``), so it keeps the offline engine's throughput. vLLM's ``AsyncLLM``
+  measured 0.68x of ``LLM.generate`` on the same requests (BENCHMARKS.md), hence ``loop`` by default.
 * ``stats`` count prompt tokens (per sample), generated tokens, and prefix-cache hits read from vLLM's
   in-process Prometheus counters (``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits``, in tokens,
   engine-wide since the backend started); ``generate_seconds`` is wall time with work in flight, and
@@ -29,6 +34,7 @@ from concurrent.futures import Future
 from .base import BackendStats, Completion, GenRequest, SamplingConfig, require
 
 _VLLM_HINT = "pip install 'vllm==0.26.0' (needs a CUDA GPU)"
+ENGINES = ("offline", "loop", "async")
 
 
 def _order_by_group(requests: Sequence[GenRequest]) -> list[int]:
@@ -75,12 +81,15 @@ class VLLMBackend:
         load_format: str = "auto",
         enable_prefix_caching: bool = True,
         seed: int = 0,
-        async_engine: bool = False,
+        engine: str = "offline",
         **engine_kwargs,
     ):
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
         self._vllm = require("vllm", _VLLM_HINT)
         self.model = str(model)
-        self.async_engine = async_engine
+        self.engine_mode = engine
+        self.streaming = engine != "offline"  # has submit(); the scheduler then streams rounds
         self.stats = BackendStats()
         self._ids = itertools.count()
         self._lock = threading.Lock()
@@ -97,11 +106,13 @@ class VLLMBackend:
             disable_log_stats=False,  # keeps the Prometheus counters (prefix-cache hits) in process
             **engine_kwargs,
         )
-        self.llm = self.engine = self._loop = None
+        self.llm = self.engine = self._loop = self._steps = None
         self._inflight, self._busy_since, self._last_refresh = 0, 0.0, 0.0
-        if not async_engine:
+        if engine != "async":
             self.llm = self._vllm.LLM(**args)
             self._counters0 = _prefix_cache_counters()
+            if engine == "loop":
+                self._steps = _EngineLoop(self)
             return
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
@@ -175,7 +186,7 @@ class VLLMBackend:
     def generate(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[list[Completion]]:
         """All completions of a batch; with ``async_engine=True`` the batch shares the engine with
         whatever else was submitted."""
-        if self.async_engine:
+        if self.streaming:
             return [f.result() for f in self.submit(requests, sampling)]
         t0 = time.perf_counter()
         order = [i for i in _order_by_group(requests) if requests[i].n > 0]
@@ -195,12 +206,13 @@ class VLLMBackend:
     def submit(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[Future]:
         """Queue requests on the async engine; one Future (-> ``list[Completion]``) per request, in order.
 
-        Needs ``async_engine=True``. A group's requests are added back to back so they share the prefix cache.
+        Needs ``engine="loop"`` or ``"async"``. A group's requests are added back to back so they share the
+        prefix cache.
         """
-        if not self.async_engine:
-            raise RuntimeError(
-                "submit() needs VLLMBackend(..., async_engine=True); use generate() otherwise."
-            )
+        if not self.streaming:
+            raise RuntimeError('submit() needs VLLMBackend(..., engine="loop" or "async"); use generate() otherwise.')
+        if self._steps is not None:
+            return self._steps.submit(requests, sampling)
         futures: list[Future | None] = [None] * len(requests)
         for i in _order_by_group(requests):
             futures[i] = asyncio.run_coroutine_threadsafe(self._agenerate(requests[i], sampling), self._loop)
@@ -230,7 +242,7 @@ class VLLMBackend:
 
     def reset_prefix_cache(self) -> bool:
         """Drop the engine's cached prefixes (benchmarks: each measured mode starts cold)."""
-        if self.async_engine:
+        if self.engine is not None:
             return asyncio.run_coroutine_threadsafe(self.engine.reset_prefix_cache(), self._loop).result()
         return self.llm.reset_prefix_cache()
 
@@ -242,11 +254,119 @@ class VLLMBackend:
         return {"queries": int(c[0]), "hits": int(c[1]), "hit_rate": round(c[1] / c[0], 4) if c[0] else None}
 
     def close(self) -> None:
+        if self._steps is not None:
+            self._steps.stop()
+            self._steps = None
         self._refresh_cache_stats()
-        if self.async_engine and self.engine is not None:
+        if self.engine is not None:
             self.engine.shutdown()
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
             self.engine = None
         if self.llm is not None:
             self.llm = None
+
+
+class _EngineLoop:
+    """The ``loop`` engine: a thread that owns ``backend.llm`` and steps it while anything is in flight.
+
+    Every engine call happens on this thread. Before each ``step()`` it adds all newly submitted requests, so
+    new work joins the running batch within one engine step (continuous batching), exactly as in
+    ``LLM.generate``. An engine error fails every pending future and every later ``submit``.
+    """
+
+    def __init__(self, backend: VLLMBackend):
+        import queue
+
+        self.backend = backend
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._pending: dict[str, tuple[Future, GenRequest]] = {}
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="mcprm-vllm-steps", daemon=True)
+        self._thread.start()
+
+    def submit(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[Future]:
+        if self._error is not None:
+            raise RuntimeError(f"the vLLM engine loop failed earlier: {self._error!r}") from self._error
+        futures: list[Future] = [Future() for _ in requests]
+        batch = []
+        for i in _order_by_group(requests):
+            if requests[i].n == 0:
+                futures[i].set_result([])
+            else:
+                batch.append((requests[i], self.backend._params(requests[i], sampling), futures[i]))
+        if batch:
+            self._q.put(batch)
+        return futures
+
+    def stop(self) -> None:
+        self._q.put(None)
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        import queue
+
+        b = self.backend
+        engine = b.llm.llm_engine
+        busy_since = None
+        try:
+            while True:
+                idle = not self._pending
+                if idle and busy_since is not None:
+                    b._add_busy(time.perf_counter() - busy_since)
+                    b._refresh_cache_stats()
+                    busy_since = None
+                batches = []
+                try:
+                    batches.append(self._q.get(block=idle))  # wait only when the engine has nothing to do
+                    while True:
+                        batches.append(self._q.get_nowait())
+                except queue.Empty:
+                    pass
+                if any(x is None for x in batches):
+                    return
+                items = [it for bt in batches for it in bt]
+                if items:
+                    if busy_since is None:
+                        busy_since = time.perf_counter()
+                    ids = b.llm.enqueue([r.prompt for r, _, _ in items], [p for _, p, _ in items], use_tqdm=False)
+                    for rid, (req, _, fut) in zip(ids, items, strict=True):
+                        # enqueue returns vLLM's internal ids ("<external>-<8 random chars>"); outputs carry
+                        # the external id.
+                        self._pending[_external_id(rid)] = (fut, req)
+                if not engine.has_unfinished_requests():
+                    continue
+                for out in engine.step():
+                    if not out.finished:
+                        continue
+                    fut, req = self._pending.pop(str(out.request_id), (None, None))
+                    if fut is None:
+                        raise RuntimeError(f"vLLM returned an output for unknown request id {out.request_id!r}")
+                    try:
+                        fut.set_result(b._completions(req, out))
+                    except Exception as e:  # noqa: BLE001 - a malformed output fails its own request
+                        fut.set_exception(e)
+                if time.perf_counter() - b._last_refresh > 1.0:
+                    b._last_refresh = time.perf_counter()
+                    b._refresh_cache_stats()
+        except BaseException as e:  # noqa: BLE001 - surfaced through the futures
+            self._error = e
+            for fut, _ in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(e)
+            self._pending.clear()
+            while True:  # fail whatever is still queued
+                try:
+                    bt = self._q.get_nowait()
+                except queue.Empty:
+                    break
+                for _, _, fut in bt or ():
+                    fut.set_exception(e)
+        finally:
+            if busy_since is not None:
+                b._add_busy(time.perf_counter() - busy_since)
+
+
+def _external_id(internal: str) -> str:
+    head, sep, tail = str(internal).rpartition("-")
+    return head if sep and len(tail) == 8 else str(internal)

@@ -197,7 +197,7 @@ def test_ungradable_counted_separately():
 class StreamingBackend(ScriptedBackend):
     """Fake engine with submit(): requests finish out of order on a thread pool."""
 
-    async_engine = True
+    streaming = True
 
     def __init__(self, alive):
         super().__init__(alive)
