@@ -64,12 +64,11 @@ def test_stop_strings(backend):
     assert all("e" not in c.text for c in out)
 
 
-def test_async_engine_submit(model_dir):
+@pytest.mark.parametrize("engine", ["loop", "async"])
+def test_streaming_engine_submit(model_dir, engine):
     from rollouts.vllm_backend import VLLMBackend
 
-    be = VLLMBackend(
-        model_dir, gpu_memory_utilization=0.3, max_model_len=512, enforce_eager=True, async_engine=True
-    )
+    be = VLLMBackend(model_dir, gpu_memory_utilization=0.3, max_model_len=512, enforce_eager=True, engine=engine)
     try:
         reqs = [r for k in range(8) for r in solution(f"Problem {k}?", n=4, seed=10 * k, group=str(k))]
         futures = be.submit(reqs, SAMPLE)  # returns at once; all 48 requests in flight
