@@ -165,9 +165,10 @@ class VLLMBackend:
     def _refresh_cache_stats(self) -> None:
         """Prefix-cache hits since this backend started (engine-wide counters, in tokens)."""
         now = _prefix_cache_counters()
-        if now is None or self._counters0 is None:
+        if now is None:
             return
-        queries, hits = now[0] - self._counters0[0], now[1] - self._counters0[1]
+        base = self._counters0 or (0.0, 0.0)  # counters registered after start: they began at zero
+        queries, hits = now[0] - base[0], now[1] - base[1]
         with self._lock:
             self.stats.cached_prompt_tokens = int(hits)
             self.stats.extra["prefix_cache_queries"] = int(queries)

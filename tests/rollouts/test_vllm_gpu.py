@@ -42,20 +42,37 @@ def backend(model_dir):
     be.close()
 
 
-def test_offline_n_completions_seeded_and_prefix_cached(backend):
-    reqs = solution("What is 1 + 1?", n=4, seed=1, group="a") + solution(
-        "And 2 + 2?", n=2, seed=99, group="b"
-    )
-    out = backend.generate(reqs, SAMPLE)
-    assert [len(cs) for cs in out] == [r.n for r in reqs]
+REQS = solution("What is 1 + 1?", n=4, seed=1, group="a") + solution("And 2 + 2?", n=2, seed=99, group="b")
+
+
+@pytest.fixture(scope="module")
+def two_runs(backend):
+    # One assertion per test below: a failure on the device names its cause in the summary line.
+    return backend.generate(REQS, SAMPLE), backend.generate(REQS, SAMPLE)
+
+
+def test_offline_n_completions(two_runs):
+    out, _ = two_runs
+    assert [len(cs) for cs in out] == [r.n for r in REQS]
     assert all(1 <= c.num_tokens <= 16 and c.finish_reason in ("stop", "length") for cs in out for c in cs)
-    again = backend.generate(reqs, SAMPLE)
+
+
+def test_offline_seeded_repeat_is_identical(two_runs):
+    out, again = two_runs
     assert [[c.text for c in cs] for cs in out] == [[c.text for c in cs] for cs in again]
-    assert any(len({c.text for c in cs}) > 1 for cs in out)  # n samples are independent draws
+
+
+def test_offline_samples_are_independent_draws(two_runs):
+    out, _ = two_runs
+    assert any(len({c.text for c in cs}) > 1 for cs in out)
+
+
+def test_offline_stats_count_samples_and_prefix_cache(backend, two_runs):
     s = backend.stats
-    assert s.samples == 2 * sum(r.n for r in reqs)
-    assert s.extra["prefix_cache_hit_rate"] is not None and s.extra["prefix_cache_hit_rate"] > 0.3
-    assert s.cached_prompt_tokens > 0 and s.extra["rollouts_per_s"] > 0
+    assert s.samples == 2 * sum(r.n for r in REQS)
+    assert s.extra.get("rollouts_per_s", 0) > 0
+    assert s.extra.get("prefix_cache_hit_rate") is not None, f"no prefix-cache counters: {s.as_dict()}"
+    assert s.extra["prefix_cache_hit_rate"] > 0.3 and s.cached_prompt_tokens > 0
 
 
 def test_stop_strings(backend):
