@@ -70,6 +70,14 @@ def test_ray_executor_matches_in_process(small_input, reference_run, tmp_path):
     res = label(make_cfg(small_input, out, executor="ray", num_workers=2))
     assert res.added == N_ROWS
     assert rows_by_key(read_corpus(out)) == ref
+    th, counts = res.manifest["throughput"], res.manifest["counts"]
+    # backend counters are cumulative per worker: summed over the 2 workers, not over the shards
+    assert res.shards_run > th["workers"] == 2
+    assert th["backend"]["samples"] == counts["rollouts"]
+    assert th["backend"]["generated_tokens"] == counts["rollout_tokens"]
+    assert 0 < th["startup_seconds"] < th["seconds"]
+    assert th["labeling_seconds"] == pytest.approx(th["seconds"] - th["startup_seconds"], abs=0.01)
+    assert th["generated_tokens_per_s"] == pytest.approx(counts["rollout_tokens"] / th["labeling_seconds"], rel=0.01)
 
 
 def test_cli_default_options_and_bad_input(tmp_path, small_input):

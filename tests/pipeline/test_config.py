@@ -45,3 +45,8 @@ def test_cli_reads_config_file(tmp_path):
     f.write_text("k: 0\n")
     r = CliRunner().invoke(app, ["label", "--config", str(f), "--output", str(tmp_path / "o")])
     assert r.exit_code == 1 and "--k must be at least 1" in r.output
+
+
+def test_unknown_vllm_engine_is_refused():
+    with pytest.raises(ConfigError, match="--vllm-engine must be one of loop, async, offline"):
+        LabelConfig(output="x", backend="vllm", vllm_engine="turbo").validate()
