@@ -10,12 +10,15 @@ Each part runs in its own subprocess (one vLLM engine per process, GPU memory fr
 JSON lines to OUT_DIR/results.jsonl. Parts:
 
 * ``correctness``: the bundled model labels the same bundled solutions with ``--backend hf --device cuda``
-  and ``--backend vllm``; first-error F1 against the exact checker for both.
+  and/or ``--backend vllm`` (``--backends``); first-error F1 against the exact checker for each.
 * ``throughput --size S --lengths fixed|vary``: the same list of step-prefix requests at K=8 on a
-  random-weight model of S's shape (load_format="dummy"): (1) raw vLLM: every request in one
-  ``LLM.generate``; (2) naive: one ``LLM.generate`` per step round; (3) mcprm: the async vLLM backend driven
-  by mcprm's scheduler with the per-step and binary-search strategies. ``vary``: generation ends at any of
-  1/96 of the vocabulary's ids (geometric lengths, mean ~96, cap 256); ``fixed``: exactly max tokens.
+  random-weight model of S's shape (load_format="dummy"), all modes in one process on one GPU (``--modes``):
+  ``raw`` (every request in one ``LLM.generate``, timed first and again last), ``naive-rounds`` (one
+  ``LLM.generate`` per step index), ``naive-serial`` (one call per step, one solution at a time),
+  ``mcprm-per-step`` / ``mcprm-binary-search`` (mcprm's scheduler streaming on the ``loop`` engine),
+  ``rounds-binary-search`` (the scheduler in synchronous rounds) and ``async-*`` (streaming on vLLM's
+  ``AsyncLLM``). ``vary``: generation ends at any of 1/96 of the vocabulary's ids (geometric lengths, mean
+  ~90, cap 256); ``fixed``: exactly max tokens.
 * ``scaling --gpus N``: ``mcprm label`` (Ray executor, one vLLM actor per GPU) on N GPUs, same work.
 
 Prompts for random-weight models: a WordLevel tokenizer whose vocabulary covers the model's (every sampled
