@@ -240,7 +240,15 @@ class Scheduler:
                     break
             ready: dict[int, list] = {}
             for idx, j, n, fut in batch:
-                comps = fut.result()  # re-raises an engine error here
+                try:
+                    comps = fut.result()  # re-raises an engine error here
+                except Exception as e:
+                    st = live[idx]
+                    raise RuntimeError(
+                        f"generation failed for solution {st.sol.id!r}{f' ({st.sol.source})' if st.sol.source else ''} "
+                        f"(prefix ending at step "
+                        f"{st.probes[j].step + 1} of {len(st.sol.steps)}): {e}"
+                    ) from e
                 if len(comps) != n:
                     raise RuntimeError(f"backend {self.backend.name} returned {len(comps)} completions, wanted {n}")
                 waiting[idx][j] = comps

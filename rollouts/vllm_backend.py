@@ -310,6 +310,7 @@ class _EngineLoop:
         b = self.backend
         engine = b.llm.llm_engine
         busy_since = None
+        items: list = []
         try:
             while True:
                 idle = not self._pending
@@ -327,14 +328,18 @@ class _EngineLoop:
                 if any(x is None for x in batches):
                     return
                 items = [it for bt in batches for it in bt]
-                if items:
-                    if busy_since is None:
-                        busy_since = time.perf_counter()
-                    ids = b.llm.enqueue([r.prompt for r, _, _ in items], [p for _, p, _ in items], use_tqdm=False)
-                    for rid, (req, _, fut) in zip(ids, items, strict=True):
-                        # enqueue returns vLLM's internal ids ("<external>-<8 random chars>"); outputs carry
-                        # the external id.
-                        self._pending[_external_id(rid)] = (fut, req)
+                if items and busy_since is None:
+                    busy_since = time.perf_counter()
+                for req, params, fut in items:
+                    try:
+                        rid = b.llm.enqueue([req.prompt], [params], use_tqdm=False)[0]
+                    except Exception as e:  # noqa: BLE001 - e.g. a prompt longer than max_model_len:
+                        fut.set_exception(e)  # that request fails, the engine goes on
+                        continue
+                    # enqueue returns vLLM's internal id ("<external>-<8 random chars>"); outputs carry the
+                    # external one.
+                    self._pending[_external_id(rid)] = (fut, req)
+                items = []
                 if not engine.has_unfinished_requests():
                     continue
                 for out in engine.step():
@@ -352,7 +357,7 @@ class _EngineLoop:
                     b._refresh_cache_stats()
         except BaseException as e:  # noqa: BLE001 - surfaced through the futures
             self._error = e
-            for fut, _ in self._pending.values():
+            for fut in [f for f, _ in self._pending.values()] + [f for _, _, f in items]:
                 if not fut.done():
                     fut.set_exception(e)
             self._pending.clear()

@@ -234,3 +234,24 @@ def test_streaming_mode_gives_the_same_labels_and_rollouts(strategy):
     assert [x.labels for x in a] == [x.labels for x in b]
     assert [x.first_error for x in b] == [min(i % 6, 5) for i in range(12)]
     assert stream.stats.rollouts == sync.stats.rollouts and be.submitted == sync.stats.requests
+
+
+def test_streaming_engine_error_names_the_solution():
+    class Failing(StreamingBackend):
+        def submit(self, requests, sampling):
+            import concurrent.futures
+
+            futs = super().submit(requests, sampling)
+            if any(r.prompt.startswith("Problem: p3\n") for r in requests):  # the engine rejects this solution's requests
+                bad: concurrent.futures.Future = concurrent.futures.Future()
+                bad.set_exception(ValueError("prompt is longer than the maximum model length of 4096"))
+                futs[0] = bad
+            return futs
+
+    alive = {f"p{i}": [True] * 3 for i in range(5)}
+    sols = [Solution(id=f"s{i}", problem=f"p{i}", answer="GOLD", steps=("a", "b", "x"), source=f"in.jsonl:{i + 1}")
+            for i in range(5)]
+    sched = Scheduler(Failing(alive), _grade, _Plain(), SamplingConfig(), "per-step", StrategyParams(k=2))
+    with pytest.raises(RuntimeError, match=r"solution 's3' \(in.jsonl:4\) \(prefix ending at step 1 of 3\): "
+                                           r"prompt is longer than the maximum model length"):
+        sched.label(sols)

@@ -66,6 +66,8 @@ class ScriptedLLM:
     def enqueue(self, prompts, params, use_tqdm=False):
         ids = []
         for prompt, p in zip(prompts, params):
+            if "too-long" in prompt:
+                raise ValueError("The decoder prompt (length 5000) is longer than the maximum model length of 4096")
             self._next += 1
             ext = str(self._next)
             self.llm_engine.unfinished.append((ext, prompt, p))
@@ -149,6 +151,20 @@ def test_engine_error_fails_pending_and_later_requests():
         assert errors > 0  # nothing hangs: unfinished requests fail with the engine's error
         with pytest.raises(RuntimeError, match="engine loop failed"):
             be.submit(reqs("b", 2), SAMPLING)
+    finally:
+        be.close()
+
+
+def test_a_rejected_request_fails_alone():
+    be = make_backend(ScriptedEngine())
+    try:
+        rs = reqs("a", 5)
+        rs[2] = GenRequest("too-long prompt", 3, 1, "x")
+        futs = be.submit(rs, SAMPLING)
+        with pytest.raises(ValueError, match="longer than the maximum model length"):
+            futs[2].result(timeout=10)
+        assert all(len(f.result(timeout=10)) == 3 for i, f in enumerate(futs) if i != 2)
+        assert len(be.generate(reqs("b", 3), SAMPLING)) == 3  # the engine goes on
     finally:
         be.close()
 
