@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rollouts.vllm_backend import ENGINES
+
 STRATEGIES = ("per-step", "binary-search", "adaptive")
+
 BACKENDS = ("hf", "vllm", "openai")
+VLLM_ENGINES = ENGINES  # the vllm backend's engines (rollouts/vllm_backend.py; it imports no vllm at load)
 EXECUTORS = ("ray", "local")
 
 # Fields that change the meaning of labels. Anything else is a performance or I/O knob.
@@ -115,8 +119,8 @@ class LabelConfig:
             raise ConfigError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if self.backend not in BACKENDS:
             raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
-        if self.vllm_engine not in ("loop", "async", "offline"):
-            raise ConfigError(f"--vllm-engine must be one of loop, async, offline, got {self.vllm_engine!r}")
+        if self.vllm_engine not in VLLM_ENGINES:
+            raise ConfigError(f"--vllm-engine must be one of {', '.join(VLLM_ENGINES)}, got {self.vllm_engine!r}")
         if self.executor not in EXECUTORS:
             raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
         if self.k < 1:

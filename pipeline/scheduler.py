@@ -243,12 +243,10 @@ class Scheduler:
                 try:
                     comps = fut.result()  # re-raises an engine error here
                 except Exception as e:
-                    st = live[idx]
-                    raise RuntimeError(
-                        f"generation failed for solution {st.sol.id!r}{f' ({st.sol.source})' if st.sol.source else ''} "
-                        f"(prefix ending at step "
-                        f"{st.probes[j].step + 1} of {len(st.sol.steps)}): {e}"
-                    ) from e
+                    sol, step = live[idx].sol, live[idx].probes[j].step
+                    where = f" ({sol.source})" if sol.source else ""
+                    raise RuntimeError(f"generation failed for solution {sol.id!r}{where} (prefix ending at step "
+                                       f"{step + 1} of {len(sol.steps)}): {e}") from e
                 if len(comps) != n:
                     raise RuntimeError(f"backend {self.backend.name} returned {len(comps)} completions, wanted {n}")
                 waiting[idx][j] = comps

@@ -108,7 +108,6 @@ class ShardWorker:
             "generate_seconds": st.generate_seconds,
             "grade_seconds": st.grade_seconds,
             "seconds": time.perf_counter() - t0,
-            "backend": self.backend.stats.as_dict(),
         }
 
     def close(self) -> None:

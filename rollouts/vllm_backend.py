@@ -15,7 +15,7 @@ Written against vLLM 0.26 (V1 engine); ``vllm`` is imported only when a backend 
 * ``loop``: one thread owns the ``LLM``; it adds whatever was submitted (``LLM.enqueue``) before each
   ``llm_engine.step()`` and resolves a request's future when its final output arrives. It runs the very code
   path of ``LLM.generate`` (``_run_engine``), so it keeps the offline engine's throughput. vLLM's ``AsyncLLM``
-  measured 0.68x of ``LLM.generate`` on the same requests (BENCHMARKS.md), hence ``loop`` by default.
+  measured 0.70-0.77x of ``LLM.generate`` on the same requests (BENCHMARKS.md), hence ``loop`` by default.
 * ``stats`` count prompt tokens (per sample), generated tokens, and prefix-cache hits read from vLLM's
   in-process Prometheus counters (``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits``, in tokens,
   engine-wide since the backend started); ``generate_seconds`` is wall time with work in flight, and
@@ -34,7 +34,7 @@ from concurrent.futures import Future
 from .base import BackendStats, Completion, GenRequest, SamplingConfig, require
 
 _VLLM_HINT = "pip install 'vllm==0.26.0' (needs a CUDA GPU)"
-ENGINES = ("offline", "loop", "async")
+ENGINES = ("loop", "async", "offline")  # "loop" is the default of mcprm label
 
 
 def _order_by_group(requests: Sequence[GenRequest]) -> list[int]:
@@ -185,8 +185,8 @@ class VLLMBackend:
     # ------------------------------------------------------------------ public API
 
     def generate(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[list[Completion]]:
-        """All completions of a batch; with ``async_engine=True`` the batch shares the engine with
-        whatever else was submitted."""
+        """All completions of a batch; with a streaming engine the batch shares the engine with whatever
+        else was submitted."""
         if self.streaming:
             return [f.result() for f in self.submit(requests, sampling)]
         t0 = time.perf_counter()
@@ -205,7 +205,7 @@ class VLLMBackend:
         return results
 
     def submit(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[Future]:
-        """Queue requests on the async engine; one Future (-> ``list[Completion]``) per request, in order.
+        """Queue requests on the streaming engine; one Future (-> ``list[Completion]``) per request, in order.
 
         Needs ``engine="loop"`` or ``"async"``. A group's requests are added back to back so they share the
         prefix cache.
