@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from graders.config import GraderConfig
 from graders.extract import extract_answer
 from graders.normalize import normalize
-from graders.registry import CACHE, Grader, available_graders, get_grader, register_grader
+from graders.registry import CACHE, Grader, available_graders, check_golds, get_grader, register_grader
 from graders.registry import SYMPY_GRADER_VERSION as GRADER_VERSION
 from graders.verdict import Verdict
 
@@ -49,6 +49,7 @@ __all__ = [
     "GraderConfig",
     "Verdict",
     "available_graders",
+    "check_golds",
     "extract_answer",
     "get_grader",
     "grade",

@@ -20,7 +20,7 @@ from graders.config import GraderConfig
 from graders.extract import extract_answer, prepare_gold
 from graders.normalize import normalize
 from graders.numbers import parse_number
-from graders.verdict import Verdict
+from graders.verdict import NO_ANSWER, Verdict
 
 SYMPY_GRADER_VERSION = "sympy-1"
 EXACT_GRADER_VERSION = "exact-1"
@@ -113,7 +113,7 @@ class SympyGrader:
             g_norm, g_is_number = _prepared_gold(gold)
             extracted = extract_answer(response, last_number=config.last_number_fallback and g_is_number)
             if extracted is None:
-                out[i] = Verdict(None, "no answer found", None)
+                out[i] = Verdict(False, NO_ANSWER, None)
                 continue
             a_norm = normalize(extracted)
             key = (self.name, g_norm, a_norm, config)
@@ -149,7 +149,7 @@ class ExactGrader:
             g_norm, g_is_number = _prepared_gold(gold)
             extracted = extract_answer(response, last_number=config.last_number_fallback and g_is_number)
             if extracted is None:
-                out.append(Verdict(None, "no answer found", None))
+                out.append(Verdict(False, NO_ANSWER, None))
             elif normalize(extracted) == g_norm:
                 out.append(Verdict(True, "string match", extracted))
             else:
@@ -208,3 +208,40 @@ def get_grader(name: str = "sympy") -> Grader:
 
 def available_graders() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def check_golds(golds: Sequence[str], config: GraderConfig | None = None) -> list[str | None]:
+    """For each gold answer, why the default grader cannot read it (``None`` when it can).
+
+    Run before any rollout so that an unreadable gold is reported once per row, not discovered later as
+    thousands of ungradable verdicts. Cheap forms (numbers, words) are decided in-process; the rest is
+    parsed in the killable sympy workers under the usual time limit.
+    """
+    from graders.normalize import check_math, is_text_answer, prescreen
+
+    config = config or GraderConfig()
+    out: list[str | None] = [None] * len(golds)
+    todo: dict[str, list[int]] = {}
+    for i, gold in enumerate(golds):
+        if not isinstance(gold, str):
+            out[i] = f"gold answer must be a string, got {type(gold).__name__}"
+            continue
+        g, is_number = _prepared_gold(gold)
+        if not g:
+            out[i] = "empty gold answer"
+        elif is_number or is_text_answer(g):
+            continue
+        elif why := prescreen(g, config.max_answer_chars) or check_math(g):
+            out[i] = why
+        else:
+            todo.setdefault(g, []).append(i)
+    if todo:
+        from graders.pool import get_pool
+
+        keys = list(todo)
+        results = get_pool(config.workers).run([(g, g, config) for g in keys], config.timeout_s)
+        for g, (ok, reason) in zip(keys, results, strict=True):
+            if ok is not True:
+                for i in todo[g]:
+                    out[i] = reason
+    return out
