@@ -19,7 +19,8 @@ def stats_cmd(
     version: Annotated[int | None, typer.Option(help="A committed version (default: current).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Solutions, steps, label balance, first-error distribution, rollouts and tokens spent."""
+    """Solutions, steps, label balance, first-error distribution, rollouts and tokens spent, and the
+    continuations that ended with no final answer (counted as incorrect)."""
     from pipeline.corpus import corpus_stats
 
     with user_errors():
@@ -38,7 +39,15 @@ def stats_cmd(
         ("final answer correct", "n/a" if s["solution_correct_rate"] is None else f"{s['solution_correct_rate']:.1%}"),
         ("right answer, wrong process", f"{s['right_answer_wrong_process']:,}"),
         ("rollouts", f"{s['rollouts']:,}"),
+        ("no final answer (counted incorrect)", _no_answer_text(s)),
         ("rollout tokens", f"{s['rollout_tokens']:,}"),
         ("rollouts per solution", "n/a" if s["rollouts_per_solution"] is None else f"{s['rollouts_per_solution']:.1f}"),
     ]
     print_table(f"{output} (version {s['version']}, strategy {s['strategy']}, K={s['k']})", rows)
+
+
+def _no_answer_text(s: dict) -> str:
+    if s.get("no_answer") is None:
+        return "n/a (older schema)"
+    rate = "" if s.get("no_answer_rate") is None else f" ({s['no_answer_rate']:.1%} of rollouts)"
+    return f"{s['no_answer']:,}{rate}"

@@ -43,10 +43,23 @@ def read_corpus(url: str, version: int | None = None, columns: list[str] | None 
     return pa.concat_tables(tables)
 
 
+def _has_column(store: CorpusStore, m: dict, name: str) -> bool:
+    """Whether the shards of a version have column ``name`` (shards of one version share one schema)."""
+    import pyarrow.parquet as pq
+
+    if not m["shards"]:
+        return True
+    with store.fs.open(store.path(m["shards"][0]["path"]), "rb") as f:
+        return name in pq.read_schema(f).names
+
+
 def corpus_stats(url: str, version: int | None = None) -> dict:
     store, m = open_manifest(url, version)
+    # mc_no_answer exists from schema version 2 on; an older corpus reports its no-answer count as unknown.
+    has_no_answer = _has_column(store, m, "mc_no_answer")
     t = read_corpus(url, version, columns=["steps", "labels", "mc_value", "first_error", "solution_correct",
-                                           "rollouts", "rollout_tokens", "strategy"])
+                                           "rollouts", "rollout_tokens", "strategy"]
+                    + (["mc_no_answer"] if has_no_answer else []))
     labels = t.column("labels").to_pylist()
     fe = t.column("first_error").to_pylist()
     sc = t.column("solution_correct").to_pylist()
@@ -56,6 +69,9 @@ def corpus_stats(url: str, version: int | None = None) -> dict:
     n = t.num_rows
     steps = sum(len(ls) for ls in labels)
     right_wrong = sum(1 for c, f in zip(sc, fe) if c is True and f != -1)
+    rollouts = int(sum(t.column("rollouts").to_pylist()))
+    no_answer = (sum(x for xs in t.column("mc_no_answer").to_pylist() for x in xs if x) if has_no_answer
+                 else None)
     return {
         "output": url,
         "version": m["version"],
@@ -69,7 +85,11 @@ def corpus_stats(url: str, version: int | None = None) -> dict:
         "first_error_histogram": dict(sorted(Counter(f for f in fe if f != -1).items())),
         "solution_correct_rate": (sum(1 for c in sc if c) / n) if n else None,
         "right_answer_wrong_process": right_wrong,
-        "rollouts": int(sum(t.column("rollouts").to_pylist())),
+        "rollouts": rollouts,
+        # continuations that ended with no final answer (counted as incorrect), and their share of rollouts;
+        # None for a corpus written before schema version 2 (no mc_no_answer column)
+        "no_answer": no_answer,
+        "no_answer_rate": (no_answer / rollouts) if no_answer is not None and rollouts else None,
         "rollout_tokens": int(sum(t.column("rollout_tokens").to_pylist())),
         "rollouts_per_solution": (sum(t.column("rollouts").to_pylist()) / n) if n else None,
         "versions": [h["version"] for h in m.get("history", [])],

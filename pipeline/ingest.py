@@ -18,6 +18,10 @@ and the rest proceeds. Row numbers: JSON Lines rows are named by 1-based ``line 
 Parquet rows and JSON-array items by 0-based ``row N``. ``Solution.source`` is ``"{file}:{row}"`` with the
 0-based index.
 
+Gold answers: with ``InputSpec.gold_check`` (``mcprm label`` sets it for the default sympy grader) the gold
+answers of valid rows are read by the grader in batches, and a row whose gold it cannot read is rejected
+like any other bad row (field: the answer field), before any rollout.
+
 Duplicates: two rows with the same id and different content are an error naming both rows. Rows with the
 same id *and* the same content (exact duplicates, e.g. the same solution listed twice) are not errors: the
 first is kept, later copies are skipped, counted in :class:`IngestStats` ``duplicates`` and logged as a
@@ -99,6 +103,10 @@ class InputSpec:
     # How to get the gold answer from the answer field: None (as is), "gsm8k" (text after the last "####"),
     # "boxed" (content of the last \boxed{...}).
     answer_extract: str | None = None
+    # Reads the gold answers of a batch of valid rows (e.g. a :class:`GoldCheck` around
+    # ``graders.check_golds``): one reason per gold why the grader cannot read it, None when it can. A row
+    # whose gold cannot be read is rejected (field: the answer field) before any rollout. None: no check.
+    gold_check: Callable[[list[str]], list[str | None]] | None = field(default=None, compare=False)
 
     def __post_init__(self):
         paths = (self.paths,) if isinstance(self.paths, str) else tuple(self.paths)
@@ -702,16 +710,75 @@ class _IdIndex:
         return None
 
 
+class GoldCheck:
+    """A batch gold-answer check (``check(golds) -> [reason or None]``) with a bounded memo of its answers.
+
+    A run validates its input more than once (check, scan, shard pass) and many solutions share a problem's
+    gold answer: each distinct gold is read once.
+    """
+
+    def __init__(self, check: Callable[[list[str]], list[str | None]], max_cached: int = 1 << 17):
+        self.check = check
+        self.max_cached = max_cached
+        self._memo: dict[str, str | None] = {}
+
+    def __call__(self, golds: list[str]) -> list[str | None]:
+        todo = list(dict.fromkeys(g for g in golds if g not in self._memo))
+        if todo:
+            reasons = self.check(todo)
+            if len(reasons) != len(todo):
+                raise RuntimeError(f"gold check returned {len(reasons)} results for {len(todo)} gold answers")
+            if len(self._memo) + len(todo) > self.max_cached:
+                self._memo.clear()
+            got = dict(zip(todo, reasons))
+            self._memo.update(got)
+        else:
+            got = {}
+        return [got[g] if g in got else self._memo[g] for g in golds]
+
+
+def _gold_checked(spec: InputSpec, rows: Iterator[tuple[RawRow, Solution | Reject]]
+                  ) -> Iterator[tuple[RawRow, Solution | Reject]]:
+    """Reject the rows whose gold answer ``spec.gold_check`` cannot read, checking golds in batches."""
+    if spec.gold_check is None:
+        yield from rows
+        return
+    pending: list[tuple[RawRow, Solution | Reject]] = []
+    n_sol = 0
+
+    def flush() -> Iterator[tuple[RawRow, Solution | Reject]]:
+        sols = [out for _, out in pending if isinstance(out, Solution)]
+        reasons = iter(spec.gold_check([s.answer for s in sols]) if sols else [])
+        for raw, out in pending:
+            if isinstance(out, Solution) and (why := next(reasons)) is not None:
+                out = Reject(raw.file, raw.row, spec.answer_field,
+                             f"gold answer cannot be read by the grader: {why}", _raw_text(raw), raw.kind)
+            yield raw, out
+
+    for raw, out in rows:
+        pending.append((raw, out))
+        n_sol += isinstance(out, Solution)
+        if n_sol >= _BATCH_ROWS:
+            yield from flush()
+            pending, n_sol = [], 0
+    if pending:
+        yield from flush()
+
+
 def _validated(
     spec: InputSpec, stats: IngestStats, files: list[str] | None = None
 ) -> Iterator[Solution | Reject]:
     files = resolve_files(spec) if files is None else files
     stats.files = len(files)
     index = _IdIndex()
-    for raw in iter_rows(spec, files):
-        if raw.row is not None:
-            stats.rows += 1
-        out = validate(raw, spec)
+
+    def checked_rows() -> Iterator[tuple[RawRow, Solution | Reject]]:
+        for raw in iter_rows(spec, files):
+            if raw.row is not None:
+                stats.rows += 1
+            yield raw, validate(raw, spec)
+
+    for raw, out in _gold_checked(spec, checked_rows()):
         if isinstance(out, Solution):  # ids must be unique; exact duplicates are skipped (module doc)
             derived = raw.data.get(spec.id_field) is None  # then the id already is the content key
             prev = index.check(out, raw, out.id if derived else out.key)

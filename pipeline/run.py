@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -28,6 +29,9 @@ from pipeline.store import CorpusStore
 from pipeline.types import Solution
 
 log = logging.getLogger("mcprm")
+
+# What each schema version changed (for the message that refuses to mix versions in one corpus).
+_SCHEMA_CHANGES = {2: "it adds mc_no_answer and counts a continuation with no final answer as incorrect"}
 
 
 @dataclass
@@ -60,7 +64,21 @@ def input_spec(cfg: LabelConfig):
         max_steps=cfg.max_steps,
         format=cfg.input_format,
         answer_extract=cfg.answer_extract,
+        gold_check=gold_check(cfg.grader, cfg.grader_timeout),
     )
+
+
+@functools.lru_cache(maxsize=4)
+def gold_check(grader: str, timeout_s: float):
+    """The check of gold answers made during input validation, before any rollout: ``graders.check_golds``
+    for the default sympy grader (one memo for all passes over the input); None for other graders, which may
+    read gold answers differently."""
+    if grader != "sympy":
+        return None
+    from graders import GraderConfig, check_golds
+    from pipeline.ingest import GoldCheck
+
+    return GoldCheck(functools.partial(check_golds, config=GraderConfig(timeout_s=timeout_s)))
 
 
 def _digest(keys: list[str]) -> str:
@@ -206,6 +224,21 @@ def label(config: LabelConfig) -> RunResult:
                 )
             log.warning("--overwrite: starting a new corpus version with the new configuration at %s", cfg.output)
             base = None
+        old_schema = int(manifest.get("schema_version") or 1) if manifest is not None else SCHEMA_VERSION
+        if base is not None and old_schema != SCHEMA_VERSION:
+            # Shards of different schema versions are never mixed in one version: their columns differ, and
+            # so does what mc_value counts (schema 1 left "no final answer" continuations out of it).
+            if not cfg.overwrite:
+                raise ConfigError(
+                    f"{cfg.output} holds a corpus written with schema version {old_schema}; this mcprm writes "
+                    f"version {SCHEMA_VERSION} ({_SCHEMA_CHANGES.get(SCHEMA_VERSION, 'other columns')}), and the "
+                    "two cannot be mixed in one corpus version. Use another --output, or pass --overwrite to "
+                    "relabel everything as a new corpus version there (the old versions stay readable until "
+                    "`mcprm prune`)."
+                )
+            log.warning("--overwrite: relabeling the schema-%d corpus at %s as a new schema-%d version", old_schema,
+                        cfg.output, SCHEMA_VERSION)
+            base = None
         prev_version = manifest["version"] if manifest else 0
         version = prev_version + 1
 
@@ -252,7 +285,9 @@ def label(config: LabelConfig) -> RunResult:
                 rel = store.shard_rel(version, sh["shard"])
                 if store.exists(rel):
                     got = store.read_table(rel, columns=["key", "rollouts", "rollout_tokens"])
-                    if got.column("key").to_pylist() == sh["keys"]:
+                    written_by = (got.schema.metadata or {}).get(b"mcprm_schema_version", b"").decode()
+                    # a shard of an unfinished run by an older mcprm (other schema) is labeled again
+                    if got.column("key").to_pylist() == sh["keys"] and written_by == str(SCHEMA_VERSION):
                         done_shards[sh["shard"]] = {
                             "shard": sh["shard"], "path": rel, "rows": got.num_rows, "resumed": True,
                             "rollouts": int(sum(got.column("rollouts").to_pylist())),

@@ -45,7 +45,8 @@ class SchedulerStats:
     requests: int = 0
     rollouts: int = 0
     rollout_tokens: int = 0
-    ungradable: int = 0
+    ungradable: int = 0  # verdicts with correct None (an answer the grader could not decide)
+    no_answer: int = 0  # continuations with no final answer (graded incorrect)
     generate_seconds: float = 0.0
     grade_seconds: float = 0.0
     per_round_requests: list[int] = field(default_factory=list)
@@ -100,7 +101,7 @@ class Scheduler:
         out: dict[int, LabeledSolution] = {}
         live: dict[int, _Live] = {}
         for idx, (sol, verdict) in enumerate(zip(solutions, own)):
-            correct = verdict.correct
+            correct = False if _no_answer(verdict) else verdict.correct
             gen = make_strategy(self.strategy, len(sol.steps), correct, self.params)
             state = _Live(sol, gen, [], [StepStats() for _ in sol.steps])
             state.solution_correct = correct  # type: ignore[attr-defined]
@@ -158,7 +159,9 @@ class Scheduler:
             vs = verdicts[pos : pos + len(comps)]
             pos += len(comps)
             correct = sum(1 for v in vs if v.correct is True)
-            ungradable = sum(1 for v in vs if v.correct is None)
+            # No final answer: incorrect (did not reach the gold answer), counted apart, never ungradable.
+            no_answer = sum(1 for v in vs if _no_answer(v))
+            ungradable = sum(1 for v in vs if v.correct is None and not _no_answer(v))
             tokens = sum(c.num_tokens for c in comps)
             st.rollouts += len(comps)
             st.tokens += tokens
@@ -166,10 +169,12 @@ class Scheduler:
             seen.total += len(comps)
             seen.correct += correct
             seen.ungradable += ungradable
+            seen.no_answer += no_answer
             self.stats.rollouts += len(comps)
             self.stats.rollout_tokens += tokens
             self.stats.ungradable += ungradable
-            results.append(ProbeResult(p.step, len(comps), correct, ungradable, tokens))
+            self.stats.no_answer += no_answer
+            results.append(ProbeResult(p.step, len(comps), correct, ungradable, tokens, no_answer))
         return results
 
     def _grade_rounds(self, live: dict[int, _Live], done: dict[int, list], out: dict) -> None:
@@ -261,6 +266,11 @@ class Scheduler:
                     if idx in live:
                         launch(idx)
         self.stats.generate_seconds += time.perf_counter() - t0
+
+
+def _no_answer(verdict) -> bool:
+    """A response with no final answer: graded incorrect, whatever ``correct`` a (third-party) grader set."""
+    return verdict.correct is not True and bool(getattr(verdict, "no_answer", False))
 
 
 def _check(backend, chunk, got) -> None:

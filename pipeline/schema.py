@@ -12,7 +12,9 @@ from collections.abc import Sequence
 
 from pipeline.types import LabeledSolution
 
-SCHEMA_VERSION = 1
+# 2: mc_no_answer added; a continuation with no final answer counts as incorrect (in version 1 it was
+#    ungradable and left out of mc_value). Corpora of different versions are never mixed (pipeline.run).
+SCHEMA_VERSION = 2
 
 _FIELDS = [
     ("id", "string", False),
@@ -26,6 +28,7 @@ _FIELDS = [
     ("mc_correct", "list<int32>", False),
     ("mc_total", "list<int32>", False),
     ("mc_ungradable", "list<int32>", False),
+    ("mc_no_answer", "list<int32>", False),
     ("mc_value", "list<float32>", False),
     ("first_error", "int32", False),
     ("solution_correct", "bool", True),
@@ -79,6 +82,7 @@ def to_record(ls: LabeledSolution, k: int) -> dict:
         "mc_correct": [st.correct for st in ls.stats],
         "mc_total": [st.total for st in ls.stats],
         "mc_ungradable": [st.ungradable for st in ls.stats],
+        "mc_no_answer": [st.no_answer for st in ls.stats],
         "mc_value": mc_value,
         "first_error": ls.first_error,
         "solution_correct": ls.solution_correct,

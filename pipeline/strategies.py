@@ -11,7 +11,9 @@ Conventions shared by all strategies (see README "Labels"):
 * The last step is labeled by the solution's own final answer (graded once, no rollouts).
 * A prefix is *alive* when at least one of its graded continuations reached the gold answer; the hard label of
   a step is whether its prefix is alive. Continuations the grader could not decide (null) are counted in
-  ``ungradable`` and never as wrong; a step whose continuations were all ungradable gets a null label.
+  ``ungradable`` and never as wrong; a step whose continuations were all ungradable gets a null label. A
+  continuation with no final answer did not reach the gold answer: it is graded incorrect (Math-Shepherd),
+  and also counted in ``no_answer``.
 * ``first_error`` is the first step whose hard label is False, or -1.
 * ``binary-search`` and ``adaptive`` leave steps after the first error unlabeled (null), as ProcessBench and
   PRM800K do. With ``trust_correct`` (their default), a solution whose final answer is right is labeled
@@ -41,6 +43,7 @@ class ProbeResult:
     correct: int
     ungradable: int
     tokens: int
+    no_answer: int = 0  # no final answer found: counted as incorrect (included in n, not in correct)
 
 
 @dataclass
@@ -81,6 +84,7 @@ def _add(stats: list[StepStats], results: list[ProbeResult]) -> None:
         st.total += r.n
         st.correct += r.correct
         st.ungradable += r.ungradable
+        st.no_answer += r.no_answer
 
 
 def per_step(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:

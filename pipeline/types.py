@@ -34,7 +34,8 @@ class StepStats:
 
     total: int = 0  # continuations run from this prefix
     correct: int = 0  # graded correct
-    ungradable: int = 0  # grader returned null (counted separately, never as wrong)
+    ungradable: int = 0  # grader returned null: an answer it could not decide (left out of ``value``)
+    no_answer: int = 0  # no final answer found: counted as incorrect (in ``total`` and ``graded``, not ``correct``)
 
     @property
     def graded(self) -> int:
@@ -42,7 +43,11 @@ class StepStats:
 
     @property
     def value(self) -> float | None:
-        """Fraction of gradable continuations that reached the gold answer (None if none was gradable)."""
+        """Fraction of gradable continuations that reached the gold answer (None if none was gradable).
+
+        A continuation with no final answer is gradable (it did not reach the gold answer, as Math-Shepherd
+        counts it); only ``ungradable`` ones (an answer the grader could not decide) are left out.
+        """
         return self.correct / self.graded if self.graded > 0 else None
 
 

@@ -104,6 +104,7 @@ class ShardWorker:
             "rollouts": st.rollouts,
             "rollout_tokens": st.rollout_tokens,
             "ungradable": st.ungradable,
+            "no_answer": st.no_answer,
             "rounds": st.rounds,
             "generate_seconds": st.generate_seconds,
             "grade_seconds": st.grade_seconds,

@@ -49,7 +49,7 @@ def test_file_keeps_rows_and_order(tmp_path):
     assert res.exit_code == 0, res.output
     got = [json.loads(line) for line in out.read_text().splitlines()]
     assert [g["id"] for g in got] == [1, 2, 3, 4]
-    assert [g["correct"] for g in got] == [True, False, None, True]
+    assert [g["correct"] for g in got] == [True, False, False, True]  # no answer: a failed response
     assert got[0]["extra"] == [1, 2] and got[0]["extracted"] == "112"
     assert got[2]["reason"] == "no answer found" and got[2]["extracted"] is None
     assert [p.name for p in tmp_path.iterdir()] != [] and not list(tmp_path.glob(".*tmp"))

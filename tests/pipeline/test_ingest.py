@@ -534,3 +534,93 @@ def test_light_imports():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------------------------------ gold answers
+
+
+class _Golds:
+    """A scripted batch gold check: golds starting with "BAD" cannot be read."""
+
+    def __init__(self):
+        self.calls: list[list[str]] = []
+
+    def __call__(self, golds):
+        self.calls.append(list(golds))
+        return [f"cannot parse {g!r}" if g.startswith("BAD") else None for g in golds]
+
+
+def test_unreadable_gold_names_file_row_and_field(tmp_path, monkeypatch):
+    monkeypatch.setattr(ingest, "_BATCH_ROWS", 2)
+    rows = [GOOD[0], {"problem": "q", "answer": "BAD{", "steps": ["s"]}, GOOD[1], GOOD[2],
+            {"problem": "r", "gold": "BAD}", "steps": ["t"]}]
+    p = write_jsonl(tmp_path / "problems.jsonl", rows)
+    check = _Golds()
+    with pytest.raises(InputError) as ei:
+        load(p, gold_check=check)
+    assert f"{p} line 2, field 'answer': gold answer cannot be read by the grader: cannot parse 'BAD{{'" in str(ei.value)
+    # golds are checked in batches (here of 2 valid rows), not one by one
+    assert check.calls == [["2", "BAD{"], ["6", "6"]]
+
+    check = _Golds()
+    res = load_solutions(InputSpec(paths=(p,), answer_field="gold", gold_check=check), skip_bad=True,
+                         rejects_path=str(tmp_path / "rejects.jsonl"))
+    assert [s.problem for s in res.solutions] == []  # only row 5 has a "gold" field, and it is unreadable
+    rej = [json.loads(x) for x in (tmp_path / "rejects.jsonl").read_text().splitlines()]
+    assert rej[-1]["field"] == "gold" and rej[-1]["row"] == 4 and "cannot be read by the grader" in rej[-1]["reason"]
+
+
+def test_skip_bad_rejects_unreadable_gold_and_keeps_order(tmp_path):
+    rows = [GOOD[0], {"problem": "q", "answer": "BAD{", "steps": ["s"]}, GOOD[1], GOOD[2]]
+    p = write_jsonl(tmp_path / "problems.jsonl", rows)
+    out = tmp_path / "rejects.jsonl"
+    res = load_solutions(InputSpec(paths=(p,), gold_check=_Golds()), skip_bad=True, rejects_path=str(out))
+    assert [s.problem for s in res.solutions] == [GOOD[0]["problem"], GOOD[1]["problem"], GOOD[2]["problem"]]
+    assert res.n_rejected == 1 and res.stats.solutions == 3
+    (r,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert (r["file"], r["row"], r["field"], r["where"]) == (p, 1, "answer", f"{p} line 2")
+    assert r["reason"] == "gold answer cannot be read by the grader: cannot parse 'BAD{'"
+    got: list = []
+    sols = list(iter_solutions(InputSpec(paths=(p,), gold_check=_Golds()), skip_bad=True, on_reject=got.append))
+    assert len(sols) == 3 and [x.row for x in got] == [1]
+
+
+def test_rejected_gold_does_not_take_its_id(tmp_path):
+    rows = [{"id": "a", "problem": "q", "answer": "BAD", "steps": ["s"]},
+            {"id": "a", "problem": "q", "answer": "3", "steps": ["s"]}]
+    p = write_jsonl(tmp_path / "in.jsonl", rows)
+    res = load_solutions(InputSpec(paths=(p,), gold_check=_Golds()), skip_bad=True,
+                         rejects_path=str(tmp_path / "r.jsonl"))
+    assert [s.answer for s in res.solutions] == ["3"] and res.n_rejected == 1
+
+
+def test_label_checks_golds_with_the_default_grader_only(tmp_path):
+    from pipeline.config import LabelConfig
+    from pipeline.run import gold_check, input_spec
+
+    check = gold_check("sympy", 2.0)
+    assert check is gold_check("sympy", 2.0)  # one memo for all passes over the input
+    assert check(["12", r"\frac{7}{3}", r"\frac{1}{", "12"])[:2] == [None, None]
+    assert check([r"\frac{1}{"])[0] is not None
+    assert gold_check("exact", 2.0) is None
+    assert input_spec(LabelConfig(input=["x.jsonl"], grader="exact")).gold_check is None
+    assert input_spec(LabelConfig(input=["x.jsonl"])).gold_check is check
+
+    p = write_jsonl(tmp_path / "problems.jsonl", [GOOD[0], {"problem": "q", "answer": r"\frac{1}{", "steps": ["s"]}])
+    with pytest.raises(InputError, match=r"problems\.jsonl line 2, field 'answer': gold answer cannot be read by the "
+                                         r"grader: "):
+        load(p, gold_check=check)
+
+
+def test_gold_check_memo():
+    calls = []
+
+    def check(golds):
+        calls.append(list(golds))
+        return [None if g != "x" else "no" for g in golds]
+
+    memo = ingest.GoldCheck(check, max_cached=3)
+    assert memo(["1", "x", "1"]) == [None, "no", None] and calls == [["1", "x"]]
+    assert memo(["x", "1"]) == ["no", None] and len(calls) == 1
+    assert memo(["2", "3"]) == [None, None] and calls[-1] == ["2", "3"]  # memo full: cleared, still right
+    assert memo(["x"]) == ["no"]

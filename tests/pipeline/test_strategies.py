@@ -185,7 +185,7 @@ def test_scheduler_batches_all_solutions_per_round(strategy, expected_rollouts):
 def test_ungradable_counted_separately():
     class UB(ScriptedBackend):
         def generate(self, requests, sampling):
-            return [[Completion("no answer UNGRADABLE", 3) for _ in range(r.n)] for r in requests]
+            return [[Completion("an answer the grader cannot decide: UNGRADABLE", 3) for _ in range(r.n)] for r in requests]
 
     sols = [Solution(id="s", problem="p", answer="GOLD", steps=("a", "b", "The answer is \\boxed{GOLD}."))]
     sched = Scheduler(UB({}), _grade, _Plain(), SamplingConfig(), "per-step", StrategyParams(k=4), seed=1)
