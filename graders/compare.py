@@ -13,6 +13,9 @@ Everything else returns None from :func:`compare_fast` and is decided by
 
 from __future__ import annotations
 
+import re
+from fractions import Fraction
+
 from graders.config import GraderConfig
 from graders.normalize import check_math, is_text_answer, prescreen
 from graders.numbers import Number, approx_equal, parse_number
@@ -33,6 +36,91 @@ def compare_numbers(gold: Number, answer: Number, config: GraderConfig) -> Resul
     return False, "numeric: different values"
 
 
+# "4, 316, 588": integers grouped by commas. Against a single number it is that number written with
+# thousands separators; against a list it stays a list. The rule is the same for gold and answer.
+_GROUPED_RE = re.compile(r"^(-?)(\d{1,3}(?:, ?\d{3})+)$", re.ASCII)
+_RELATION_RE = re.compile(r"\\(?:le|ge|ne|lt|gt|leq|geq|neq|equiv|in)(?![a-zA-Z])|[<>]|!=")
+_FUNC_DEF_RE = re.compile(r"^[a-zA-Z](?:_\{?\w+\}?)?\(\s*[a-zA-Z]\s*\)=", re.ASCII)
+
+
+def grouped_number(s: str) -> Number | None:
+    """``4, 316, 588`` (comma-grouped digits, optional spaces) as the number 4316588, else None."""
+    m = _GROUPED_RE.match(s)
+    if not m:
+        return None
+    return Number(Fraction(int(m.group(1) + m.group(2).replace(",", "").replace(" ", ""))))
+
+
+def _top_level(s: str, sep: str) -> list[str]:
+    """``s`` split at ``sep`` outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(s):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == sep and depth == 0:
+            parts.append(s[start:i])
+            start = i + 1
+    parts.append(s[start:])
+    return parts
+
+
+_VARIABLE_RE = re.compile(
+    r"^(?:[a-zA-Z](?:_\{?\w+\}?)?'*|\\[a-zA-Z]+(?:_\{?\w+\}?)?|[a-zA-Z]\([a-zA-Z]\)|\([a-zA-Z](?:_\{?\w+\}?)?(?:, ?[a-zA-Z](?:_\{?\w+\}?)?)+\))$",
+    re.ASCII,
+)
+_APPROX_RE = re.compile(r"\\approx.*$|\\sim.*$")
+
+
+def _sides(item: str) -> list[str]:
+    return [p.strip() for p in _top_level(_APPROX_RE.sub("", item), "=")]
+
+
+def _value_side(s: str, gold: bool) -> str | None:
+    """The value of ``lhs = value`` (the last side of a chain ``x = 2 + 3 = 5``); for a list of such
+    equations, the list of values. None when ``s`` is not of that form. A gold answer's left side must be
+    a variable (``x``, ``x_1``, ``f(x)``, ``(a, b)``): ``a + 3z = 0`` is an equation, not the value 0. A
+    function ``f(x) = ...`` is left to the symbolic grader, which renames its variable."""
+    out = []
+    for item in _top_level(s, ","):
+        sides = _sides(item.strip())
+        if len(sides) < 2 or not sides[0] or not sides[-1] or _FUNC_DEF_RE.match(item.strip()):
+            return None
+        first, last = sides[0], sides[-1]
+        if len(last) == 1 and last.isalpha() and not first.isalpha():
+            out.append(first)  # "3 = x"
+        elif gold and not _VARIABLE_RE.match(first):
+            return None
+        else:
+            out.append(last)
+    return ", ".join(out)
+
+
+def relation_values(gold: str, answer: str) -> tuple[str, str]:
+    """Compare equations by their values where that is what is asked.
+
+    Exactly one side an equation (the other has no relation at all): ``x = 3`` vs ``3``,
+    ``(a,b)=(5,2)`` vs ``(5,2)``, an answer ``2 + 1 = 3`` vs ``3``. Both equations of the same variable
+    (``x = 5 + 6 = 11`` vs ``x = 11``): their last values.
+    """
+    g_eq, a_eq = "=" in gold, "=" in answer
+    if not (g_eq or a_eq) or _RELATION_RE.search(gold) or _RELATION_RE.search(answer):
+        return gold, answer
+    if g_eq and a_eq:
+        gs, as_ = _sides(gold), _sides(answer)
+        if (
+            len(gs) >= 2 and len(as_) >= 2 and gs[0] == as_[0] and _VARIABLE_RE.match(gs[0])
+            and "," not in gold and "," not in answer and (len(gs) > 2 or len(as_) > 2)
+        ):  # fmt: skip
+            return gs[-1], as_[-1]
+        return gold, answer
+    value = _value_side(gold if g_eq else answer, gold=g_eq)
+    if value is None:
+        return gold, answer
+    return (value, answer) if g_eq else (gold, value)
+
+
 def compare_fast(gold: str, answer: str, config: GraderConfig) -> Result | None:
     """Verdict for two *normalized* answers when cheap rules decide it, else None (needs sympy)."""
     if not answer:
@@ -47,9 +135,18 @@ def compare_fast(gold: str, answer: str, config: GraderConfig) -> Result | None:
     why = prescreen(gold, config.max_answer_chars)
     if why:
         return None, f"gold {why}"
+    if config.equation_lhs_symbol:
+        gold, answer = relation_values(gold, answer)
+        if gold == answer:
+            return True, "string match (value of an equation)"
     g_num, a_num = parse_number(gold), parse_number(answer)
     if g_num is not None and a_num is not None:
         return compare_numbers(g_num, a_num, config)
+    if g_num is not None or a_num is not None:
+        g_grp = g_num or grouped_number(gold)
+        a_grp = a_num or grouped_number(answer)
+        if g_grp is not None and a_grp is not None:
+            return compare_numbers(g_grp, a_grp, config)
     g_text, a_text = is_text_answer(gold), is_text_answer(answer)
     if g_text or a_text:
         if g_text and a_text:

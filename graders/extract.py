@@ -1,37 +1,69 @@
-"""Find the final answer in a model response.
+"""Find the final answer in a model response (and in a gold answer written as a solution).
 
-Order (first that matches wins; within each, the *last* occurrence in the text):
+Two tiers; the first tier that yields an answer wins.
 
-1. ``\\boxed{...}`` / ``\\fbox{...}`` with brace matching (also ``\\boxed 5``); a box left unclosed by a
-   truncated response is skipped;
-2. GSM8K ``#### 42`` (rest of the line);
-3. "The (final) answer is ...", "Final answer: ...", "Answer: ..." (rest of the sentence);
-4. only when asked (``last_number=True``, used when the gold is a plain number): the last number.
+1. **Marked answers.** Every ``\\boxed{...}``/``\\fbox{...}`` (brace matched; several boxes written side by
+   side, ``\\boxed{1}, \\boxed{4}``, are one list answer), every "final answer" statement ("The final answer
+   is $87$. I hope it is correct.", "Final Answer: 7"), every "answer" statement ("The answer is 5",
+   "**Answer:** 61", "Answer: Maria needs 240 minutes"), and GSM8K's ``#### 42`` as a line of its own (never a
+   markdown heading such as ``#### Case n=3:``). Of these the one written **last** wins, so an explicit
+   final-answer line beats an intermediate box before it, and a box beats a phrase before it. A phrase whose
+   text is prose ("the answer is correct") is skipped; prose with math in it ("Maria needs 240 minutes")
+   is reduced to its math.
+2. **Unmarked answers** (only with ``fallback=True``): the last LaTeX math span (``$...$``, ``$$...$$``,
+   ``\\(...\\)``, ``\\[...\\]``) or the last plain-text math expression around the last number, whichever
+   ends later; always the *whole* expression (``x = \\frac{11}{4}``, never ``4``).
+
+Every scan here is linear in the text (bounded look-arounds, brace matching with a cap), so a
+megabyte of adversarial text costs milliseconds; nothing here parses or evaluates the answer.
 """
 
 from __future__ import annotations
 
 import re
 
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*")
-_HASH_RE = re.compile(r"####\s*([^\n]*)")
-_PHRASE_RE = re.compile(
-    r"(?:final\s+answer|the\s+answer|\banswer)\s*(?:is|:|=)\s*(?:is\s*)?:?\s*([^\n]+)", re.IGNORECASE
+_LEAD_RE = re.compile(r"^(?:[\s*:_]|-\s)+")
+_MAX_SCAN = 100_000  # characters scanned for a box's closing brace
+_MAX_BOXES = 24  # boxes looked at, from the end
+_MAX_PHRASES = 24  # answer phrases looked at per pattern, from the end
+_TAIL = 4_000  # the unmarked fallback looks only at the end of the response
+
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])\s*")
+_FINAL_RE = re.compile(r"final\s+answer\b[^\n]{0,80}?(?:\bis\b\s*:?|:|=)", re.IGNORECASE)
+_ANSWER_RE = re.compile(
+    r"\banswer\b(?:\*\*)?\s*(?:is\b|would\s+be\b|should\s+be\b|will\s+be\b|:|=)\s*:?", re.IGNORECASE
 )
-_NUMBER_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?|-?\.\d+")
-# A sentence ends at ". " / "." at the end, not at a decimal point.
-_SENTENCE_END_RE = re.compile(r"\.(?!\d)(?:\s|$)")
+_HASH_RE = re.compile(r"(?m)^[ \t]*####[ \t]*(\S[^\n]*)$")
+_HEADING_RE = re.compile(r"^(?:[A-Z][a-z]+\b(?:\s+[\w=]+){0,6}\s*:|.*:\s*$)")
+# Separators between boxes written side by side: "\boxed{1}, \boxed{4} and \boxed{9}".
+_BOX_SEP_RE = re.compile(
+    r"^(?:\s|\$|\\\)|\\\(|\\\]|\\\[|,|;|\band\b|\bor\b|\\quad|\\qquad|\\text\{[^{}]{0,30}\})*$"
+)
+_LIST_SEP_RE = re.compile(r"^\s*(?:,\s*(?:and|or)?|,?\s*(?:and|or))\s*$")
+_SPAN_RE = re.compile(r"\$\$(.{1,1000}?)\$\$|(?<![\\$])\$([^$\n]{1,1000}?)(?<!\\)\$|\\\((.{1,1000}?)\\\)|\\\[(.{1,1000}?)\\\]", re.S)
+_SENTENCE_END_RE = re.compile(r"\.(?!\d)(?=\s|$|\*)|\n|;\s|\s—\s|\s-\s")
+
+# A phrase whose text starts with one of these is prose, not an answer ("the answer is correct").
+_PROSE_STARTS = frozenset(
+    "correct incorrect wrong right not that this these those as to in on at below above shown given the "
+    "following because therefore thus so obtained found indeed clear clearly simply just also still "
+    "actually probably likely very quite an".split()
+)
+_MATH_WORDS = frozenset(
+    "sqrt sin cos tan cot sec csc arcsin arccos arctan log ln exp pi infty inf oo mod gcd lcm max min det "
+    "and or".split()
+)
+_TOKEN_RE = re.compile(r"\\[a-zA-Z]+|\\.|\d+(?:[.,]\d+)*|\.\d+|[^\W\d_]+|\s+|.", re.S)
+_MATH_CHARS = frozenset("+-*/^=()[]{}_|!,<>%'×÷·−√π∞±≤≥≠∪∩∈")
+_TEXT_CMDS = frozenset(r"\text \textbf \textit \mbox \textrm \mathrm \operatorname \quad \qquad".split())
+_STOP_CMDS = frozenset(r"\text \textbf \textit \mbox \textrm".split())
 
 
-_MAX_BOX_SCAN = 100_000  # characters scanned for a box's closing brace
-_MAX_BOXES_TRIED = 5
-
-
-def _match_brace(text: str, open_pos: int) -> int | None:
-    """Index of the ``}`` closing the ``{`` at ``open_pos`` (escaped ``\\{``/``\\}`` ignored), or None."""
+def match_brace(text: str, open_pos: int) -> int | None:
+    """Index of the ``}`` closing the ``{`` at ``open_pos`` (escaped ``\\{``/``\\}`` skipped), or None."""
     depth = 0
     i = open_pos
-    n = min(len(text), open_pos + _MAX_BOX_SCAN)
+    n = min(len(text), open_pos + _MAX_SCAN)
     while i < n:
         c = text[i]
         if c == "\\":
@@ -47,62 +79,254 @@ def _match_brace(text: str, open_pos: int) -> int | None:
     return n if n < len(text) else None  # n: gave up on a huge box (its content is refused later)
 
 
-def _last_boxed(text: str) -> str | None:
-    starts = [m.end() for m in _BOX_RE.finditer(text)]
-    for start in reversed(starts[-_MAX_BOXES_TRIED:]):
-        if start < len(text) and text[start] == "{":
-            end = _match_brace(text, start)
-            if end is not None:
-                return text[start + 1 : end].strip()
-        else:  # \boxed 5
-            m = re.match(r"[^\s$]+", text[start:])
-            if m:
-                return m.group(0).rstrip(".,;")
+def _box_at(text: str, m: re.Match) -> tuple[int, int, str] | None:
+    start = m.end()
+    if start < len(text) and text[start] == "{":
+        end = match_brace(text, start)
+        if end is not None:
+            return m.start(), end + 1, text[start + 1 : end].strip()
+    elif start < len(text):  # \boxed 5
+        w = re.match(r"[^\s$\\{}]+", text[start : start + 200])
+        if w:
+            return m.start(), start + w.end(), w.group(0).rstrip(".,;")
     return None
 
 
-def _clean_phrase(s: str) -> str:
-    s = s.strip()
+def _boxes(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, content)`` of the last complete boxes, in text order (at most ``_MAX_BOXES``; a box
+    left unclosed by a truncated response is skipped)."""
+    matches = list(_BOX_RE.finditer(text))
+    out: list[tuple[int, int, str]] = []
+    for m in reversed(matches[-_MAX_BOXES:]):
+        box = _box_at(text, m)
+        if box is not None:
+            out.append(box)
+    return out[::-1]
+
+
+def _box_group(text: str, boxes: list[tuple[int, int, str]], last: int) -> tuple[int, str]:
+    """The box ``last`` joined with the boxes written just before it (``\\boxed{1}, \\boxed{4}``)."""
+    first = last
+    while first > 0 and _BOX_SEP_RE.match(text[boxes[first - 1][1] : boxes[first][0]][:80]):
+        first -= 1
+    items = [b[2] for b in boxes[first : last + 1] if b[2]]
+    return boxes[first][0], ", ".join(items)
+
+
+def _is_math_word(w: str) -> bool:
+    return len(w) == 1 or w.lower() in _MATH_WORDS
+
+
+def math_run(text: str) -> str | None:
+    """The whole math expression around the last number of ``text`` (``x = \\frac{11}{4}``), or None.
+
+    Expands from the last number over numbers, LaTeX commands and their brace groups, operators,
+    brackets and single-letter names; stops at words, ``:``, ``$``, a full stop and ``\\text``.
+    """
+    if len(text) > _TAIL:
+        text = text[-_TAIL:]
+    toks = _TOKEN_RE.findall(text)
+    kinds = []
+    for t in toks:
+        c = t[0]
+        if c.isdigit():
+            kinds.append("num")
+        elif c == "\\":
+            kinds.append("stop" if t in _STOP_CMDS or len(t) == 2 and t[1] in "$.:;" else "math")
+        elif c.isspace():
+            kinds.append("space" if "\n\n" not in t else "stop")
+        elif c.isalpha():
+            kinds.append("math" if _is_math_word(t) and t not in ("a", "A", "I") else "stop")
+        elif t in _MATH_CHARS:
+            kinds.append("math")
+        else:
+            kinds.append("stop")
+    for i, k in enumerate(kinds):  # "AZYUK2A", "v2": a number glued to a word is part of a name
+        if k == "num" and (
+            (i > 0 and toks[i - 1][0].isalpha() and len(toks[i - 1]) > 1 and kinds[i - 1] == "stop")
+            or (i + 1 < len(toks) and toks[i + 1][0].isalpha() and kinds[i + 1] == "stop")
+        ):
+            kinds[i] = "stop"
+    last = max((i for i, k in enumerate(kinds) if k == "num"), default=None)
+    if last is None:
+        return None
+    lo = last
+    while lo > 0 and kinds[lo - 1] != "stop":
+        lo -= 1
+    hi = last
+    while hi + 1 < len(toks) and kinds[hi + 1] != "stop":
+        hi += 1
+    # a single-letter English word at the start ("a 5", "I got 5") is not part of the math
+    run = "".join(toks[lo : hi + 1]).strip()
+    run = re.sub(r"^(?:(?:and|or)\b\s*)+|(?:\s*\b(?:and|or))+$", "", run).strip()
+    run = _balance(run.strip(" ,=").rstrip("+-*/^_"))
+    if run and re.search(r"\b(?:and|or)\b", run):
+        items = re.split(r"\s*,?\s*\b(?:and|or)\b\s*", run)
+        if all(_LIST_ITEM_RE.match(i) for i in items):
+            run = ", ".join(items)  # "x = 1 or x = 2", "3 and 4": a list
+        else:
+            run = items[-1]  # "40 * 3 = 120 and 120 - 8 = 112": the last statement
+    return run or None
+
+
+_LIST_ITEM_RE = re.compile(r"^(?:[a-zA-Z]\s*=\s*)?[^=]*$")
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+
+
+def _balance(s: str) -> str:
+    """Drop brackets left unmatched at either end (``5)`` -> ``5``); an interval ``(2, 5]`` is kept."""
+    for _ in range(8):
+        depth = {"(": 0, "[": 0, "{": 0}
+        for c in s:
+            if c in depth:
+                depth[c] += 1
+            elif c in _PAIRS:
+                depth[_PAIRS[c]] -= 1
+        total = sum(depth.values())
+        if total == 0:
+            return s
+        if total > 0 and s and s[0] in "([{":
+            s = s[1:].strip()
+        elif total < 0 and s and s[-1] in ")]}":
+            s = s[:-1].strip()
+        else:
+            return s
+    return s
+
+
+def _clean_phrase(s: str) -> str | None:
+    """The answer written right after an answer phrase, or None when it is prose or empty."""
+    s = _LEAD_RE.sub("", s[:2000]).strip()
+    if not s:
+        return None
     for open_, close in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
         if s.startswith(open_):
             end = s.find(close, len(open_))
             if end != -1:
-                return s[len(open_) : end].strip()
+                inner = s[len(open_) : end].strip()
+                return inner or None
+    if s.startswith("\\boxed") or s.startswith("\\fbox"):
+        return None  # the box itself is a candidate of its own
     m = _SENTENCE_END_RE.search(s)
     if m:
         s = s[: m.start()]
-    return s.strip().rstrip(".,;:!").strip()
+    s = s.strip().strip("*").strip().rstrip(".,;:!").strip().strip("$").strip()
+    if not s:
+        return None
+    first = re.match(r"[^\W\d_]+", s)
+    if first and first.group(0).lower() in _PROSE_STARTS and not (len(first.group(0)) == 1):
+        return None
+    words = [w for w in re.findall(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}", s) if w.lower() not in _MATH_WORDS]
+    has_math = bool(re.search(r"\d|\\[a-zA-Z]|[=^]", s))
+    if words and has_math:
+        return math_run(s)  # "Maria needs 240 minutes" -> 240
+    if words and len(words) > 6:
+        return None  # a sentence without math
+    return s
 
 
-def extract_answer(response: str, last_number: bool = False) -> str | None:
-    """The final answer written in ``response``, or None when none is found (see module docstring)."""
+def _phrases(text: str) -> list[tuple[int, str]]:
+    """``(position, answer)`` of every answer phrase whose answer is not prose."""
+    out = []
+    lowered = "nswer" in text or "NSWER" in text
+    if lowered:
+        for rx in (_FINAL_RE, _ANSWER_RE):
+            for m in list(rx.finditer(text))[-_MAX_PHRASES:]:
+                ans = _clean_phrase(text[m.end() : m.end() + 2000])
+                if ans:
+                    out.append((m.start(), ans))
+    if "####" in text:
+        for m in list(_HASH_RE.finditer(text))[-_MAX_PHRASES:]:
+            body = m.group(1).strip()
+            if _HEADING_RE.match(body):
+                continue  # a markdown heading, not GSM8K's answer line
+            ans = _clean_phrase(body)
+            if ans:
+                out.append((m.start(), ans))
+    return out
+
+
+def _last_span(text: str) -> tuple[int, str] | None:
+    """``(end, content)`` of the last LaTeX math span with content, joined with the spans written just
+    before it as a list (``$x = 1$ and $x = 2$``)."""
+    spans: list[tuple[int, int, str]] = []
+    tail_start = max(0, len(text) - _TAIL)
+    for m in _SPAN_RE.finditer(text, tail_start):
+        content = next(g for g in m.groups() if g is not None).strip()
+        if content:
+            spans.append((m.start(), m.end(), content))
+    if not spans:
+        return None
+    first = len(spans) - 1
+    while first > 0 and _LIST_SEP_RE.match(text[spans[first - 1][1] : spans[first][0]][:40]):
+        first -= 1
+    return spans[-1][1], ", ".join(s[2] for s in spans[first:])
+
+
+def extract_answer(response: str, fallback: bool = True, last_number: bool | None = None) -> str | None:
+    """The final answer written in ``response``, or None when none is found (see the module docstring).
+
+    ``last_number`` is the old name of ``fallback``.
+    """
     if not response:
         return None
+    if last_number is not None:
+        fallback = last_number
+    cands: list[tuple[int, str]] = []
     if "box" in response:
-        boxed = _last_boxed(response)
-        if boxed is not None:
-            return boxed or None
-    if "####" in response:
-        ms = _HASH_RE.findall(response)
-        if ms and ms[-1].strip():
-            return _clean_phrase(ms[-1]) or None
-    if "nswer" in response or "NSWER" in response:
-        ms = _PHRASE_RE.findall(response)
-        for m in reversed(ms):
-            ans = _clean_phrase(m)
-            if ans:
-                return ans
-    if last_number:
-        ms = _NUMBER_RE.findall(response)
-        if ms:
-            return ms[-1].replace(" ", "")
-    return None
+        boxes = _boxes(response)
+        while boxes and not boxes[-1][2]:
+            boxes.pop()  # an empty \boxed{} is no answer
+        if boxes:
+            cands.append(_box_group(response, boxes, len(boxes) - 1))
+    cands.extend(_phrases(response))
+    if cands:
+        return max(cands, key=lambda c: c[0])[1]
+    if not fallback:
+        return None
+    bare = _bare_answer(response)
+    if bare is not None:
+        return bare
+    span = _last_span(response)
+    if span is not None:
+        end, content = span
+        masked_tail = response[end:]
+        run = math_run(masked_tail)
+        if run is None or len(content) > 1 or not content.isalpha():
+            return content if not (run and _trailing_number_is_answer(masked_tail)) else run
+        return run
+    return math_run(response)
+
+
+_ENV_NAME_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]{1,20}\}")
+_PROSE_WORD_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
+
+
+def _bare_answer(response: str) -> str | None:
+    """A short one-line response with no prose is itself the answer (``\\text{east}``, ``4 4/9``, ``E``)."""
+    s = response.strip()
+    if not s or len(s) > 120 or "\n" in s:
+        return None
+    math_only = _ENV_NAME_RE.sub(" ", s)
+    words = [w for w in _PROSE_WORD_RE.findall(math_only) if w.lower() not in _MATH_WORDS]
+    if len(words) > (0 if re.search(r"\d", s) else 2) or len(s.split()) > 3:
+        return None
+    return s
+
+
+def _trailing_number_is_answer(after_span: str) -> bool:
+    """A number written after the last math span in the same closing sentence wins over the span."""
+    return len(after_span) < 200 and bool(re.search(r"\d", after_span))
 
 
 def prepare_gold(gold: str) -> str:
-    """Gold answers are usually bare (``"112"``); a gold that is a whole solution is reduced to its answer."""
-    if "box" in gold or "####" in gold:
-        ans = extract_answer(gold)
+    """Gold answers are usually bare (``"112"``); a gold written as a solution is reduced to its answer."""
+    g = gold.strip()
+    if "box" in g or "####" in g or "nswer" in g or "NSWER" in g:
+        ans = extract_answer(g, fallback=False)
         if ans is not None:
             return ans
-    return gold.strip()
+        m = list(_BOX_RE.finditer(g))
+        if m and g[m[-1].end() : m[-1].end() + 1] == "{":  # a box left open at the end of the gold
+            return g[m[-1].end() + 1 :].strip().rstrip("$").strip()
+    return g

@@ -24,9 +24,10 @@ KNOWN_NAMES = frozenset(
 
 _DELIMS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 _SPACING_RE = re.compile(r"\\[,;:! ]|\\quad|\\qquad|~|\\displaystyle|\\textstyle|\\mathstrut")
-_LEFTRIGHT_RE = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?")
-_THIN_THOUSANDS_RE = re.compile(r"(?<=\d)(?:\{,\}|\\,|\\!|\\ )(?=\d{3}(?!\d))")
-_THOUSANDS_RE = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d,])(\.\d+)?")
+_LEFTRIGHT_RE = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)[lrm]?(?![a-zA-Z])\s*\.?")
+_THIN_THOUSANDS_RE = re.compile(r"(?<=\d)(?:\{,\}|,?\\[,! ]|,\{\})(?=\d{3}(?!\d))", re.ASCII)
+# a number grouped by commas, "1,234,567": the look-behind keeps the scan linear (no restart inside a chain)
+_THOUSANDS_RE = re.compile(r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+)(?![\d,])(\.\d+)?", re.ASCII)
 _DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|°|\^\s*\{?\s*\\degree\s*\}?|\\degree|\\textdegree")
 _TEXT_RE = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathit|operatorname)\s*\{([^{}]*)\}")
 _UNIT_RE = re.compile(_TEXT_RE.pattern + r"(?:\^\s*\{?\s*[23]\s*\}?)?")  # \text{ cm}^2
@@ -36,11 +37,47 @@ _UNWRAP_RE = re.compile(
 _FRAC_DIGITS_RE = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _FRAC_HALF_RE = re.compile(r"\\frac\s*(\d)\s*(?=\{)")
 _FRAC_TAIL_RE = re.compile(r"(\\frac\s*\{[^{}]*\})\s*(\d)")
-_SQRT_RE = re.compile(r"\\sqrt\s*(\d+|[a-zA-Z](?![a-zA-Z]))")
+_SQRT_RE = re.compile(r"\\sqrt\s*(\[[^\[\]{}]{1,10}\])?\s*(\d+|[a-zA-Z](?![a-zA-Z]))")
 _OP_SPACE_RE = re.compile(r"\s*([-+*/=<>,()\[\]{}^_|!&:])\s*")
-_NUMBER_WORDS_RE = re.compile(r"^(-?\d+(?:\.\d+)?%?)\s+([a-zA-Z]{2,}[a-zA-Z.\s]*)$")
+_NUMBER_WORDS_RE = re.compile(r"^(-?\d+(?:\.\d+)?%?)\s+([a-zA-Z]{2}[a-zA-Z.\s]*)$", re.ASCII)
 _CHOICE_RE = re.compile(r"^\(?([A-Ea-e])\)?$")
-_CONJ_RE = re.compile(r"\\text\s*\{\s*(?:or|and|,)\s*\}|\s+(?:or|and)\s+")
+_CONJ_RE = re.compile(r"\\text\s*\{\s*(?:or|and|,)\s*\}|\s+(?:or|and)\s+|(?<=[)\]])\s*(?:or|and)\s*(?=[(\[])")
+# 1,22 / 0,5 / 1000,99: a decimal comma (one comma; two digits after it, or a leading 0, or 4+ digits before).
+# "1,2" stays a list and "12,345" a thousands-grouped number; the rule is the same for gold and answer.
+_DECIMAL_COMMA_RE = re.compile(r"^(-?)(0|\d{4,}|[1-9]\d{0,2}(?=,\d{2}$)),(\d+)$", re.ASCII)
+# 4 4/9, 2\frac{1}{2}: a mixed number (proper fraction after an integer)
+_MIXED_RE = re.compile(r"^(-?)(\d+)\s*(?:(\d+)/(\d+)|\\frac\{(\d+)\}\{(\d+)\})$", re.ASCII)
+_PERCENT_WORD_RE = re.compile(r"\s*(?:percent(?:age)?|pct)\.?$", re.IGNORECASE)
+
+
+_UNICODE = {
+    "±": "\\pm ", "∓": "\\mp ", "√": "\\sqrt", "∛": "\\sqrt[3]", "π": "\\pi ", "∞": "\\infty ",
+    "−": "-", "–": "-", "×": "\\times ", "÷": "\\div ", "·": "\\cdot ", "⋅": "\\cdot ", "≤": "\\le ",
+    "≥": "\\ge ", "≠": "\\ne ", "∪": "\\cup ", "∩": "\\cap ", "∈": "\\in ", "ℤ": "\\mathbb{Z}",
+    "ℝ": "\\mathbb{R}", "ℕ": "\\mathbb{N}", "ℚ": "\\mathbb{Q}", "∅": "\\emptyset ", "θ": "\\theta ",
+    "α": "\\alpha ", "β": "\\beta ", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "’": "'",
+}  # fmt: skip
+_SUPERSCRIPTS = {"⁰": "0", "¹": "1", "²": "2", "³": "3", "⁴": "4", "⁵": "5", "⁶": "6", "⁷": "7", "⁸": "8", "⁹": "9"}
+_SUPER_RE = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹]+")
+_UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
+_MARKDOWN_RE = re.compile(r"^(?:\*\*|`+)|(?:\*\*|`+)$")  # only at the ends: x**2 is a power
+# "x = \frac{\pi}{4} + k\pi, k \in \mathbb{Z}", "... for any integer k": the qualifier is not the answer
+_QUALIFIER_RE = re.compile(
+    r"(?:,|;|\\text\{\s*,?\s*(?:for|where)[a-z ]*\}|\\quad|\s(?:for|where)(?:\s+(?:all|any|some|every))?)\s*"
+    r"(?:\(?\s*[a-z](?:\s*,\s*[a-z])*\s*\\in\s*\\mathbb\s*\{?[ZNR]\}?\s*\)?|"
+    r"(?:\\text\{\s*)?(?:[a-z]\s+(?:is|are)\s+(?:an?\s+)?)?(?:any\s+|all\s+)?integers?(?:\s+[a-z])?\s*\}?)\s*\.?$",
+    re.ASCII,
+)
+_TRAILING_DELIMS_RE = re.compile(r"(?:\\\]|\\\)|\$)+$|^(?:\\\[|\\\(|\$)+")
+
+
+def _unicode_math(s: str) -> str:
+    """Unicode math signs as LaTeX (``±`` -> ``\\pm``, ``x²`` -> ``x^{2}``, ``−`` -> ``-``)."""
+    if s.isascii():
+        return s
+    s = _SUPER_RE.sub(lambda m: "^{" + "".join(_SUPERSCRIPTS[c] for c in m.group(0)) + "}", s)
+    s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], s)
+    return re.sub(r"\\sqrt(?:\[3\])?(\d+|[a-zA-Z])", lambda m: m.group(0)[: -len(m.group(1))] + "{" + m.group(1) + "}", s)
 
 
 def _strip_delims(s: str) -> str:
@@ -73,7 +110,12 @@ def _drop_text(s: str) -> str:
 @lru_cache(maxsize=1 << 16)
 def normalize(answer: str) -> str:
     """The canonical string form of an answer (idempotent, cheap, no parsing)."""
-    s = _strip_delims(answer)
+    s = _unicode_math(answer)
+    s = _MARKDOWN_RE.sub("", s)
+    s = _strip_delims(s)
+    s = _TRAILING_DELIMS_RE.sub("", s).strip()
+    s = _QUALIFIER_RE.sub("", s).strip()
+    s = _PERCENT_WORD_RE.sub("%", s).rstrip(",;").strip()
     if not s:
         return ""
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
@@ -93,11 +135,22 @@ def normalize(answer: str) -> str:
     s = _FRAC_DIGITS_RE.sub(r"\\frac{\1}{\2}", s)
     s = _FRAC_HALF_RE.sub(r"\\frac{\1}", s)
     s = _FRAC_TAIL_RE.sub(r"\1{\2}", s)
-    s = _SQRT_RE.sub(r"\\sqrt{\1}", s)
+    s = _SQRT_RE.sub(lambda m: "\\sqrt" + (m.group(1) or "") + "{" + m.group(2) + "}", s)
     s = _THOUSANDS_RE.sub(lambda m: m.group(1).replace(",", "") + (m.group(2) or ""), s)
     s = " ".join(s.split())
+    m = _DECIMAL_COMMA_RE.match(s)
+    if m:
+        s = f"{m.group(1)}{m.group(2)}.{m.group(3)}"
     s = _OP_SPACE_RE.sub(r"\1", s).replace(",", ", ")  # "1, 234" stays a list, also when normalized again
-    s = s.rstrip(".").strip()
+    s = s.rstrip(".,; ").strip()
+    if ";" in s and "," not in s:
+        s = s.replace(";", ", ")  # (0;0;6), -12;-11: semicolons as separators
+    m = _MIXED_RE.match(s.rstrip("%"))
+    if m:
+        num, den = (m.group(3), m.group(4)) if m.group(3) else (m.group(5), m.group(6))
+        if int(den) > 0 and int(num) < int(den):
+            pct = "%" if s.endswith("%") else ""
+            s = f"{m.group(1)}{int(m.group(2)) * int(den) + int(num)}/{den}{pct}"
     m = _NUMBER_WORDS_RE.match(s)  # "5 cm", "12 apples", "3.5 square feet"
     if m and not any(w.lower() in KNOWN_NAMES for w in m.group(2).split()):
         s = m.group(1)

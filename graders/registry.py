@@ -22,7 +22,7 @@ from graders.normalize import normalize
 from graders.numbers import parse_number
 from graders.verdict import NO_ANSWER, Verdict
 
-SYMPY_GRADER_VERSION = "sympy-1"
+SYMPY_GRADER_VERSION = "sympy-2"
 EXACT_GRADER_VERSION = "exact-1"
 _NOT_CACHED = ("timeout", "worker crashed", "out of memory")
 
@@ -111,7 +111,7 @@ class SympyGrader:
         for i, pair in enumerate(pairs):
             gold, response = _check_pair(i, pair)
             g_norm, g_is_number = _prepared_gold(gold)
-            extracted = extract_answer(response, last_number=config.last_number_fallback and g_is_number)
+            extracted = extract_answer(response, fallback=config.last_number_fallback)
             if extracted is None:
                 out[i] = Verdict(False, NO_ANSWER, None)
                 continue
@@ -147,7 +147,7 @@ class ExactGrader:
         for i, pair in enumerate(pairs):
             gold, response = _check_pair(i, pair)
             g_norm, g_is_number = _prepared_gold(gold)
-            extracted = extract_answer(response, last_number=config.last_number_fallback and g_is_number)
+            extracted = extract_answer(response, fallback=config.last_number_fallback)
             if extracted is None:
                 out.append(Verdict(False, NO_ANSWER, None))
             elif normalize(extracted) == g_norm:
@@ -199,7 +199,11 @@ def register_grader(
 
 
 def get_grader(name: str = "sympy") -> Grader:
-    """The grader registered under ``name``."""
+    """The grader registered under ``name`` (``math-verify`` registers itself on first use, if installed)."""
+    if name == "math-verify" and name not in _REGISTRY:
+        from graders.mathverify import MathVerifyGrader
+
+        _REGISTRY[name] = MathVerifyGrader()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -207,7 +211,13 @@ def get_grader(name: str = "sympy") -> Grader:
 
 
 def available_graders() -> list[str]:
-    return sorted(_REGISTRY)
+    """Registered grader names (``math-verify`` is listed when the package is installed)."""
+    import importlib.util
+
+    names = set(_REGISTRY)
+    if importlib.util.find_spec("math_verify") is not None:
+        names.add("math-verify")
+    return sorted(names)
 
 
 def check_golds(golds: Sequence[str], config: GraderConfig | None = None) -> list[str | None]:

@@ -13,8 +13,10 @@ from __future__ import annotations
 from fractions import Fraction
 
 import sympy
+from sympy.core.function import AppliedUndef
 from sympy.core.relational import Relational
 
+from graders.compare import relation_values
 from graders.config import GraderConfig
 from graders.numbers import Number, approx_equal
 from graders.safe_parse import Parsed, ParseError, PlainList, parse
@@ -68,6 +70,21 @@ class Comparer:
     # ---------------------------------------------------------------------------------------- equations
     def _relations(self, a, b) -> bool | None:
         a_eq, b_eq = isinstance(a, sympy.Equality), isinstance(b, sympy.Equality)
+        fa, fb = _function_def(a), _function_def(b)
+        if fa is not None or fb is not None:  # f(x) = ...: compare the bodies, renaming the variable
+            if a_eq and b_eq and (fa is None or fb is None):
+                pass  # different functions or a function against another equation: the general rule
+            else:
+                body_a, var_a = (fa[1], fa[2]) if fa else (a, None)
+                body_b, var_b = (fb[1], fb[2]) if fb else (b, None)
+                if var_a is None:
+                    var_a = _single_symbol(body_a)
+                if var_b is None:
+                    var_b = _single_symbol(body_b)
+                if var_a is not None and var_b is not None and var_a != var_b:
+                    body_b = body_b.xreplace({var_b: var_a})
+                self.rule = "function"
+                return self.equal(body_a, body_b)
         if a_eq and b_eq:
             self.rule = "equation"
             if self.equal(a.lhs, b.lhs) and self.equal(a.rhs, b.rhs):
@@ -94,7 +111,7 @@ class Comparer:
         return None
 
     @staticmethod
-    def _solved_side(eq):
+    def _solved_side(eq):  # noqa: D102
         if isinstance(eq.lhs, sympy.Symbol):
             return eq.rhs
         if isinstance(eq.rhs, sympy.Symbol) and not getattr(eq.lhs, "free_symbols", True):
@@ -152,6 +169,10 @@ class Comparer:
         return [x], None
 
     def _collections(self, a, b) -> bool:
+        a_set, b_set = isinstance(a, sympy.FiniteSet), isinstance(b, sympy.FiniteSet)
+        if a_set != b_set and isinstance(b if a_set else a, (sympy.Tuple, sympy.Interval)):
+            self.rule = "tuple vs set"  # (3, 1) is ordered, {1, 3} is not: different objects
+            return False
         if isinstance(a, sympy.MatrixBase) and isinstance(b, sympy.MatrixBase) and a.shape != b.shape:
             self.rule = f"matrix: shapes {a.shape} vs {b.shape}"
             return False
@@ -212,6 +233,12 @@ class Comparer:
         if a == b:
             self.rule = "symbolic: identical"
             return True
+        if (
+            isinstance(a, AppliedUndef) and isinstance(b, AppliedUndef) and a.func == b.func
+            and len(a.args) == len(b.args) == 1 and all(isinstance(x.args[0], sympy.Symbol) for x in (a, b))
+        ):  # fmt: skip
+            self.rule = "function: renamed variable"  # f(x) vs f(y): the same function
+            return True
         if not a.free_symbols and not b.free_symbols:
             return self._constants(a, b, num_a, num_b)
         if self.cfg.symbolic == "expand":
@@ -239,6 +266,8 @@ class Comparer:
         return bool(eq)
 
     def _constants(self, a, b, num_a: Number | None, num_b: Number | None) -> bool:
+        num_a = num_a or _as_decimal(a)
+        num_b = num_b or _as_decimal(b)
         va, vb = a.evalf(_PREC), b.evalf(_PREC)
         if not (va.is_number and vb.is_number):
             raise Undecided("cannot evaluate")
@@ -265,6 +294,38 @@ class Comparer:
         return False
 
 
+def _as_decimal(x) -> Number | None:
+    """A terminating rational inside a structure (``2.6667`` in ``(0.6, 2.6667]``) as a decimal Number, so
+    that it may stand for a rounded value like a top-level decimal does."""
+    if not isinstance(x, sympy.Rational) or x.q == 1:
+        return None
+    q, twos, fives = int(x.q), 0, 0
+    while q % 2 == 0:
+        q, twos = q // 2, twos + 1
+    while q % 5 == 0:
+        q, fives = q // 5, fives + 1
+    if q != 1:
+        return None
+    digits = max(twos, fives)
+    text = str(int(abs(Fraction(int(x.p), int(x.q)) * 10**digits)))
+    return Number(Fraction(int(x.p), int(x.q)), frac_digits=digits, sig_digits=len(text.lstrip("0")))
+
+
+def _function_def(x):
+    """``(name, body, variable)`` of ``f(t) = body`` (one-variable function definition), else None."""
+    if not isinstance(x, sympy.Equality):
+        return None
+    lhs = x.lhs
+    if isinstance(lhs, AppliedUndef) and len(lhs.args) == 1 and isinstance(lhs.args[0], sympy.Symbol):
+        return str(lhs.func), x.rhs, lhs.args[0]
+    return None
+
+
+def _single_symbol(expr):
+    syms = getattr(expr, "free_symbols", set())
+    return next(iter(syms)) if len(syms) == 1 else None
+
+
 def _to_fraction(v) -> Fraction:
     """A 50-digit sympy Float of a non-rational value as a Fraction that never terminates."""
     r = sympy.Rational(v)
@@ -283,6 +344,8 @@ def _candidates(p: Parsed, policy: str) -> list:
 
 def sympy_verdict(gold: str, answer: str, config: GraderConfig) -> tuple[bool | None, str]:
     """Decide whether two normalized answers are equal; ``(None, reason)`` when it cannot be decided."""
+    if config.equation_lhs_symbol:
+        gold, answer = relation_values(gold, answer)
     try:
         g = parse(gold)
     except ParseError as e:

@@ -100,6 +100,10 @@ EQUAL = {
         ("x+y=3", "y+x=3"),
         (r"x=\frac12", "0.5"),
         ("3=x", "3"),
+        ("x+y=3", "3"),  # an equation against a bare value is compared by its value (as Math-Verify does)
+        ("g(x)=x+7", "x+7"),
+        ("(a,b)=(5,2)", "(5,2)"),
+        ("g(x)=2x", "g(t)=2t"),  # a function in another variable: decided by renaming
     ],
     "plus_minus": [(r"1\pm\sqrt{2}", r"1+\sqrt{2},1-\sqrt{2}"), (r"\pm 3", "3,-3"), (r"\pm3", r"\{-3,3\}")],
     "percent": [
@@ -175,7 +179,6 @@ UNEQUAL = [
     (r"\{1,2\}", r"\{1,3\}"),
     (r"\{1,2\}", r"\{1,2,3\}"),
     ("1,2", "1,3"),
-    ("x+y=3", "3"),
     ("x=3", "4"),
     (r"1\pm\sqrt2", r"1+\sqrt2"),
     (r"50\%", "5"),
@@ -271,11 +274,12 @@ def test_config_validation():
         GraderConfig(timeout_s=0)
 
 
-def test_last_number_fallback_only_for_numeric_gold():
+def test_unmarked_fallback_takes_the_last_math_expression():
     v = grade("42", "so we get 42 apples in total")
     assert (v.correct, v.extracted) == (True, "42")
-    assert grade("x+1", "so we get 42 apples").correct is None
-    assert grade("42", "we get 42", GraderConfig(last_number_fallback=False)).reason == "no answer found"
+    assert grade("x+1", "so we get 42 apples").correct is False  # 42 is the answer, and it is wrong
+    v = grade("42", "we get 42", GraderConfig(last_number_fallback=False))
+    assert (v.correct, v.reason, v.no_answer) == (False, "no answer found", True)
 
 
 def test_cache_hit_and_reason():
