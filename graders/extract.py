@@ -51,7 +51,7 @@ _PROSE_STARTS = frozenset(
 )
 _MATH_WORDS = frozenset(
     "sqrt sin cos tan cot sec csc arcsin arccos arctan log ln exp pi infty inf oo mod gcd lcm max min det "
-    "and or".split()
+    "and or percent percentage pct".split()
 )
 _TOKEN_RE = re.compile(r"\\[a-zA-Z]+|\\.|\d+(?:[.,]\d+)*|\.\d+|[^\W\d_]+|\s+|.", re.S)
 _MATH_CHARS = frozenset("+-*/^=()[]{}_|!,<>%'×÷·−√π∞±≤≥≠∪∩∈")
@@ -299,17 +299,18 @@ def extract_answer(response: str, fallback: bool = True, last_number: bool | Non
 
 
 _ENV_NAME_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]{1,20}\}")
-_PROSE_WORD_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
+_PROSE_WORD_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")
 
 
 def _bare_answer(response: str) -> str | None:
     """A short one-line response with no prose is itself the answer (``\\text{east}``, ``4 4/9``, ``E``)."""
     s = response.strip()
-    if not s or len(s) > 120 or "\n" in s:
+    if not s or len(s) > 120 or "\n" in s or "#" in s or "box" in s or "nswer" in s or "NSWER" in s:
         return None
     math_only = _ENV_NAME_RE.sub(" ", s)
     words = [w for w in _PROSE_WORD_RE.findall(math_only) if w.lower() not in _MATH_WORDS]
-    if len(words) > (0 if re.search(r"\d", s) else 2) or len(s.split()) > 3:
+    has_digit = bool(re.search(r"\d", s))
+    if len(words) > (0 if has_digit else 2) or (not has_digit and len(s.split()) > 3):
         return None
     return s
 

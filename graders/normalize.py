@@ -23,7 +23,7 @@ KNOWN_NAMES = frozenset(
 )
 
 _DELIMS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
-_SPACING_RE = re.compile(r"\\[,;:! ]|\\quad|\\qquad|~|\\displaystyle|\\textstyle|\\mathstrut")
+_SPACING_RE = re.compile(r"(?<!\\)\\[,;:! ]|\\quad|\\qquad|~|\\displaystyle|\\textstyle|\\mathstrut")
 _LEFTRIGHT_RE = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)[lrm]?(?![a-zA-Z])\s*\.?")
 _THIN_THOUSANDS_RE = re.compile(r"(?<=\d)(?:\{,\}|,?\\[,! ]|,\{\})(?=\d{3}(?!\d))", re.ASCII)
 # a number grouped by commas, "1,234,567": the look-behind keeps the scan linear (no restart inside a chain)
@@ -40,13 +40,13 @@ _FRAC_TAIL_RE = re.compile(r"(\\frac\s*\{[^{}]*\})\s*(\d)")
 _SQRT_RE = re.compile(r"\\sqrt\s*(\[[^\[\]{}]{1,10}\])?\s*(\d+|[a-zA-Z](?![a-zA-Z]))")
 _OP_SPACE_RE = re.compile(r"\s*([-+*/=<>,()\[\]{}^_|!&:])\s*")
 _NUMBER_WORDS_RE = re.compile(r"^(-?\d+(?:\.\d+)?%?)\s+([a-zA-Z]{2}[a-zA-Z.\s]*)$", re.ASCII)
-_CHOICE_RE = re.compile(r"^\(?([A-Ea-e])\)?$")
+_CHOICE_RE = re.compile(r"^\(?([A-Ea-e])\)?$|^\(?([A-E])(?:\)|\.|:)\s.{1,200}$")
 _CONJ_RE = re.compile(r"\\text\s*\{\s*(?:or|and|,)\s*\}|\s+(?:or|and)\s+|(?<=[)\]])\s*(?:or|and)\s*(?=[(\[])")
-# 1,22 / 0,5 / 1000,99: a decimal comma (one comma; two digits after it, or a leading 0, or 4+ digits before).
-# "1,2" stays a list and "12,345" a thousands-grouped number; the rule is the same for gold and answer.
-_DECIMAL_COMMA_RE = re.compile(r"^(-?)(0|\d{4,}|[1-9]\d{0,2}(?=,\d{2}$)),(\d+)$", re.ASCII)
+# 1,22 / 0,25 / 1000,99: a decimal comma (one comma, 2+ digits after it; two digits, or a leading 0, or 4+
+# digits before). "1,2" and "0,1" stay lists and "12,345" a thousands-grouped number; the rule is the same for gold and answer.
+_DECIMAL_COMMA_RE = re.compile(r"^(-?)(0|\d{4,}|[1-9]\d{0,2}(?=,\d{2}$)),(\d{2,})$", re.ASCII)
 # 4 4/9, 2\frac{1}{2}: a mixed number (proper fraction after an integer)
-_MIXED_RE = re.compile(r"^(-?)(\d+)\s*(?:(\d+)/(\d+)|\\frac\{(\d+)\}\{(\d+)\})$", re.ASCII)
+_MIXED_RE = re.compile(r"^(-?)(\d+)(?:\s+(\d+)/(\d+)|\s*\\frac\{(\d+)\}\{(\d+)\})$", re.ASCII)
 _PERCENT_WORD_RE = re.compile(r"\s*(?:percent(?:age)?|pct)\.?$", re.IGNORECASE)
 
 
@@ -142,7 +142,9 @@ def normalize(answer: str) -> str:
     if m:
         s = f"{m.group(1)}{m.group(2)}.{m.group(3)}"
     s = _OP_SPACE_RE.sub(r"\1", s).replace(",", ", ")  # "1, 234" stays a list, also when normalized again
-    s = s.rstrip(".,; ").strip()
+    if not s.endswith(("...", "\\ldots", "\\cdots", "\\dots")):
+        s = s.rstrip(".,; ").strip()
+    s = s.rstrip("\\").strip() if s.endswith("\\") and not s.endswith("\\\\") else s
     if ";" in s and "," not in s:
         s = s.replace(";", ", ")  # (0;0;6), -12;-11: semicolons as separators
     m = _MIXED_RE.match(s.rstrip("%"))
@@ -155,8 +157,8 @@ def normalize(answer: str) -> str:
     if m and not any(w.lower() in KNOWN_NAMES for w in m.group(2).split()):
         s = m.group(1)
     m = _CHOICE_RE.match(s)
-    if m:
-        s = m.group(1).upper()
+    if m:  # (B), b, "C. x = 42": a multiple-choice letter
+        s = (m.group(1) or m.group(2)).upper()
     if s.startswith("+") and len(s) > 1 and s[1].isdigit():
         s = s[1:]
     return s

@@ -100,7 +100,6 @@ EQUAL = {
         ("x+y=3", "y+x=3"),
         (r"x=\frac12", "0.5"),
         ("3=x", "3"),
-        ("x+y=3", "3"),  # an equation against a bare value is compared by its value (as Math-Verify does)
         ("g(x)=x+7", "x+7"),
         ("(a,b)=(5,2)", "(5,2)"),
         ("g(x)=2x", "g(t)=2t"),  # a function in another variable: decided by renaming
@@ -272,6 +271,26 @@ def test_config_validation():
         GraderConfig(percent="maybe")
     with pytest.raises(ValueError, match="timeout_s"):
         GraderConfig(timeout_s=0)
+
+
+@pytest.mark.parametrize(
+    "gold,answer,expected",
+    [
+        # An answer "lhs = value" is compared by its value when the gold is a bare value...
+        ("3", "x+y=3", True),
+        ("11", "2+9=11", True),
+        ("x+7", "g(x)=x+7", True),
+        # ...but a gold equation is the answer itself unless its left side is a variable.
+        ("x+y=3", "3", False),
+        ("a+3z=0", "0", False),
+        ("7=11a+c", "11a+c", False),
+        ("x=11", "11", True),
+        ("x=11", "x=5+5+1=11", True),  # a chain: its last value
+        ("x=11", "x=5+5+1=12", False),
+    ],
+)
+def test_equations_are_compared_by_value_asymmetrically(gold, answer, expected):
+    assert grade(gold, f"\\boxed{{{answer}}}").correct is expected
 
 
 def test_unmarked_fallback_takes_the_last_math_expression():
