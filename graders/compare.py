@@ -70,6 +70,16 @@ _VARIABLE_RE = re.compile(
     r"^(?:[a-zA-Z](?:_\{?\w+\}?)?'*|\\[a-zA-Z]+(?:_\{?\w+\}?)?|[a-zA-Z]\([a-zA-Z]\)|\([a-zA-Z](?:_\{?\w+\}?)?(?:, ?[a-zA-Z](?:_\{?\w+\}?)?)+\))$",
     re.ASCII,
 )
+# AB, |AB|, S_{ABC}:S, \frac{NO}{BO}: a named quantity (no sums, no numbers) whose value the gold states
+_NAMED_QUANTITY_RE = re.compile(r"^[^+\-\d=]*[A-Za-z][^+\-\d=]*$", re.ASCII)
+_FREE_LETTER_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]")
+
+
+def _is_value(s: str) -> bool:
+    """No free variable letters (LaTeX commands such as ``\\frac``, ``\\sqrt``, ``\\pi`` allowed)."""
+    return not _FREE_LETTER_RE.search(re.sub(r"\\[a-zA-Z]+", "", s))
+
+
 _APPROX_RE = re.compile(r"\\approx.*$|\\sim.*$")
 
 
@@ -90,7 +100,7 @@ def _value_side(s: str, gold: bool) -> str | None:
         first, last = sides[0], sides[-1]
         if len(last) == 1 and last.isalpha() and not first.isalpha():
             out.append(first)  # "3 = x"
-        elif gold and not _VARIABLE_RE.match(first):
+        elif gold and not (_VARIABLE_RE.match(first) or _NAMED_QUANTITY_RE.match(first) and _is_value(last)):
             return None
         else:
             out.append(last)

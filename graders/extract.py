@@ -141,11 +141,8 @@ def math_run(text: str) -> str | None:
             kinds.append("math")
         else:
             kinds.append("stop")
-    for i, k in enumerate(kinds):  # "AZYUK2A", "v2": a number glued to a word is part of a name
-        if k == "num" and (
-            (i > 0 and toks[i - 1][0].isalpha() and len(toks[i - 1]) > 1 and kinds[i - 1] == "stop")
-            or (i + 1 < len(toks) and toks[i + 1][0].isalpha() and kinds[i + 1] == "stop")
-        ):
+    for i, k in enumerate(kinds):  # "AZYUK2A", "abc2": a number glued after a word is part of a name
+        if k == "num" and i > 0 and toks[i - 1][0].isalpha() and kinds[i - 1] == "stop":
             kinds[i] = "stop"
     last = max((i for i, k in enumerate(kinds) if k == "num"), default=None)
     if last is None:

@@ -71,6 +71,22 @@ _QUALIFIER_RE = re.compile(
 _TRAILING_DELIMS_RE = re.compile(r"(?:\\\]|\\\)|\$)+$|^(?:\\\[|\\\(|\$)+")
 
 
+_SEMI_TUPLE_RE = re.compile(r"\([^(),]*;[^(),]*\)")
+
+
+def _match_close(s: str, i: int) -> int:
+    """Index of the bracket closing ``s[i]`` (-1 when unbalanced)."""
+    depth = 0
+    for j in range(i, len(s)):
+        if s[j] == s[i]:
+            depth += 1
+        elif s[j] == {"{": "}", "(": ")", "[": "]"}[s[i]]:
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
 def _unicode_math(s: str) -> str:
     """Unicode math signs as LaTeX (``±`` -> ``\\pm``, ``x²`` -> ``x^{2}``, ``−`` -> ``-``)."""
     if s.isascii():
@@ -145,8 +161,10 @@ def normalize(answer: str) -> str:
     if not s.endswith(("...", "\\ldots", "\\cdots", "\\dots")):
         s = s.rstrip(".,; ").strip()
     s = s.rstrip("\\").strip() if s.endswith("\\") and not s.endswith("\\\\") else s
-    if ";" in s and "," not in s:
-        s = s.replace(";", ", ")  # (0;0;6), -12;-11: semicolons as separators
+    if ";" in s:  # (0;0;6), -12;-11: semicolons as separators
+        s = s.replace(";", ", ") if "," not in s else _SEMI_TUPLE_RE.sub(lambda m: m.group(0).replace(";", ", "), s)
+    if s.startswith("{") and s.endswith("}") and "," in s and _match_close(s, 0) == len(s) - 1:
+        s = "(" + s[1:-1] + ")"  # {1, 3}: plain braces group (a set is written \{1, 3\})
     m = _MIXED_RE.match(s.rstrip("%"))
     if m:
         num, den = (m.group(3), m.group(4)) if m.group(3) else (m.group(5), m.group(6))

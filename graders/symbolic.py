@@ -183,10 +183,10 @@ class Comparer:
                 self.rule = "collection vs single value"
                 return False
             return self.equal(ia[0], ib[0])
-        if len(ia) != len(ib):
+        ordered = oa and ob
+        if ordered and len(ia) != len(ib):
             self.rule = f"collections of different sizes ({len(ia)} vs {len(ib)})"
             return False
-        ordered = oa and ob
         if ordered:
             for x, y in zip(ia, ib, strict=True):
                 if not self.equal(x, y):
@@ -194,6 +194,10 @@ class Comparer:
                     return False
             self.rule = "ordered collection"
             return True
+        ia, ib = _distinct(ia), _distinct(ib)  # unordered: a set, duplicates count once
+        if len(ia) != len(ib):
+            self.rule = f"sets of different sizes ({len(ia)} vs {len(ib)})"
+            return False
         unmatched = list(ib)
         for x in ia:
             for j, y in enumerate(unmatched):
@@ -292,6 +296,14 @@ class Comparer:
                 self.rule = "numeric: rounded decimal"
                 return True
         return False
+
+
+def _distinct(items: list) -> list:
+    out: list = []
+    for x in items:
+        if not any(x == y for y in out):
+            out.append(x)
+    return out
 
 
 def _as_decimal(x) -> Number | None:
