@@ -50,6 +50,16 @@ def _read_cases(path: Path) -> list[dict]:
     return rows
 
 
+def _json_line(row: dict) -> str:
+    """One JSON line; text that is not valid Unicode (a lone surrogate) is written with \\u escapes."""
+    line = json.dumps(row, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(row, ensure_ascii=True)
+    return line
+
+
 def _write_atomically(path: Path, rows: list[dict]) -> None:
     """Write JSON Lines to a temporary file in the same folder, then rename it over ``path``."""
     folder = path.resolve().parent
@@ -57,7 +67,7 @@ def _write_atomically(path: Path, rows: list[dict]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.write(_json_line(row) + "\n")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -76,7 +86,7 @@ def register(app: typer.Typer) -> None:
             None, "--output", "-o", help="Where to write the rows with verdicts (default: stdout)."
         ),
         grader: str = typer.Option(
-            "sympy", "--grader", help="Registered grader name ('sympy', 'exact', ...)."
+            "sympy", "--grader", help="Registered grader: 'sympy' (default), 'exact', or 'math-verify' (when Math-Verify is installed)."
         ),
         timeout: float = typer.Option(
             2.0, "--timeout", help="Wall-clock limit in seconds per sympy verdict."
@@ -92,8 +102,8 @@ def register(app: typer.Typer) -> None:
             raise _fail("--workers must be >= 0")
         try:
             graders.get_grader(grader)
-        except KeyError as e:
-            raise _fail(e.args[0]) from None
+        except (KeyError, ImportError) as e:
+            raise _fail(str(e.args[0])) from None
         config = graders.GraderConfig(timeout_s=timeout, workers=workers)
         single = gold is not None or response is not None
         if single == (input is not None):
@@ -103,7 +113,7 @@ def register(app: typer.Typer) -> None:
                 if gold is None or response is None:
                     raise _fail("--gold and --response go together")
                 verdict = graders.grade(gold, response, config, grader=grader)
-                typer.echo(json.dumps(verdict.as_dict(), ensure_ascii=False))
+                typer.echo(_json_line(verdict.as_dict()))
                 return
             rows = _read_cases(input)
             t0 = time.perf_counter()
@@ -112,7 +122,7 @@ def register(app: typer.Typer) -> None:
                 row.update(v.as_dict())
             if output is None or str(output) == "-":
                 for row in rows:
-                    sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    sys.stdout.write(_json_line(row) + "\n")
             else:
                 try:
                     _write_atomically(output, rows)
@@ -120,9 +130,10 @@ def register(app: typer.Typer) -> None:
                     raise _fail(f"cannot write {output}: {e.strerror or e}") from None
             n_true = sum(v.correct is True for v in verdicts)
             n_false = sum(v.correct is False for v in verdicts)
+            n_none = sum(v.no_answer for v in verdicts)
             typer.echo(
                 f"graded {len(rows)} rows in {time.perf_counter() - t0:.1f}s: {n_true} correct, {n_false} "
-                f"incorrect, {len(rows) - n_true - n_false} ungradable",
+                f"incorrect ({n_none} with no final answer), {len(rows) - n_true - n_false} ungradable",
                 err=True,
             )
         finally:

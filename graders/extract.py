@@ -309,6 +309,10 @@ def _bare_answer(response: str) -> str | None:
     has_digit = bool(re.search(r"\d", s))
     if len(words) > (0 if has_digit else 2) or (not has_digit and len(s.split()) > 3):
         return None
+    for open_, close in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+        if s.startswith(open_) and s.endswith(close) and len(s) > len(open_) + len(close):
+            inner = s[len(open_) : -len(close)].strip()
+            return inner if close not in inner else s
     return s
 
 

@@ -93,15 +93,41 @@ def _check_pair(i: int, pair) -> tuple[str, str]:
 
 @lru_cache(maxsize=1 << 14)
 def _prepared_gold(gold: str) -> tuple[str, bool]:
-    g = normalize(prepare_gold(gold))
+    g = prepare_gold(gold)
+    if len(g) > 100_000:
+        g = g[:100_000]  # refused later by the size pre-screen; never normalized whole
+    g = normalize(g)
     return g, parse_number(g) is not None
 
 
 class SympyGrader:
-    """The default grader: in-process fast path, then sympy in killable worker processes."""
+    """The default grader: in-process fast path, then sympy in killable worker processes.
+
+    ``grade_batch`` never raises for string inputs: a bug on some exotic input becomes a ``None`` verdict
+    whose reason names the error, so one strange continuation cannot stop a labeling run.
+    """
 
     name = "sympy"
     version = SYMPY_GRADER_VERSION
+
+    def _fast(self, gold: str, response: str, config: GraderConfig):
+        """``(verdict, None)`` when decided in-process, else ``(None, (key, extracted))`` for the workers."""
+        g_norm, _ = _prepared_gold(gold)
+        extracted = extract_answer(response, fallback=config.last_number_fallback)
+        if extracted is None:
+            return Verdict(False, NO_ANSWER, None), None
+        if len(extracted) > 20 * config.max_answer_chars:
+            return Verdict(None, f"too large: {len(extracted)} characters", extracted[:200]), None
+        a_norm = normalize(extracted)
+        key = (self.name, g_norm, a_norm, config)
+        hit = CACHE.get(key)
+        if hit is None:
+            hit = compare_fast(g_norm, a_norm, config)
+            if hit is not None:
+                CACHE.put(key, hit)
+        if hit is not None:
+            return Verdict(hit[0], hit[1], extracted), None
+        return None, (key, extracted)
 
     def grade_batch(self, pairs: Sequence[tuple[str, str]], config: GraderConfig) -> list[Verdict]:
         from graders.pool import get_pool
@@ -110,21 +136,14 @@ class SympyGrader:
         todo: dict[tuple, list[tuple[int, str]]] = {}
         for i, pair in enumerate(pairs):
             gold, response = _check_pair(i, pair)
-            g_norm, g_is_number = _prepared_gold(gold)
-            extracted = extract_answer(response, fallback=config.last_number_fallback)
-            if extracted is None:
-                out[i] = Verdict(False, NO_ANSWER, None)
-                continue
-            a_norm = normalize(extracted)
-            key = (self.name, g_norm, a_norm, config)
-            hit = CACHE.get(key)
-            if hit is None:
-                hit = compare_fast(g_norm, a_norm, config)
-                if hit is not None:
-                    CACHE.put(key, hit)
-            if hit is not None:
-                out[i] = Verdict(hit[0], hit[1], extracted)
+            try:
+                verdict, pending = self._fast(gold, response, config)
+            except Exception as e:  # noqa: BLE001 - never let one input stop the batch
+                verdict, pending = Verdict(None, f"grader error: {type(e).__name__}: {e}"[:200], None), None
+            if verdict is not None:
+                out[i] = verdict
             else:
+                key, extracted = pending
                 todo.setdefault(key, []).append((i, extracted))
         if todo:
             keys = list(todo)
