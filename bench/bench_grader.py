@@ -1,10 +1,15 @@
-"""Grader throughput and latency: plain-number answers vs LaTeX expressions, cold and warm cache.
+"""Grader throughput and latency: plain-number answers vs LaTeX expressions, cold and warm cache; and the
+speed ratio against Math-Verify 0.8.0 measured in the same run.
 
-    python bench/bench_grader.py [--quick] [--workers 1]
+    python bench/bench_grader.py [--quick] [--workers 1] [--no-math-verify]
 
-Prints one table row per (category, cache): verdicts/s for one ``grade_batch`` call over all pairs, and
+Table 1, one row per (category, cache): verdicts/s for one ``grade_batch`` call over all pairs, and
 p50/p99 latency of single ``grade`` calls. "cold" clears the verdict cache first (the sympy workers are
 already started: their start-up time is printed separately); "warm" grades the same pairs again.
+
+Table 2 (when math-verify is installed): the same pairs graded by mcprm (cold cache) and by Math-Verify
+(``verify(parse(gold), parse(response))``, its defaults), verdicts/s of each and the ratio; plus hostile
+64 KB inputs (the worst case of a regex that backtracks), seconds per input for each.
 """
 
 from __future__ import annotations
@@ -58,6 +63,94 @@ def latex_pairs(n: int) -> list[tuple[str, str]]:
     ]
 
 
+_STEPS = [
+    "First, let's understand what the problem asks. We need the value of $x$ such that $f(x) = {v}$.",
+    "### Step 1: Set up the equation\nWe have \\[ 3x + 7 = {a} \\] so \\( 3x = {b} \\).",
+    "**Step 2.** Simplify: $\\frac{{{b}}}{{3}} = {c}$, and since $x > 0$ the other root is rejected.",
+    "Checking: $3 \\cdot {c} + 7 = {a}$, which matches. Now compute the total: ${c} + {d} = {e}$.",
+    "- The first part gives {a}\n- The second part gives {d}\n\nAdding these, we get {e}.",
+]
+_ENDINGS = [
+    "Therefore, the final answer is $\\boxed{{{ans}}}$.",
+    "Final Answer: The final answer is ${ans}$. I hope it is correct.",
+    "**Final Answer**\n\\[\n\\boxed{{{ans}}}\n\\]",
+    "So the answer is {ans}.",
+    "#### {ans}",
+    "Thus the value is \\({ans}\\).",
+]
+_LATEX_GOLDS = [
+    (r"\frac{{{k}}}{{{m}}}", r"\dfrac{{{k}}}{{{m}}}"), (r"{k}\sqrt{{2}}", r"\sqrt{{{kk2}}}"),
+    (r"({k}, {m}]", r"({k},{m}]"), (r"\frac{{\sqrt{{3}}}}{{{k}}}", r"\frac{{1}}{{{k}}}\sqrt{{3}}"),
+    (r"({k}, -{m})", r"({k},-{m})"), ("{k}", "{k}"), (r"{k}\pi", r"{k}\pi"), ("{k}", "{k}.0"),
+]  # fmt: skip
+
+
+def real_style_pairs(n: int) -> list[tuple[str, str]]:
+    """Chain-of-thought responses of 5 to 9 paragraphs with intermediate math, then one of six endings;
+    MATH-style gold answers (fractions, radicals, intervals, tuples, integers); about a quarter wrong."""
+    out = []
+    for i in range(n):
+        k, m = 2 + i % 17, 19 + i % 11
+        gold_t, ans_t = _LATEX_GOLDS[i % len(_LATEX_GOLDS)]
+        gold = gold_t.format(k=k, m=m, kk2=2 * k * k)
+        ans = ans_t.format(k=k + (i % 4 == 0), m=m, kk2=2 * k * k)
+        nums = {"v": k, "a": 3 * k + 7, "b": 3 * k, "c": k, "d": m, "e": k + m}
+        body = "\n\n".join(_STEPS[j % len(_STEPS)].format(**nums) for j in range(5 + i % 5))
+        out.append((gold, body + "\n\n" + _ENDINGS[i % len(_ENDINGS)].format(ans=ans)))
+    return out
+
+
+def hostile_inputs() -> list[tuple[str, str]]:
+    """64 KB responses built to make backtracking regexes quadratic."""
+    k = 65_536
+    return [
+        ("9", "1," * (k // 2)), ("9", " " * k + "x"), ("9", "answer:" * (k // 7)), ("9", "$" * k),
+        ("9", "\\boxed{" * (k // 7)), ("9", "1 " + "a" * k + "!"), ("9", "12345678" * (k // 8) + "x"),
+        ("9", "(" * k), ("9", "#### " * (k // 5)), ("9", "\\frac{1}{" * (k // 9)),
+    ]  # fmt: skip
+
+
+def math_verify_rate(pairs) -> float:
+    from math_verify import parse, verify
+
+    t0 = time.perf_counter()
+    for g, r in pairs:
+        try:
+            verify(parse(g), parse(r))
+        except Exception:  # noqa: BLE001
+            pass
+    return len(pairs) / (time.perf_counter() - t0)
+
+
+def versus_math_verify(config, quick: bool) -> None:
+    try:
+        import math_verify  # noqa: F401
+    except ImportError:
+        print("\n(math-verify not installed: pip install 'math-verify[antlr4_13_2]' for the comparison)")
+        return
+    n_plain, n_real, n_latex = (400, 200, 80) if quick else (4000, 1500, 400)
+    print(f"\nmcprm vs math-verify 0.8.0, same pairs, same run (mcprm cache cleared; {config.workers} worker(s))")
+    print(f"{'category':<22} {'pairs':>6} {'mcprm v/s':>10} {'m-v v/s':>9} {'ratio':>7}")
+    for name, pairs in (
+        ("plain numbers", plain_pairs(n_plain)),
+        ("real-style responses", real_style_pairs(n_real)),
+        ("LaTeX (sympy)", latex_pairs(n_latex)),
+    ):
+        CACHE.clear()
+        mine = throughput(pairs, config)
+        theirs = math_verify_rate(pairs)
+        print(f"{name:<22} {len(pairs):>6} {mine:>10,.0f} {theirs:>9,.0f} {mine / theirs:>6.1f}x")
+    hostile = hostile_inputs()
+    CACHE.clear()
+    t0 = time.perf_counter()
+    grade_batch(hostile, config)
+    mine = (time.perf_counter() - t0) / len(hostile)
+    t0 = time.perf_counter()
+    math_verify_rate(hostile)
+    theirs = (time.perf_counter() - t0) / len(hostile)
+    print(f"{'hostile 64 KB inputs':<22} {len(hostile):>6} {mine:>9.3f}s {theirs:>8.3f}s {theirs / mine:>6.1f}x")
+
+
 def throughput(pairs, config) -> float:
     t0 = time.perf_counter()
     grade_batch(pairs, config)
@@ -79,6 +172,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer pairs (a few seconds)")
     ap.add_argument("--workers", type=int, default=1, help="sympy worker processes (default 1: one core)")
+    ap.add_argument("--no-math-verify", action="store_true", help="skip the comparison with Math-Verify")
     args = ap.parse_args()
     n_plain, n_latex = (4000, 80) if args.quick else (40000, 400)
     config = GraderConfig(workers=args.workers)
@@ -111,6 +205,8 @@ def main() -> None:
     print(f"{'category':<16} {'cache':<5} {'pairs':>6} {'verdicts/s':>11} {'p50 ms':>8} {'p99 ms':>8}")
     for name, cache, vps, p50, p99, n in rows:
         print(f"{name:<16} {cache:<5} {n:>6} {vps:>11,.0f} {p50:>8.3f} {p99:>8.3f}")
+    if not args.no_math_verify:
+        versus_math_verify(config, args.quick)
     graders.shutdown()
 
 

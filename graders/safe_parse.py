@@ -15,6 +15,7 @@ import sympy
 from latex2sympy2_extended import NormalizationConfig, latex2sympy
 from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 
+from graders.fast_latex import Unsupported, parse_fast
 from graders.normalize import check_math
 from graders.numbers import Number, parse_number
 
@@ -181,7 +182,12 @@ def _to_sympy(s: str):
     if not any(c in s for c in "\\{}_"):  # plain text, not LaTeX
         s = plain_to_latex(s)
     try:
-        expr = latex2sympy(s, normalization_config=_NORM, conversion_config=_CONV)
+        expr = parse_fast(s)  # the common simple forms, ~100x faster than the ANTLR grammar
+    except Unsupported:
+        expr = None
+    try:
+        if expr is None:
+            expr = latex2sympy(s, normalization_config=_NORM, conversion_config=_CONV)
     except (ParseError, MemoryError, RecursionError):
         raise
     except Exception as e:  # the ANTLR parser raises bare Exceptions with a caret diagram
