@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import re
 
-_LEAD_RE = re.compile(r"^(?:[\s*:_]|-\s)+")
+from graders.normalize import unicode_math
+
+_LEAD_RE = re.compile(r"^(?:[\s*:_]|\}(?=\s))+")  # "**Answer:** 61", "\text{Answer: } (1, -6)"
 _MAX_SCAN = 100_000  # characters scanned for a box's closing brace
 _MAX_BOXES = 24  # boxes looked at, from the end
 _MAX_PHRASES = 24  # answer phrases looked at per pattern, from the end
@@ -31,7 +33,7 @@ _TAIL = 4_000  # the unmarked fallback looks only at the end of the response
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])\s*")
 _FINAL_RE = re.compile(r"final\s+answer\b[^\n]{0,80}?(?:\bis\b\s*:?|:|=)", re.IGNORECASE)
 _ANSWER_RE = re.compile(
-    r"\banswer\b(?:\*\*)?\s*(?:is\b|would\s+be\b|should\s+be\b|will\s+be\b|:|=)\s*:?", re.IGNORECASE
+    r"(?:\banswer\b|\b(?:correct|right)\s+(?:choice|option)\b)(?:\*\*)?\s*(?:is\b|would\s+be\b|should\s+be\b|will\s+be\b|:|=)\s*:?", re.IGNORECASE
 )
 _HASH_RE = re.compile(r"(?m)^[ \t]*####[ \t]*(\S[^\n]*)$")
 _HEADING_RE = re.compile(r"^(?:[A-Z][a-z]+\b(?:\s+[\w=]+){0,6}\s*:|.*:\s*$)")
@@ -40,8 +42,12 @@ _BOX_SEP_RE = re.compile(
     r"^(?:\s|\$|\\\)|\\\(|\\\]|\\\[|,|;|\band\b|\bor\b|\\quad|\\qquad|\\text\{[^{}]{0,30}\})*$"
 )
 _LIST_SEP_RE = re.compile(r"^\s*(?:,\s*(?:and|or)?|,?\s*(?:and|or))\s*$")
-_SPAN_RE = re.compile(r"\$\$(.{1,1000}?)\$\$|(?<![\\$])\$([^$\n]{1,1000}?)(?<!\\)\$|\\\((.{1,1000}?)\\\)|\\\[(.{1,1000}?)\\\]", re.S)
-_SENTENCE_END_RE = re.compile(r"\.(?!\d)(?=\s|$|\*)|\n|;\s|\s—\s|\s-\s")
+_SPAN_RE = re.compile(
+    r"\$\$(.{1,1000}?)\$\$|(?<![\\$])\$((?:\\\$|[^$\n]){1,1000}?)(?<!\\)\$|\\\((.{1,1000}?)\\\)|\\\[(.{1,1000}?)\\\]",
+    re.S,
+)
+_QUALIFIER_SPAN_RE = re.compile(r"^[a-zA-Z](?:\s*,\s*[a-zA-Z])*\s*(?:\\in|∈)\s*(?:\\mathbb\s*\{?[ZNRQ]\}?|[ℤℕℝℚ])$")
+_SENTENCE_END_RE = re.compile(r"\.(?!\d)(?=\s|$|\*)|\n|;\s|\s—\s")
 
 # A phrase whose text starts with one of these is prose, not an answer ("the answer is correct").
 _PROSE_STARTS = frozenset(
@@ -125,6 +131,7 @@ def math_run(text: str) -> str | None:
     """
     if len(text) > _TAIL:
         text = text[-_TAIL:]
+    text = unicode_math(text)
     toks = _TOKEN_RE.findall(text)
     kinds = []
     for t in toks:
@@ -191,6 +198,14 @@ def _balance(s: str) -> str:
     return s
 
 
+def _find_close(s: str, close: str, start: int) -> int:
+    """Index of the first ``close`` at or after ``start`` that is not escaped (``\\$`` is a dollar sign)."""
+    i = s.find(close, start)
+    while i > 0 and s[i - 1] == "\\" and close == "$":
+        i = s.find(close, i + 1)
+    return i
+
+
 def _clean_phrase(s: str) -> str | None:
     """The answer written right after an answer phrase, or None when it is prose or empty."""
     s = _LEAD_RE.sub("", s[:2000]).strip()
@@ -198,10 +213,15 @@ def _clean_phrase(s: str) -> str | None:
         return None
     for open_, close in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
         if s.startswith(open_):
-            end = s.find(close, len(open_))
+            end = _find_close(s, close, len(open_))
             if end != -1:
                 inner = s[len(open_) : end].strip()
                 return inner or None
+    if s.startswith("\\begin{"):  # a matrix or cases environment written without math delimiters
+        env = re.match(r"\\begin\{([a-zA-Z*]{1,20})\}", s)
+        end = s.find(f"\\end{{{env.group(1)}}}") if env else -1
+        if end != -1:
+            return s[: end + len(env.group(1)) + 6]
     if s.startswith("\\boxed") or s.startswith("\\fbox"):
         return None  # the box itself is a candidate of its own
     m = _SENTENCE_END_RE.search(s)
@@ -213,7 +233,11 @@ def _clean_phrase(s: str) -> str | None:
     first = re.match(r"[^\W\d_]+", s)
     if first and first.group(0).lower() in _PROSE_STARTS and not (len(first.group(0)) == 1):
         return None
-    words = [w for w in re.findall(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}", s) if w.lower() not in _MATH_WORDS]
+    words = [
+        w
+        for w in re.findall(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}", _ENV_NAME_RE.sub(" ", s))
+        if w.lower() not in _MATH_WORDS
+    ]
     has_math = bool(re.search(r"\d|\\[a-zA-Z]|[=^]", s))
     if words and has_math:
         return math_run(s)  # "Maria needs 240 minutes" -> 240
@@ -250,7 +274,7 @@ def _last_span(text: str) -> tuple[int, str] | None:
     tail_start = max(0, len(text) - _TAIL)
     for m in _SPAN_RE.finditer(text, tail_start):
         content = next(g for g in m.groups() if g is not None).strip()
-        if content:
+        if content and not _QUALIFIER_SPAN_RE.match(content):  # "for $k \in \mathbb{Z}$": not the answer
             spans.append((m.start(), m.end(), content))
     if not spans:
         return None
@@ -284,6 +308,11 @@ def extract_answer(response: str, fallback: bool = True, last_number: bool | Non
     bare = _bare_answer(response)
     if bare is not None:
         return bare
+    last_line = response.rstrip().rpartition("\n")[2]
+    if last_line != response.rstrip() and re.search(r"\d|\\[a-zA-Z]|^\W*\(?[A-E]\)?\W*$", last_line):
+        bare = _bare_answer(last_line)  # a short last line that is only an answer: "\textbf{(C)}"
+        if bare is not None:
+            return bare
     span = _last_span(response)
     if span is not None:
         end, content = span

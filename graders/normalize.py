@@ -42,9 +42,9 @@ _OP_SPACE_RE = re.compile(r"\s*([-+*/=<>,()\[\]{}^_|!&:])\s*")
 _NUMBER_WORDS_RE = re.compile(r"^(-?\d+(?:\.\d+)?%?)\s+([a-zA-Z]{2}[a-zA-Z.\s]*)$", re.ASCII)
 _CHOICE_RE = re.compile(r"^\(?([A-Ea-e])\)?$|^\(?([A-E])(?:\)|\.|:)\s.{1,200}$")
 _CONJ_RE = re.compile(r"\\text\s*\{\s*(?:or|and|,)\s*\}|\s+(?:or|and)\s+|(?<=[)\]])\s*(?:or|and)\s*(?=[(\[])")
-# 1,22 / 0,25 / 1000,99: a decimal comma (one comma, 2+ digits after it; two digits, or a leading 0, or 4+
-# digits before). "1,2" and "0,1" stay lists and "12,345" a thousands-grouped number; the rule is the same for gold and answer.
-_DECIMAL_COMMA_RE = re.compile(r"^(-?)(0|\d{4,}|[1-9]\d{0,2}(?=,\d{2}$)),(\d{2,})$", re.ASCII)
+# 1,22 / 0,25 / 1000,99: a decimal comma (one comma, 2+ digits after it; one digit and two after, or a
+# leading 0, or 4+ digits before). "1,2", "0,1" and "10,11" stay lists and "12,345" a thousands-grouped number; the rule is the same for gold and answer.
+_DECIMAL_COMMA_RE = re.compile(r"^(-?)(0|\d{4,}|[1-9](?=,\d{2}$)),(\d{2,})$", re.ASCII)
 # 4 4/9, 2\frac{1}{2}: a mixed number (proper fraction after an integer)
 _MIXED_RE = re.compile(r"^(-?)(\d+)(?:\s+(\d+)/(\d+)|\s*\\frac\{(\d+)\}\{(\d+)\})$", re.ASCII)
 _PERCENT_WORD_RE = re.compile(r"\s*(?:percent(?:age)?|pct)\.?$", re.IGNORECASE)
@@ -87,7 +87,7 @@ def _match_close(s: str, i: int) -> int:
     return -1
 
 
-def _unicode_math(s: str) -> str:
+def unicode_math(s: str) -> str:
     """Unicode math signs as LaTeX (``±`` -> ``\\pm``, ``x²`` -> ``x^{2}``, ``−`` -> ``-``)."""
     if s.isascii():
         return s
@@ -126,7 +126,7 @@ def _drop_text(s: str) -> str:
 @lru_cache(maxsize=1 << 16)
 def normalize(answer: str) -> str:
     """The canonical string form of an answer (idempotent, cheap, no parsing)."""
-    s = _unicode_math(answer)
+    s = unicode_math(answer)
     s = _MARKDOWN_RE.sub("", s)
     s = _strip_delims(s)
     s = _TRAILING_DELIMS_RE.sub("", s).strip()
