@@ -249,8 +249,7 @@ def _clean_phrase(s: str) -> str | None:
 def _phrases(text: str) -> list[tuple[int, str]]:
     """``(position, answer)`` of every answer phrase whose answer is not prose."""
     out = []
-    lowered = "nswer" in text or "NSWER" in text
-    if lowered:
+    if "nswer" in text or "NSWER" in text or "choice" in text or "option" in text:
         for rx in (_FINAL_RE, _ANSWER_RE):
             for m in list(rx.finditer(text))[-_MAX_PHRASES:]:
                 ans = _clean_phrase(text[m.end() : m.end() + 2000])

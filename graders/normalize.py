@@ -87,6 +87,33 @@ def _match_close(s: str, i: int) -> int:
     return -1
 
 
+_WRAPPER_RE = re.compile(
+    r"\\(?:mathbf|mathrm|textbf|boldsymbol|bm|mathit|textit|mathsf|textnormal|mathnormal|displaystyle)\s*\{"
+)
+_BASE_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+               "eleven": 11, "twelve": 12, "sixteen": 16}  # fmt: skip
+_BASE_RE = re.compile(
+    r"(?<=\d)_\s*\{?\s*(?:\\(?:text|mathrm)\s*\{\s*(" + "|".join(_BASE_WORDS) + r")\s*\}|(\d{1,2}))\s*\}?"
+)
+
+
+def _unwrap_math(s: str) -> str:
+    """``\\mathbf{9\\sqrt{10}}`` -> ``9\\sqrt{10}``: a font command around math (not around words, which
+    the text rules handle) is dropped, with brace matching."""
+    for _ in range(8):
+        m = _WRAPPER_RE.search(s)
+        while m is not None:
+            close = _match_close(s, m.end() - 1)
+            inner = s[m.end() : close] if close != -1 else ""
+            if close != -1 and re.search(r"[\\{}\d^+\-/=]", inner):
+                s = s[: m.start()] + inner + s[close + 1 :]
+                break
+            m = _WRAPPER_RE.search(s, m.end())
+        else:
+            return s
+    return s
+
+
 def unicode_math(s: str) -> str:
     """Unicode math signs as LaTeX (``±`` -> ``\\pm``, ``x²`` -> ``x^{2}``, ``−`` -> ``-``)."""
     if s.isascii():
@@ -134,6 +161,10 @@ def normalize(answer: str) -> str:
     s = _PERCENT_WORD_RE.sub("%", s).rstrip(",;").strip()
     if not s:
         return ""
+    if "_" in s:  # 101001_{\text{two}}, 1011_{2}: a base subscript
+        s = _BASE_RE.sub(lambda m: "_" + (str(_BASE_WORDS[m.group(1)]) if m.group(1) else m.group(2)), s)
+    if "\\" in s:
+        s = _unwrap_math(s)
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
     s = s.replace("\\%", "%").replace("\\$", "").replace("$", "")
     s = s.replace("\\leq", "\\le").replace("\\geq", "\\ge").replace("\\neq", "\\ne")
@@ -142,6 +173,7 @@ def normalize(answer: str) -> str:
     s = _LEFTRIGHT_RE.sub("", s)
     s = _THIN_THOUSANDS_RE.sub("", s)
     s = _SPACING_RE.sub(" ", s)
+    s = _QUALIFIER_RE.sub("", s).strip()
     s = _drop_text(s)
     for _ in range(3):
         s2 = _UNWRAP_RE.sub(r"\1", s)
