@@ -72,6 +72,7 @@ _VARIABLE_RE = re.compile(
 )
 # AB, |AB|, S_{ABC}:S, \frac{NO}{BO}: a named quantity (no sums, no numbers) whose value the gold states
 _NAMED_QUANTITY_RE = re.compile(r"^[^+\-\d=]*[A-Za-z][^+\-\d=]*$", re.ASCII)
+_SUBSCRIPT_RE = re.compile(r"_\{[^{}]*\}|_\w")
 _FREE_LETTER_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]")
 
 
@@ -93,14 +94,19 @@ def _value_side(s: str, gold: bool) -> str | None:
     a variable (``x``, ``x_1``, ``f(x)``, ``(a, b)``): ``a + 3z = 0`` is an equation, not the value 0. A
     function ``f(x) = ...`` is left to the symbolic grader, which renames its variable."""
     out = []
-    for item in _top_level(s, ","):
+    for n, item in enumerate(_top_level(s, ",")):
         sides = _sides(item.strip())
+        if n > 0 and len(sides) == 1 and sides[0]:
+            out.append(sides[0])  # "(x, y) = (5, 8), (8, 5)": later items may be bare values
+            continue
         if len(sides) < 2 or not sides[0] or not sides[-1] or _FUNC_DEF_RE.match(item.strip()):
             return None
         first, last = sides[0], sides[-1]
         if len(last) == 1 and last.isalpha() and not first.isalpha():
             out.append(first)  # "3 = x"
-        elif gold and not (_VARIABLE_RE.match(first) or _NAMED_QUANTITY_RE.match(first) and _is_value(last)):
+        elif gold and not (
+            _VARIABLE_RE.match(first) or _NAMED_QUANTITY_RE.match(_SUBSCRIPT_RE.sub("", first)) and _is_value(last)
+        ):
             return None
         else:
             out.append(last)

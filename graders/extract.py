@@ -39,7 +39,8 @@ _HASH_RE = re.compile(r"(?m)^[ \t]*####[ \t]*(\S[^\n]*)$")
 _HEADING_RE = re.compile(r"^(?:[A-Z][a-z]+\b(?:\s+[\w=]+){0,6}\s*:|.*:\s*$)")
 # Separators between boxes written side by side: "\boxed{1}, \boxed{4} and \boxed{9}".
 _BOX_SEP_RE = re.compile(
-    r"^(?:\s|\$|\\\)|\\\(|\\\]|\\\[|,|;|\band\b|\bor\b|\\quad|\\qquad|\\text\{[^{}]{0,30}\})*$"
+    r"^(?:\s|\$|\\\)|\\\(|\\\]|\\\[|,|;|\band\b|\bor\b|\\quad|\\qquad|\\text\{[^{}]{0,30}\}"
+    r"|(?:[a-zA-Z]+\s+){1,3}(?:and|or)\b)*$"
 )
 _LIST_SEP_RE = re.compile(r"^\s*(?:,\s*(?:and|or)?|,?\s*(?:and|or))\s*$")
 _SPAN_RE = re.compile(
@@ -60,7 +61,7 @@ _MATH_WORDS = frozenset(
     "and or percent percentage pct".split()
 )
 _TOKEN_RE = re.compile(r"\\[a-zA-Z]+|\\.|\d+(?:[.,]\d+)*|\.\d+|[^\W\d_]+|\s+|.", re.S)
-_MATH_CHARS = frozenset("+-*/^=()[]{}_|!,<>%'×÷·−√π∞±≤≥≠∪∩∈")
+_MATH_CHARS = frozenset("+-*/^=()[]{}_|!,<>%×÷·−√π∞±≤≥≠∪∩∈")
 _TEXT_CMDS = frozenset(r"\text \textbf \textit \mbox \textrm \mathrm \operatorname \quad \qquad".split())
 _STOP_CMDS = frozenset(r"\text \textbf \textit \mbox \textrm".split())
 

@@ -27,7 +27,9 @@ _SPACING_RE = re.compile(r"(?<!\\)\\[,;:! ]|\\quad|\\qquad|~|\\displaystyle|\\te
 _LEFTRIGHT_RE = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)[lrm]?(?![a-zA-Z])\s*\.?")
 _THIN_THOUSANDS_RE = re.compile(r"(?<=\d)(?:\{,\}|,?\\[,! ]|,\{\})(?=\d{3}(?!\d))", re.ASCII)
 # a number grouped by commas, "1,234,567": the look-behind keeps the scan linear (no restart inside a chain)
-_THOUSANDS_RE = re.compile(r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+)(?![\d,])(\.\d+)?", re.ASCII)
+# (never right after an opening bracket: "(12,102)" is a pair)
+_THOUSANDS_RE = re.compile(r"(?<![\d.,(\[{])([1-9]\d{0,2}(?:,\d{3})+)(?![\d,])(\.\d+)?", re.ASCII)
+_MATH_LETTER_RE = re.compile(r"\\(?:mathrm|mathit|operatorname)\s*\{([a-zA-Z])\}")  # \mathrm{e}: the letter
 _DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|°|\^\s*\{?\s*\\degree\s*\}?|\\degree|\\textdegree")
 _TEXT_RE = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathit|operatorname)\s*\{([^{}]*)\}")
 _UNIT_RE = re.compile(_TEXT_RE.pattern + r"(?:\^\s*\{?\s*[23]\s*\}?)?")  # \text{ cm}^2
@@ -164,7 +166,7 @@ def normalize(answer: str) -> str:
     if "_" in s:  # 101001_{\text{two}}, 1011_{2}: a base subscript
         s = _BASE_RE.sub(lambda m: "_" + (str(_BASE_WORDS[m.group(1)]) if m.group(1) else m.group(2)), s)
     if "\\" in s:
-        s = _unwrap_math(s)
+        s = _MATH_LETTER_RE.sub(r"\1", _unwrap_math(s))
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
     s = s.replace("\\%", "%").replace("\\$", "").replace("$", "")
     s = s.replace("\\leq", "\\le").replace("\\geq", "\\ge").replace("\\neq", "\\ne")
@@ -195,8 +197,7 @@ def normalize(answer: str) -> str:
     s = s.rstrip("\\").strip() if s.endswith("\\") and not s.endswith("\\\\") else s
     if ";" in s:  # (0;0;6), -12;-11: semicolons as separators
         s = s.replace(";", ", ") if "," not in s else _SEMI_TUPLE_RE.sub(lambda m: m.group(0).replace(";", ", "), s)
-    if s.startswith("{") and s.endswith("}") and "," in s and _match_close(s, 0) == len(s) - 1:
-        s = "(" + s[1:-1] + ")"  # {1, 3}: plain braces group (a set is written \{1, 3\})
+
     m = _MIXED_RE.match(s.rstrip("%"))
     if m:
         num, den = (m.group(3), m.group(4)) if m.group(3) else (m.group(5), m.group(6))

@@ -134,9 +134,11 @@ def split_top_level(s: str, sep: str = ",") -> list[str]:
 
 @dataclass(frozen=True)
 class PlainList:
-    """A bare comma list ``1, 2, 3`` (no brackets); ordered or not is a policy of the comparison."""
+    """A bare comma list ``1, 2, 3`` (no brackets); ordered or not is a policy of the comparison, except
+    for a list in plain braces ``{1, 3}`` (``ordered``): ordered against a tuple, a set against a set."""
 
     items: tuple
+    ordered: bool = False
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,9 @@ def parse(s: str) -> Parsed:
     if number is not None:
         value = sympy.Rational(number.value.numerator, number.value.denominator)
         return Parsed(value, number.percent, number)
+    if body.startswith("{") and body.endswith("}") and len(split_top_level(body[1:-1])) > 1:
+        inner = split_top_level(body[1:-1])  # {1, 3}: braces group a list (a set is written \{1, 3\})
+        return Parsed(PlainList(tuple(_to_sympy(p.strip()) for p in inner), ordered=True), percent)
     parts = split_top_level(body)
     if len(parts) > 1 and "\\pm" not in body:
         return Parsed(PlainList(tuple(_to_sympy(p.strip()) for p in parts)), percent)

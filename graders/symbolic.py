@@ -152,7 +152,7 @@ class Comparer:
     def _items(self, x) -> tuple[list, bool | None]:
         """(items, ordered?) -- None for 'ordered' means a scalar wrapped as a 1-element collection."""
         if isinstance(x, PlainList):
-            return list(x.items), self.cfg.comma_list == "ordered"
+            return list(x.items), x.ordered or self.cfg.comma_list == "ordered"
         if isinstance(x, sympy.Tuple):
             return list(x.args), self.cfg.ordered_tuples
         if isinstance(x, sympy.FiniteSet):
