@@ -39,6 +39,7 @@ _UNWRAP_RE = re.compile(
 _FRAC_DIGITS_RE = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _FRAC_HALF_RE = re.compile(r"\\frac\s*(\d)\s*(?=\{)")
 _FRAC_TAIL_RE = re.compile(r"(\\frac\s*\{[^{}]*\})\s*(\d)")
+_SQRT_PAREN_RE = re.compile(r"\\sqrt\s*\(([^()]{1,40})\)")
 _SQRT_RE = re.compile(r"\\sqrt\s*(\[[^\[\]{}]{1,10}\])?\s*(\d+|[a-zA-Z](?![a-zA-Z]))")
 _OP_SPACE_RE = re.compile(r"\s*([-+*/=<>,()\[\]{}^_|!&:])\s*")
 _NUMBER_WORDS_RE = re.compile(r"^(-?\d+(?:\.\d+)?%?)\s+([a-zA-Z]{2}[a-zA-Z.\s]*)$", re.ASCII)
@@ -185,6 +186,7 @@ def normalize(answer: str) -> str:
     s = _FRAC_DIGITS_RE.sub(r"\\frac{\1}{\2}", s)
     s = _FRAC_HALF_RE.sub(r"\\frac{\1}", s)
     s = _FRAC_TAIL_RE.sub(r"\1{\2}", s)
+    s = _SQRT_PAREN_RE.sub(r"\\sqrt{\1}", s)  # 4\sqrt(2): a common slip for 4\sqrt{2}
     s = _SQRT_RE.sub(lambda m: "\\sqrt" + (m.group(1) or "") + "{" + m.group(2) + "}", s)
     s = _THOUSANDS_RE.sub(lambda m: m.group(1).replace(",", "") + (m.group(2) or ""), s)
     s = " ".join(s.split())
