@@ -36,9 +36,15 @@ def compare_numbers(gold: Number, answer: Number, config: GraderConfig) -> Resul
     return False, "numeric: different values"
 
 
-# "4, 316, 588": integers grouped by commas. Against a single number it is that number written with
-# thousands separators; against a list it stays a list. The rule is the same for gold and answer.
+# "4, 316, 588": integers grouped by commas. It is the number 4316588 when the other answer was itself written
+# with thousands separators (gold 4,316,588); otherwise a list ("32, 349" is not 32349). Same rule both ways.
 _GROUPED_RE = re.compile(r"^(-?)(\d{1,3}(?:, ?\d{3})+)$", re.ASCII)
+_THOUSANDS_WRITTEN_RE = re.compile(r"\d(?:,|\{,\}|,\\!|\\,|,\\,)\d{3}(?!\d)", re.ASCII)
+
+
+def thousands_written(raw: str) -> bool:
+    """``raw`` (before normalization) writes a number with thousands separators: ``4,316,588``, ``12,\\!345``."""
+    return bool(_THOUSANDS_WRITTEN_RE.search(raw))
 _RELATION_RE = re.compile(r"\\(?:le|ge|ne|lt|gt|leq|geq|neq|equiv|in)(?![a-zA-Z])|[<>]|!=")
 _FUNC_DEF_RE = re.compile(r"^[a-zA-Z](?:_\{?\w+\}?)?\(\s*[a-zA-Z]\s*\)=", re.ASCII)
 
@@ -137,7 +143,7 @@ def relation_values(gold: str, answer: str) -> tuple[str, str]:
     return (value, answer) if g_eq else (gold, value)
 
 
-def compare_fast(gold: str, answer: str, config: GraderConfig) -> Result | None:
+def compare_fast(gold: str, answer: str, config: GraderConfig, grouped: bool = False) -> Result | None:
     """Verdict for two *normalized* answers when cheap rules decide it, else None (needs sympy)."""
     if not answer:
         return None, "empty answer"
@@ -158,7 +164,7 @@ def compare_fast(gold: str, answer: str, config: GraderConfig) -> Result | None:
     g_num, a_num = parse_number(gold), parse_number(answer)
     if g_num is not None and a_num is not None:
         return compare_numbers(g_num, a_num, config)
-    if g_num is not None or a_num is not None:
+    if grouped and (g_num is not None or a_num is not None):
         g_grp = g_num or grouped_number(gold)
         a_grp = a_num or grouped_number(answer)
         if g_grp is not None and a_grp is not None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
-from graders.compare import compare_fast
+from graders.compare import compare_fast, thousands_written
 from graders.config import GraderConfig
 from graders.extract import extract_answer, prepare_gold
 from graders.normalize import normalize
@@ -119,10 +119,11 @@ class SympyGrader:
         if len(extracted) > 20 * config.max_answer_chars:
             return Verdict(None, f"too large: {len(extracted)} characters", extracted[:200]), None
         a_norm = normalize(extracted)
-        key = (self.name, g_norm, a_norm, config)
+        grouped = thousands_written(gold) or thousands_written(extracted)
+        key = (self.name, g_norm, a_norm, config, grouped)
         hit = CACHE.get(key)
         if hit is None:
-            hit = compare_fast(g_norm, a_norm, config)
+            hit = compare_fast(g_norm, a_norm, config, grouped)
             if hit is not None:
                 CACHE.put(key, hit)
         if hit is not None:
