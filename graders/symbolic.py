@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import sympy
 from sympy.core.function import AppliedUndef
+from sympy.matrices.expressions import MatrixExpr
 from sympy.core.relational import Relational
 
 from graders.compare import relation_values
@@ -38,6 +39,7 @@ class Comparer:
 
     # -------------------------------------------------------------------------------------------- entry
     def equal(self, a, b, num_a: Number | None = None, num_b: Number | None = None) -> bool:
+        a, b = _explicit_matrix(a), _explicit_matrix(b)
         if isinstance(a, Relational) or isinstance(b, Relational):
             r = self._relations(a, b)
             if r is not None:
@@ -296,6 +298,16 @@ class Comparer:
                 self.rule = "numeric: rounded decimal"
                 return True
         return False
+
+
+def _explicit_matrix(x):
+    """A matrix expression of explicit matrices (``A + B``, ``A B``) evaluated to its matrix."""
+    if isinstance(x, MatrixExpr) and not isinstance(x, sympy.MatrixBase):
+        try:
+            return x.doit().as_explicit()
+        except (TypeError, ValueError, AttributeError, NotImplementedError, sympy.ShapeError):
+            return x
+    return x
 
 
 def _distinct(items: list) -> list:
