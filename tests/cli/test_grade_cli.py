@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -92,28 +91,35 @@ def test_usage_errors(args, message):
     assert res.exit_code == 1 and message in res.stderr
 
 
-def _tagged_processes(tag: str) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if tag.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            continue
-    return found
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the process group ``pgid`` (a session this test started) is still alive."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - a member exists but is not ours to signal
+        return True
+    return True
 
 
-def _ten_thousand_cases(path: Path) -> list[bool | None]:
+def _ten_thousand_cases(path: Path) -> list:
     latex = (
         [(rf"\sqrt{{{2 * k * k}}}", rf"{k}\sqrt{{2}}", True) for k in range(2, 30)]
         + [(rf"\frac{{x^2-{k * k}}}{{x-{k}}}", f"x+{k}", True) for k in range(1, 15)]
         + [(rf"({k}, {k + 1}]", rf"({k}, {k + 1})", False) for k in range(15)]
     )
+    marker = path.parent / "pwned"
+    hostile = [
+        f"__import__('os').system('touch {marker}')", f"\\boxed{{exec(\"open('{marker}','w')\")}}",
+        r"\boxed{9^{9^{9}}}", r"\boxed{\prod_{n=1}^{9999} n^{n}}", "\\boxed{" * 2000, "(" * 5000,
+        r"\boxed{3^{³}}", "1," * 20_000, "\ud800 the answer is \ud800", r"\boxed{(10^{100})! + 1}",
+    ]  # fmt: skip
     rows, expected = [], []
     for i in range(10_000):
+        if i % 50 == 25:  # 200 adversarial rows: any verdict but True, nothing executed
+            rows.append({"id": i, "gold": "5", "response": hostile[(i // 50) % len(hostile)]})
+            expected.append("not True")
+            continue
         if i % 10 == 0:
             gold, ans, ok = latex[(i // 10) % len(latex)]
             response = f"Step {i}.\nThe answer is $\\boxed{{{ans}}}$."
@@ -135,23 +141,32 @@ def _ten_thousand_cases(path: Path) -> list[bool | None]:
 @pytest.mark.slow
 def test_ten_thousand_pairs_subprocess_no_hang_no_leak(tmp_path):
     expected = _ten_thousand_cases(tmp_path / "cases.jsonl")
-    tag = f"mcprm-test-{uuid.uuid4().hex}"
-    env = {**os.environ, "MCPRM_LEAK_TAG": tag, "PYTHONPATH": str(ROOT)}
-    t0 = time.perf_counter()
-    proc = subprocess.run(
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "grade", "--input", "cases.jsonl", "--output", "verdicts.jsonl"],
         cwd=tmp_path,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
+        start_new_session=True,  # the command and every process it starts are in a group of their own
     )
-    elapsed = time.perf_counter() - t0
-    assert proc.returncode == 0, proc.stderr
+    try:
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:  # a hang: end what this test started (its own session), nothing else
+            os.killpg(proc.pid, 9)
+    assert proc.returncode == 0, stderr
     got = [json.loads(line) for line in (tmp_path / "verdicts.jsonl").read_text().splitlines()]
     assert [g["id"] for g in got] == list(range(10_000))
-    assert [g["correct"] for g in got] == expected
-    assert "graded 10000 rows" in proc.stderr
-    time.sleep(0.2)
-    assert _tagged_processes(tag) == [], "grader worker processes outlived the command"
-    assert elapsed < 60
+    assert [g["correct"] if e != "not True" else g["correct"] is not True for g, e in zip(got, expected)] == [
+        e if e != "not True" else True for e in expected
+    ]
+    assert all(g["reason"] for g in got)
+    assert not (tmp_path / "pwned").exists()
+    assert "graded 10000 rows" in stderr
+    for _ in range(50):  # workers that are exiting get a moment (a bounded wait, not a speed assertion)
+        if not _group_alive(proc.pid):
+            break
+        time.sleep(0.1)
+    assert not _group_alive(proc.pid), "grader worker processes outlived the command"
