@@ -111,6 +111,12 @@ def _boxes(text: str) -> list[tuple[int, int, str]]:
     return out[::-1]
 
 
+def last_box(text: str) -> str | None:
+    """The content of the last complete ``\\boxed{}``/``\\fbox{}`` in ``text`` (None when there is none)."""
+    boxes = _boxes(text) if "box" in text else []
+    return boxes[-1][2] if boxes else None
+
+
 def _box_group(text: str, boxes: list[tuple[int, int, str]], last: int) -> tuple[int, str]:
     """The box ``last`` joined with the boxes written just before it (``\\boxed{1}, \\boxed{4}``)."""
     first = last

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from graders.extract import last_box
 from pipeline.split import SPLIT_MODES, SplitError, compile_split_regex, split_solution
 from pipeline.types import Solution, content_key
 
@@ -477,24 +478,6 @@ def _bad_text(s: str) -> str | None:
     return None
 
 
-def _last_boxed(text: str) -> str | None:
-    i = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    if i < 0:
-        return None
-    j = text.find("{", i)
-    if j < 0 or text[i:j].strip() not in ("\\boxed", "\\fbox"):
-        return None
-    depth = 0
-    for k in range(j, len(text)):
-        if text[k] == "{":
-            depth += 1
-        elif text[k] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[j + 1 : k]
-    return None
-
-
 def _number_text(x) -> str | None:
     if isinstance(x, bool):
         return None
@@ -579,7 +562,7 @@ def validate(raw: RawRow, spec: InputSpec) -> Solution | Reject:
             return reject(af, "no '#### <answer>' marker in the answer (answer_extract='gsm8k')")
         answer = answer[k + 4 :]
     elif spec.answer_extract == "boxed":
-        boxed = _last_boxed(answer)
+        boxed = last_box(answer)
         if boxed is None:
             return reject(af, "no \\boxed{...} in the answer (answer_extract='boxed')")
         answer = boxed
