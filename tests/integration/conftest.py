@@ -66,9 +66,10 @@ def run_mcprm(*args: str, timeout: float = 600, env: dict | None = None) -> subp
     return subprocess.run(mcprm_cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=e)
 
 
-def popen_mcprm(*args: str) -> subprocess.Popen:
+def popen_mcprm(*args: str, env: dict | None = None) -> subprocess.Popen:
     e = dict(os.environ)
     e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    e.update(env or {})
     return subprocess.Popen(mcprm_cmd(*args), cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
 
@@ -86,16 +87,10 @@ def wait_for(pred, timeout: float, what: str, proc: subprocess.Popen | None = No
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def ray_actor_pids() -> list[int]:
-    """PIDs of live mcprm Ray actor processes (their process title starts with ray::_ShardActor)."""
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if cmd.startswith("ray::_ShardActor"):
-            pids.append(int(d))
-    return pids
+def own_actor_pids(pids_file) -> list[int]:
+    """PIDs of the Ray actors of the run started with ``MCPRM_WORKER_PIDS_FILE=pids_file`` (that run writes
+    them there): never another job's processes."""
+    try:
+        return list(json.loads(Path(pids_file).read_text())["actor_pids"])
+    except (OSError, ValueError, KeyError):
+        return []

@@ -14,7 +14,7 @@ import time
 from pipeline.corpus import read_corpus
 from pipeline.run import label
 
-from .conftest import N_ROWS, make_cfg, popen_mcprm, ray_actor_pids, rows_by_key, run_mcprm, wait_for
+from .conftest import N_ROWS, make_cfg, own_actor_pids, popen_mcprm, rows_by_key, run_mcprm, wait_for
 
 
 def _parts(out):
@@ -48,10 +48,11 @@ def test_driver_kill_then_rerun_resumes_identically(small_input, reference_run, 
 def test_actor_kill_is_redone_once(small_input, reference_run, tmp_path):
     _, _, ref = reference_run
     out = str(tmp_path / "out")
-    p = popen_mcprm(*_cli_args(small_input, out))
+    pids_file = tmp_path / "actor_pids.json"
+    p = popen_mcprm(*_cli_args(small_input, out), env={"MCPRM_WORKER_PIDS_FILE": str(pids_file)})
     wait_for(lambda: len(_parts(out)) >= 1, 300, "a finished shard", p)
-    pids = wait_for(ray_actor_pids, 60, "the actor process", p)
-    os.kill(pids[0], signal.SIGKILL)
+    pids = wait_for(lambda: own_actor_pids(pids_file), 60, "this run's actor process", p)
+    os.kill(pids[0], signal.SIGKILL)  # this run's own actor, never another job's
     text, _ = p.communicate(timeout=600)
     assert p.returncode == 0, text
     m = json.load(open(os.path.join(out, "manifest.json")))

@@ -2,7 +2,6 @@ import gzip
 import itertools
 import json
 import logging
-import time
 import uuid
 
 import fsspec
@@ -468,25 +467,34 @@ def test_iter_rows_exposes_decode_errors(tmp_path):
     assert rows[1].data is None and "not valid JSON" in rows[1].error and rows[1].where == f"{p} line 2"
 
 
-def test_streams_a_large_file(tmp_path):
+def test_streams_a_large_file(tmp_path, monkeypatch):
+    """The input is read lazily: the first solutions come out after a bounded number of rows was decoded,
+    not after the whole file (speed is measured in bench/bench_speed.py, not asserted here)."""
+    import pipeline.ingest as ingest
+
     n = 200_000
     p = tmp_path / "big.jsonl"
     with open(p, "w") as f:
         for i in range(n):
             f.write(json.dumps({"problem": f"What is {i}+1?", "answer": i + 1, "solution": f"{i}+1={i + 1}.\n\nSo {i + 1}."}))
             f.write("\n")
+    decoded = [0]
+    real = ingest._read_jsonl
+
+    def counting(*a, **kw):
+        for row in real(*a, **kw):
+            decoded[0] += 1
+            yield row
+
+    monkeypatch.setattr(ingest, "_read_jsonl", counting)
     spec = InputSpec(paths=(str(p),))
-    t0 = time.perf_counter()
     first = list(itertools.islice(iter_solutions(spec, skip_bad=True, on_reject=pytest.fail), 3))
-    assert time.perf_counter() - t0 < 1.0  # lazily read, not the whole file first
     assert [s.answer for s in first] == ["1", "2", "3"]
-    t0 = time.perf_counter()
+    assert decoded[0] < n // 10, f"{decoded[0]} rows decoded to yield the first 3: not read lazily"
     count, last = 0, None
     for sol in iter_solutions(spec, skip_bad=True, on_reject=pytest.fail):
         count, last = count + 1, sol
-    dt = time.perf_counter() - t0
     assert count == n and isinstance(last, Solution) and last.source == f"{p}:{n - 1}"
-    assert dt < 30, f"{n} rows took {dt:.1f} s"
 
 
 # ------------------------------------------------------------------------------------ configuration

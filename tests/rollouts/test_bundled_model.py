@@ -4,7 +4,6 @@ fresh problem on CPU in under a second, in a form the grader and the exact check
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -53,14 +52,13 @@ def test_tokenizer_round_trips_prompt_format(bundled):
     assert tok.pad_token_id != tok.eos_token_id
 
 
-def test_generates_a_gradable_solution_fast(bundled):
+def test_generates_a_gradable_solution(bundled):
+    """Behaviour only; how fast one solution is generated is measured by bench/bench_speed.py."""
     torch, tok, model = bundled
     row = generate_problems(1, seed=424242)[0]  # a seed no training or sample set uses
     enc = tok(PROMPT_TEMPLATE.format(problem=row["problem"]), return_tensors="pt", add_special_tokens=False)
     torch.manual_seed(0)
     with torch.no_grad():
-        model.generate(**enc, do_sample=False, max_new_tokens=8, pad_token_id=tok.pad_token_id)  # warm-up
-        t0 = time.perf_counter()
         out = model.generate(
             **enc,
             do_sample=False,
@@ -68,11 +66,9 @@ def test_generates_a_gradable_solution_fast(bundled):
             pad_token_id=tok.pad_token_id,
             eos_token_id=tok.eos_token_id,
         )
-        elapsed = time.perf_counter() - t0
     assert out[0, -1].item() == tok.eos_token_id, "the solution should end with EOS"
     text = tok.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
     steps = split_completion(text)
-    assert elapsed < 1.0, f"generating one solution took {elapsed:.2f}s"
     assert steps[-1].startswith("The answer is \\boxed{"), text
     answer = extract_answer(text)
     assert answer is not None and parse_latex_value(answer) is not None, text
