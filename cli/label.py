@@ -54,6 +54,7 @@ def label_cmd(
     gpus_per_worker: Annotated[float | None, typer.Option()] = None,
     executor: Annotated[str | None, typer.Option(help="ray (default) | local (in-process, for debugging)")] = None,
     ray_address: Annotated[str | None, typer.Option(envvar="RAY_ADDRESS", help="Ray cluster address; default: a local Ray.")] = None,
+    wait_for_resources: Annotated[float | None, typer.Option(help="ray: wait up to this many seconds for the GPUs/CPUs the workers need (autoscaling clusters) instead of failing at once. Default 0.")] = None,
     device: Annotated[str | None, typer.Option(help="hf backend: cpu | cuda")] = None,
     tensor_parallel_size: Annotated[int | None, typer.Option()] = None,
     vllm_engine: Annotated[str | None, typer.Option(help="vllm: loop (streaming, default), async (vLLM's "

@@ -107,6 +107,7 @@ class LabelConfig:
     # execution
     executor: str = "ray"
     ray_address: str | None = None
+    wait_for_resources: float = 0.0  # ray: seconds to wait for GPUs/CPUs to appear (autoscaling) before failing
     num_workers: int | None = None  # None: one per GPU (vllm) or per CPU slot (hf), at most one per shard
     cpus_per_worker: float = 1.0
     gpus_per_worker: float = 0.0
@@ -137,6 +138,8 @@ class LabelConfig:
             raise ConfigError(f"--wave-size must be at least 1, got {self.wave_size}")
         if self.confidence_width is not None and not 0 < self.confidence_width < 1:
             raise ConfigError(f"--confidence-width must be in (0, 1), got {self.confidence_width}")
+        if self.wait_for_resources < 0:
+            raise ConfigError(f"--wait-for-resources must be >= 0 seconds, got {self.wait_for_resources}")
         if self.backend == "openai" and not self.base_url:
             raise ConfigError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
         if self.prompt_format not in ("plain", "chat"):

@@ -9,6 +9,9 @@ is fed a stream of shards, two in flight per actor so it never idles between sha
 ``max_shard_retries`` times; since a shard file is written whole under its final name and its content is
 deterministic, a retried shard can never be duplicated. An exception raised by mcprm's own code (bad config,
 corrupt model) is not retried: it stops the run and the shard is not marked done.
+
+``MCPRM_WORKER_PIDS_FILE=PATH``: the Ray executor writes its own actors' process ids there (JSON, rewritten
+when an actor comes back after a restart), so a tool or test can act on exactly this run's workers.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from pipeline.config import LabelConfig
+from pipeline.config import ConfigError, LabelConfig
 from pipeline.types import Solution
 
 log = logging.getLogger("mcprm")
@@ -90,6 +93,52 @@ def init_ray(address: str | None = None) -> None:
     ray.init(address=address, runtime_env=env, **kwargs)
 
 
+class ResourceError(ConfigError):
+    """The cluster cannot run the workers asked for (no GPU, too few CPUs): said at once, never a silent hang."""
+
+
+def _cluster_summary(ray) -> str:
+    res = ray.cluster_resources()
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    return (f"{len(nodes)} node(s) with {res.get('CPU', 0):g} CPU(s) and {res.get('GPU', 0):g} GPU(s) in all"
+            + (f", {res.get('GPU', 0) - ray.available_resources().get('GPU', 0):g} GPU(s) in use"
+               if res.get("GPU") else ""))
+
+
+def check_resources(ray, cfg: LabelConfig, n: int, cpus: float, gpus: float, poll_s: float = 5.0) -> None:
+    """Fail fast (or, with ``cfg.wait_for_resources`` seconds, wait with a visible message) when the cluster
+    cannot host ``n`` actors of ``cpus`` CPUs and ``gpus`` GPUs each; Ray itself would wait forever."""
+
+    def short() -> str | None:
+        res = ray.cluster_resources()
+        nodes = [nd.get("Resources", {}) for nd in ray.nodes() if nd.get("Alive")]
+        fits_one = any(r.get("CPU", 0) >= cpus and r.get("GPU", 0) >= gpus for r in nodes)
+        if gpus > 0 and res.get("GPU", 0) < gpus * n or not fits_one and gpus > 0:
+            return f"{n} worker(s) with {gpus:g} GPU(s) each ({gpus * n:g} GPUs)"
+        if res.get("CPU", 0) < cpus * n or not fits_one:
+            return f"{n} worker(s) with {cpus:g} CPU(s) each ({cpus * n:g} CPUs)"
+        return None
+
+    asked = short()
+    if asked is None:
+        return
+    deadline = time.monotonic() + max(0.0, float(cfg.wait_for_resources or 0))
+    while asked is not None and time.monotonic() < deadline:
+        log.warning("waiting for resources: asked for %s; the cluster has %s (giving up in %.0f s)", asked,
+                    _cluster_summary(ray), deadline - time.monotonic())
+        time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+        asked = short()
+    if asked is None:
+        return
+    what = (["run on a machine or cluster with GPUs (--ray-address ADDRESS)",
+             "use --backend hf (CPU) or --backend openai --base-url URL (a running server)"]
+            if gpus > 0 else ["use fewer workers (--num-workers N) or fewer CPUs each (--cpus-per-worker C)"])
+    what.append("on an autoscaling cluster, pass --wait-for-resources SECONDS to wait for nodes")
+    waited = f" (waited {cfg.wait_for_resources:g} s)" if cfg.wait_for_resources else ""
+    raise ResourceError(f"the Ray cluster cannot run this job{waited}: it asks for {asked}, and the cluster has "
+                        f"{_cluster_summary(ray)}. To fix: " + "; or ".join(what) + ".")
+
+
 class RayExecutor:
     name = "ray"
 
@@ -111,6 +160,7 @@ class RayExecutor:
                 n = int(res.get("CPU", 1) // max(cfg.cpus_per_worker, 1e-9))
             n = max(1, min(n, shards_hint or n))
         self.num_workers = n
+        check_resources(ray, cfg, n, cfg.cpus_per_worker, gpus)
         # vLLM's async engine takes the requests of two shards at once (no idle tail between shards);
         # the hf backend is not thread-safe, so its actor runs one shard at a time.
         concurrency = 2 if cfg.backend == "vllm" else 1
@@ -139,6 +189,24 @@ class RayExecutor:
 
     def actor_pids(self) -> list[int]:
         return self.ray.get([a.pid.remote() for a in self.actors])
+
+    def _report_pids(self) -> None:
+        """Write this run's actor pids to ``$MCPRM_WORKER_PIDS_FILE`` (if set), atomically."""
+        path = os.environ.get("MCPRM_WORKER_PIDS_FILE")
+        if not path:
+            return
+        import json
+
+        pids = []
+        for a in self.actors:
+            try:
+                pids.append(self.ray.get(a.pid.remote(), timeout=30))
+            except Exception:  # an actor that is down right now: reported when it is back
+                continue
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump({"driver_pid": os.getpid(), "actor_pids": pids}, f)
+        os.replace(tmp, path)
 
     def run(self, version: int, shards: ShardIter, on_done: Callable[[dict], None]) -> None:
         ray = self.ray
@@ -200,6 +268,7 @@ class RayExecutor:
         t0 = time.perf_counter()
         node_of = self.ray.get([a.node_id.remote() for a in self.actors])
         self.startup_seconds += time.perf_counter() - t0
+        self._report_pids()
         done_shards: set[int] = set()
         fill()
         while pending or ((retry_queue or not exhausted) and pings):
@@ -222,6 +291,7 @@ class RayExecutor:
                 try:
                     node_of[a] = ray.get(ref)
                     up[a] = True
+                    self._report_pids()
                 except transient:
                     pings[self.actors[a].node_id.remote()] = a
                 fill()
