@@ -60,7 +60,7 @@ _MATH_WORDS = frozenset(
     "sqrt sin cos tan cot sec csc arcsin arccos arctan log ln exp pi infty inf oo mod gcd lcm max min det "
     "and or percent percentage pct".split()
 )
-_TOKEN_RE = re.compile(r"\\[a-zA-Z]+|\\.|\d+(?:[.,]\d+)*|\.\d+|[^\W\d_]+|\s+|.", re.S)
+_TOKEN_RE = re.compile(r"\\[a-zA-Z]+|\\.|\d{1,2}:\d{2}(?![\d:])|\d+(?:[.,]\d+)*|\.\d+|[^\W\d_]+|\s+|.", re.S)
 _MATH_CHARS = frozenset("+-*/^=()[]{}_|!,<>%×÷·−√π∞±≤≥≠∪∩∈")
 _TEXT_CMDS = frozenset(r"\text \textbf \textit \mbox \textrm \mathrm \operatorname \quad \qquad".split())
 _STOP_CMDS = frozenset(r"\text \textbf \textit \mbox \textrm".split())
@@ -138,7 +138,7 @@ def math_run(text: str) -> str | None:
     """
     if len(text) > _TAIL:
         text = text[-_TAIL:]
-    text = unicode_math(text)
+    text = _UNIT_GROUP_RE.sub(" ", unicode_math(text))  # "10 \text{ cm}^2": the unit is not math
     toks = _TOKEN_RE.findall(text)
     kinds = []
     for t in toks:
@@ -155,9 +155,13 @@ def math_run(text: str) -> str | None:
             kinds.append("math")
         else:
             kinds.append("stop")
-    for i, k in enumerate(kinds):  # "AZYUK2A", "abc2": a number glued after a word is part of a name
-        if k == "num" and i > 0 and toks[i - 1][0].isalpha() and kinds[i - 1] == "stop":
-            kinds[i] = "stop"
+    for i, k in enumerate(kinds):
+        if k != "num" or i == 0:
+            continue
+        if toks[i - 1][0].isalpha() and kinds[i - 1] == "stop":
+            kinds[i] = "stop"  # "AZYUK2A", "abc2": a number glued after a word is part of a name
+        elif toks[i - 1] == "^" and i > 1 and kinds[i - 2] == "stop":
+            kinds[i] = kinds[i - 1] = "stop"  # "10 cm^2": the exponent of a unit
     last = max((i for i, k in enumerate(kinds) if k == "num"), default=None)
     if last is None:
         return None
@@ -171,6 +175,8 @@ def math_run(text: str) -> str | None:
     run = "".join(toks[lo : hi + 1]).strip()
     run = re.sub(r"^(?:(?:and|or)\b\s*)+|(?:\s*\b(?:and|or))+$", "", run).strip()
     run = _balance(run.strip(" ,=").rstrip("+-*/^_"))
+    if run and re.search(r",\s*or\b", run):
+        run = re.split(r"\s*,\s*or\b", run)[0].strip()  # "0.25, or 25%": a restatement of one answer
     if run and re.search(r"\b(?:and|or)\b", run):
         items = re.split(r"\s*,?\s*\b(?:and|or)\b\s*", run)
         if all(_LIST_ITEM_RE.match(i) for i in items):
@@ -180,6 +186,7 @@ def math_run(text: str) -> str | None:
     return run or None
 
 
+_UNIT_GROUP_RE = re.compile(r"\\(?:text|mbox|mathrm)\s*\{\s*[a-zA-Z][a-zA-Z ]*\}(?:\^\s*\{?[23]\}?)?")
 _LIST_ITEM_RE = re.compile(r"^(?:[a-zA-Z]\s*=\s*)?[^=]*$")
 _PAIRS = {")": "(", "]": "[", "}": "{"}
 

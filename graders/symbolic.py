@@ -14,8 +14,8 @@ from fractions import Fraction
 
 import sympy
 from sympy.core.function import AppliedUndef
-from sympy.matrices.expressions import MatrixExpr
 from sympy.core.relational import Relational
+from sympy.matrices.expressions import MatrixExpr
 
 from graders.compare import relation_values
 from graders.config import GraderConfig
