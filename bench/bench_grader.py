@@ -90,7 +90,7 @@ def real_style_pairs(n: int) -> list[tuple[str, str]]:
     MATH-style gold answers (fractions, radicals, intervals, tuples, integers); about a quarter wrong."""
     out = []
     for i in range(n):
-        k, m = 2 + i % 17, 19 + i % 11
+        k, m = 2 + i, 3 + 2 * i  # every pair distinct: no help from the verdict cache
         gold_t, ans_t = _LATEX_GOLDS[i % len(_LATEX_GOLDS)]
         gold = gold_t.format(k=k, m=m, kk2=2 * k * k)
         ans = ans_t.format(k=k + (i % 4 == 0), m=m, kk2=2 * k * k)
