@@ -21,7 +21,7 @@ def plan_cmd(
     strategy: Annotated[str | None, typer.Option(help="per-step | binary-search | adaptive")] = None,
     k: Annotated[int | None, typer.Option("--k", help="Continuations per step prefix.")] = None,
     max_new_tokens: Annotated[int | None, typer.Option(help="Token limit of one continuation.")] = None,
-    temperature: Annotated[float | None, typer.Option()] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default: 1.0).")] = None,
     backend: Annotated[str | None, typer.Option(help="hf | vllm | openai")] = None,
     base_url: Annotated[str | None, typer.Option(help="openai backend: server URL.")] = None,
     device: Annotated[str | None, typer.Option(help="cpu | cuda")] = None,

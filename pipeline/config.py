@@ -21,7 +21,7 @@ STRATEGIES = ("per-step", "binary-search", "adaptive")
 
 BACKENDS = ("hf", "vllm", "openai")
 VLLM_ENGINES = ENGINES  # the vllm backend's engines (rollouts/vllm_backend.py; it imports no vllm at load)
-EXECUTORS = ("ray", "local")
+EXECUTORS = ("auto", "ray", "local")
 
 # Fields that change the meaning of labels. Anything else is a performance or I/O knob.
 IDENTITY_FIELDS = (
@@ -105,7 +105,7 @@ class LabelConfig:
     grader: str = "sympy"
     grader_timeout: float = 2.0
     # execution
-    executor: str = "ray"
+    executor: str = "auto"  # auto: local on a small machine (< 4 CPUs, no GPU) unless --ray-address; else ray
     ray_address: str | None = None
     wait_for_resources: float = 0.0  # ray: seconds to wait for GPUs/CPUs to appear (autoscaling) before failing
     num_workers: int | None = None  # None: one per GPU (vllm) or per CPU slot (hf), at most one per shard
@@ -113,6 +113,7 @@ class LabelConfig:
     gpus_per_worker: float = 0.0
     max_batch_requests: int = 512  # requests handed to the backend per generate() call
     progress: bool = True
+    ray_logs: bool = False  # show Ray's own log lines (workers' output) in the terminal (mcprm label -v)
 
     # ----------------------------------------------------------------------------------------------
     def validate(self) -> LabelConfig:

@@ -77,14 +77,15 @@ class _ShardActor:
         return ray.get_runtime_context().get_node_id()
 
 
-def init_ray(address: str | None = None) -> None:
+def init_ray(address: str | None = None, log_to_driver: bool = False) -> None:
     from rollouts.base import require
 
     ray = require("ray", "pip install 'ray>=2.30'")
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS") or None
-    kwargs = dict(ignore_reinit_error=True, logging_level=logging.WARNING, log_to_driver=True)
+    # Ray's own log lines (workers' output, ANSI colour) stay out of the user's terminal unless asked (-v).
+    kwargs = dict(ignore_reinit_error=True, logging_level=logging.WARNING, log_to_driver=log_to_driver)
     if address is None:
         kwargs["include_dashboard"] = False
     # Let actors find the top-level packages (pipeline, rollouts, graders) when running from a checkout.
@@ -147,7 +148,7 @@ class RayExecutor:
 
         ray = require("ray", "pip install 'ray>=2.30'")
         self.ray = ray
-        init_ray(cfg.ray_address)
+        init_ray(cfg.ray_address, log_to_driver=cfg.ray_logs)
         gpus = cfg.gpus_per_worker
         if cfg.backend == "vllm" and gpus == 0:
             gpus = float(cfg.tensor_parallel_size)
@@ -323,5 +324,43 @@ class RayExecutor:
                 pass
 
 
+SMALL_MACHINE_CPUS = 4  # fewer CPUs than this and no GPU: Ray's overhead (~1.7 GB, slower) is not worth it
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _gpu_count() -> int:
+    """GPUs this machine shows (device files or CUDA_VISIBLE_DEVICES), without importing torch."""
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None:
+        return len([d for d in vis.split(",") if d.strip() and d.strip() != "-1"])
+    import glob
+
+    return len(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def choose_executor(cfg: LabelConfig) -> tuple[str, str]:
+    """(executor, why): what ``--executor auto`` means on this machine, or what was asked for."""
+    if cfg.executor != "auto":
+        return cfg.executor, f"--executor {cfg.executor} given"
+    if cfg.ray_address or os.environ.get("RAY_ADDRESS"):
+        return "ray", "--ray-address / RAY_ADDRESS given"
+    if cfg.num_workers is not None and cfg.num_workers > 1:
+        return "ray", f"--num-workers {cfg.num_workers} given"
+    cpus, gpus = _cpu_count(), _gpu_count()
+    if gpus:
+        return "ray", f"{gpus} GPU(s) on this machine"
+    if cpus < SMALL_MACHINE_CPUS:
+        return "local", (f"a small machine ({cpus} CPUs, no GPU): in-process is faster than Ray here; "
+                         "--executor ray to use Ray")
+    return "ray", f"{cpus} CPUs on this machine"
+
+
 def make_executor(cfg: LabelConfig, shards_hint: int | None = None):
-    return RayExecutor(cfg, shards_hint=shards_hint) if cfg.executor == "ray" else LocalExecutor(cfg)
+    name, _ = choose_executor(cfg)
+    return RayExecutor(cfg, shards_hint=shards_hint) if name == "ray" else LocalExecutor(cfg)

@@ -108,6 +108,10 @@ class InputSpec:
     # ``graders.check_golds``): one reason per gold why the grader cannot read it, None when it can. A row
     # whose gold cannot be read is rejected (field: the answer field) before any rollout. None: no check.
     gold_check: Callable[[list[str]], list[str | None]] | None = field(default=None, compare=False)
+    # Checks that a batch of valid solutions fits the model (e.g. :class:`pipeline.prompt_check.PromptCheck`:
+    # prompt tokens + max_new_tokens within the context): one reason per solution, None when it fits. A row
+    # that does not fit is rejected (field: the steps/solution field) before any rollout. None: no check.
+    prompt_check: Callable[[list[Solution]], list[str | None]] | None = field(default=None, compare=False)
 
     def __post_init__(self):
         paths = (self.paths,) if isinstance(self.paths, str) else tuple(self.paths)
@@ -748,6 +752,33 @@ def _gold_checked(spec: InputSpec, rows: Iterator[tuple[RawRow, Solution | Rejec
         yield from flush()
 
 
+def _prompt_checked(spec: InputSpec, rows: Iterator[tuple[RawRow, Solution | Reject]]
+                    ) -> Iterator[tuple[RawRow, Solution | Reject]]:
+    """Reject the rows whose prompt ``spec.prompt_check`` says cannot fit the model, in batches."""
+    if spec.prompt_check is None:
+        yield from rows
+        return
+    pending: list[tuple[RawRow, Solution | Reject]] = []
+
+    def flush() -> Iterator[tuple[RawRow, Solution | Reject]]:
+        sols = [out for _, out in pending if isinstance(out, Solution)]
+        reasons = iter(spec.prompt_check(sols) if sols else [])
+        for raw, out in pending:
+            if isinstance(out, Solution) and (why := next(reasons)) is not None:
+                fld = spec.steps_field if isinstance(raw.data, dict) and spec.steps_field in raw.data \
+                    else spec.solution_field
+                out = Reject(raw.file, raw.row, fld, why, _raw_text(raw), raw.kind)
+            yield raw, out
+
+    for item in rows:
+        pending.append(item)
+        if len(pending) >= _BATCH_ROWS:
+            yield from flush()
+            pending = []
+    if pending:
+        yield from flush()
+
+
 def _validated(
     spec: InputSpec, stats: IngestStats, files: list[str] | None = None
 ) -> Iterator[Solution | Reject]:
@@ -761,7 +792,7 @@ def _validated(
                 stats.rows += 1
             yield raw, validate(raw, spec)
 
-    for raw, out in _gold_checked(spec, checked_rows()):
+    for raw, out in _prompt_checked(spec, _gold_checked(spec, checked_rows())):
         if isinstance(out, Solution):  # ids must be unique; exact duplicates are skipped (module doc)
             derived = raw.data.get(spec.id_field) is None  # then the id already is the content key
             prev = index.check(out, raw, out.id if derived else out.key)

@@ -65,7 +65,14 @@ def input_spec(cfg: LabelConfig):
         format=cfg.input_format,
         answer_extract=cfg.answer_extract,
         gold_check=gold_check(cfg.grader, cfg.grader_timeout),
+        prompt_check=_prompt_check(cfg),  # issue 14: rows too long for the model, before any rollout
     )
+
+
+def _prompt_check(cfg: LabelConfig):
+    from pipeline.prompt_check import prompt_check
+
+    return prompt_check(cfg)
 
 
 @functools.lru_cache(maxsize=4)
@@ -146,7 +153,7 @@ class _Progress:
             self.bar.stop()
 
 
-def _scan_inputs(cfg: LabelConfig, store: CorpusStore, version: int):
+def _scan_inputs(cfg: LabelConfig, store: CorpusStore, version: int, observe=None):
     """Pass 1: validate all rows, return (ordered unique keys, rejects, duplicates)."""
     from pipeline.ingest import iter_solutions
 
@@ -155,6 +162,8 @@ def _scan_inputs(cfg: LabelConfig, store: CorpusStore, version: int):
     seen: set[str] = set()
     dup = 0
     for sol in iter_solutions(input_spec(cfg), skip_bad=cfg.skip_bad, on_reject=rejects.append):
+        if observe is not None:
+            observe(sol)
         k = sol.key
         if k in seen:
             dup += 1
@@ -242,7 +251,10 @@ def label(config: LabelConfig) -> RunResult:
         prev_version = manifest["version"] if manifest else 0
         version = prev_version + 1
 
-        keys, rejects, dup = _scan_inputs(cfg, store, version)
+        from pipeline.notes import InputNotes, run_notes  # issue 14: executor, warnings
+
+        input_notes = InputNotes()
+        keys, rejects, dup = _scan_inputs(cfg, store, version, observe=input_notes.observe)
         if not keys and base is None:
             raise ConfigError(f"no valid solutions in {', '.join(cfg.input)}; nothing to label")
         existing = _existing_keys(store, base)
@@ -325,6 +337,7 @@ def label(config: LabelConfig) -> RunResult:
 
         new_manifest = _build_manifest(cfg, store, base, manifest, version, identity, plan, results, len(rejects), dup,
                                        reused, run_seconds, executor, worker_stats)
+        new_manifest.update(run_notes(cfg, store, [results[sh["shard"]]["path"] for sh in plan["shards"]], input_notes))
         store.commit(new_manifest)
         store.delete(f"{vdir}/_plan.json")
         return RunResult(

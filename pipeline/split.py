@@ -9,6 +9,9 @@ Four modes (``--splitter``):
 - ``newline``: every non-empty line is a step.
 - ``regex``: the user's regular expression is the separator between steps (like :func:`re.split`, but
   capture groups are never inserted into the steps).
+- ``gsm8k``: GSM8K's worked answers: every non-empty line is a step, calculator annotations ``<<48/2=24>>``
+  are removed, and the ``#### 72`` answer line is not a step of its own: it becomes "The answer is 72." at
+  the end of the last step (so the solution's own final answer stays gradable).
 
 Every piece is stripped of surrounding whitespace and empty pieces are dropped.
 """
@@ -18,7 +21,10 @@ from __future__ import annotations
 import functools
 import re
 
-SPLIT_MODES: tuple[str, ...] = ("blank-line", "step-prefix", "newline", "regex")
+SPLIT_MODES: tuple[str, ...] = ("blank-line", "step-prefix", "newline", "regex", "gsm8k")
+
+_CALC = re.compile(r"<<[^<>\n]*>>")
+_GSM8K_ANSWER = re.compile(r"^[ \t]*####[ \t]*(.*?)[ \t]*$")
 
 _BLANK_LINES = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 # "Step 3:", "Step 3.", "## Step 3:", "**Step 3:**", "step 3)" at the start of a line; not "Step 1.5".
@@ -71,6 +77,20 @@ def split_solution(text: str, mode: str = "blank-line", regex: str | None = None
         return _clean(_BLANK_LINES.split(text))
     if mode == "newline":
         return _clean(text.split("\n"))
+    if mode == "gsm8k":
+        steps, answer = [], None
+        for line in text.split("\n"):
+            m = _GSM8K_ANSWER.match(line)
+            if m:
+                answer = m.group(1)
+                continue
+            steps.append(_CALC.sub("", line))
+        steps = _clean(steps)
+        if answer and steps:
+            steps[-1] = f"{steps[-1]} The answer is {answer}."
+        elif answer:
+            steps = [f"The answer is {answer}."]
+        return steps
     if mode == "step-prefix":
         starts = [m for m in _STEP_MARKER.finditer(text)]
         if not starts:

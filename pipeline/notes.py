@@ -1,0 +1,107 @@
+"""What a run tells its user besides the labels: which executor ran it and why, and warnings about data that
+is silently wrong (recorded in the manifest as ``execution`` and ``warnings``, printed in the run summary).
+
+Warnings (each per run, with counts and what to do):
+
+- ``one-step``: most solutions split into a single step (wrong ``--splitter`` for this text): a one-step
+  solution has no intermediate step to label.
+- ``answer-line-step``: solutions whose last step is only a GSM8K-style ``#### 72`` answer line, or whose
+  steps still hold ``<<48/2=24>>`` calculator annotations (use ``--splitter gsm8k``).
+- ``no-success``: almost no rollout reached the gold answer from any prefix: the model cannot solve these
+  problems, so its labels are meaningless (use a stronger model, or check the gold answers / prompt).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.types import Solution
+
+ONE_STEP_SHARE = 0.5  # warn when more than this share of solutions has a single step
+NO_SUCCESS_RATE = 0.02  # warn when fewer than this share of graded continuations reach the gold answer
+_ANSWER_LINE = re.compile(r"^\s*####\s*\S")
+_CALC = re.compile(r"<<[^<>\n]*>>")
+
+
+class InputNotes:
+    """Observes the validated solutions of a run (pass 1) for the input-side warnings."""
+
+    def __init__(self) -> None:
+        self.solutions = 0
+        self.one_step = 0
+        self.answer_line = 0
+        self.calc = 0
+        self.example: dict[str, str] = {}
+
+    def observe(self, sol: Solution) -> None:
+        self.solutions += 1
+        if len(sol.steps) == 1:
+            self.one_step += 1
+            self.example.setdefault("one-step", sol.source)
+        if sol.steps and _ANSWER_LINE.match(sol.steps[-1]):
+            self.answer_line += 1
+            self.example.setdefault("answer-line-step", sol.source)
+        if any("<<" in s and _CALC.search(s) for s in sol.steps):
+            self.calc += 1
+            self.example.setdefault("calc", sol.source)
+
+    def warnings(self, splitter: str) -> list[dict]:
+        out = []
+        n = self.solutions
+        if n and self.one_step / n > ONE_STEP_SHARE:
+            out.append({
+                "code": "one-step",
+                "message": f"{self.one_step} of {n} solutions split into one step (e.g. {self.example['one-step']}) "
+                           f"with --splitter {splitter}: a one-step solution has no intermediate step to label. "
+                           "Check the splitter (newline, step-prefix, regex, gsm8k) against your solutions' layout.",
+            })
+        if self.answer_line or self.calc:
+            parts = []
+            if self.answer_line:
+                parts.append(f"{self.answer_line} of {n} solutions keep a '#### answer' line as their last step "
+                             f"(e.g. {self.example['answer-line-step']})")
+            if self.calc:
+                parts.append(f"{self.calc} of {n} solutions have <<...>> calculator annotations in their steps "
+                             f"(e.g. {self.example['calc']})")
+            out.append({
+                "code": "answer-line-step",
+                "message": "; ".join(parts) + ". For GSM8K-style solutions use --splitter gsm8k (strips both).",
+            })
+        return out
+
+
+def rollout_warnings(store, shard_paths: list[str], max_shards: int = 50) -> tuple[list[dict], dict]:
+    """The ``no-success`` warning, from the new shards' counts (at most ``max_shards`` read)."""
+    correct = total = ungradable = 0
+    for rel in shard_paths[:max_shards]:
+        t = store.read_table(rel, columns=["mc_correct", "mc_total", "mc_ungradable"])
+        for col, acc in (("mc_correct", 0), ("mc_total", 1), ("mc_ungradable", 2)):
+            s = sum(sum(v or ()) for v in t.column(col).to_pylist())
+            if acc == 0:
+                correct += s
+            elif acc == 1:
+                total += s
+            else:
+                ungradable += s
+    graded = total - ungradable
+    stats = {"continuations_graded": graded, "continuations_correct": correct,
+             "success_rate": round(correct / graded, 4) if graded else None}
+    if graded >= 20 and correct / graded < NO_SUCCESS_RATE:
+        return [{
+            "code": "no-success",
+            "message": f"almost no rollout reached the gold answer: {correct} of {graded} graded continuations "
+                       f"({correct / graded:.1%}) from any prefix. The model cannot solve these problems, so its "
+                       "labels are meaningless: use a stronger --model, or check the gold answers and the prompt "
+                       "format.",
+        }], stats
+    return [], stats
+
+
+def run_notes(cfg, store, new_shard_paths: list[str], input_notes: InputNotes | None) -> dict:
+    """``execution`` and ``warnings`` for the manifest."""
+    from pipeline.executors import choose_executor
+
+    name, why = choose_executor(cfg)
+    warnings = input_notes.warnings(cfg.splitter) if input_notes is not None else []
+    more, stats = rollout_warnings(store, new_shard_paths)
+    return {"execution": {"executor": name, "reason": why}, "warnings": warnings + more, "rollout_success": stats}
