@@ -15,8 +15,11 @@ def err(msg: str) -> None:
 
 
 @contextlib.contextmanager
-def user_errors(extra: tuple[type[BaseException], ...] = ()):
-    """Turn the errors a user can act on into a message and exit code 1 (no traceback)."""
+def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool = False):
+    """Turn the errors a user can act on into a message and exit code 1 (no traceback).
+
+    ``resume_hint``: the command writes a corpus that a re-run resumes (``label``); only then do messages say
+    that nothing was committed and that the same command resumes. A typer ``Exit`` passes through as it is."""
     from pipeline.config import ConfigError
 
     known: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, PermissionError)
@@ -33,29 +36,38 @@ def user_errors(extra: tuple[type[BaseException], ...] = ()):
     except ImportError:  # pragma: no cover
         pass
     from pipeline.corpus import CorpusError
+    from pipeline.integrity import ManifestError
+    from pipeline.store import ShardError
     from rollouts.base import MissingDependency
 
-    known = known + (MissingDependency, CorpusError) + tuple(extra)
+    known = known + (MissingDependency, CorpusError, ShardError, ManifestError) + tuple(extra)
     try:
         yield
     except known as e:
         err(str(e))
         raise typer.Exit(1) from None
     except OSError as e:  # disk full, read-only file system, ...
-        err(f"{e.strerror or e} ({getattr(e, 'filename', '') or ''}). Nothing committed; the previous corpus "
-            "version is intact. Fix the storage problem and rerun the same command to resume.")
+        if getattr(e, "mcprm_message", None):  # pipeline.run: names the file and what was committed before
+            err(e.mcprm_message)
+            raise typer.Exit(1) from None
+        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        err(f"{e.strerror or e}{where}. " + ("Nothing committed; the previous corpus version is intact. Fix the "
+                                             "storage problem and rerun the same command to resume."
+                                             if resume_hint else "Fix the storage problem and run it again."))
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         err("interrupted; rerun the same command to resume")
         raise typer.Exit(130) from None
+    except (typer.Exit, typer.Abort):  # already said what it had to say
+        raise
     except Exception as e:  # a bug or an engine failure: one clear line, the traceback on request
         import os
         import traceback
 
         if os.environ.get("MCPRM_DEBUG"):
             traceback.print_exc()
-        err(f"{type(e).__name__}: {e}. Nothing was committed; rerun the same command to resume "
-            "(set MCPRM_DEBUG=1 to see the traceback).")
+        hint = "Nothing was committed; rerun the same command to resume " if resume_hint else ""
+        err(f"{type(e).__name__}: {e}. {hint}(set MCPRM_DEBUG=1 to see the traceback).")
         raise typer.Exit(1) from None
 
 

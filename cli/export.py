@@ -35,6 +35,7 @@ def export_cmd(
     file_format: Annotated[str, typer.Option(help="parquet | jsonl")] = "parquet",
     shard_rows: Annotated[int, typer.Option(help="Rows per output shard.")] = 10_000,
     version: Annotated[int | None, typer.Option(help="A committed corpus version (default: current).")] = None,
+    verify: Annotated[bool, typer.Option("--verify", help="Check every shard's sha256, schema and rows first.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace an earlier export in --output.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
 ) -> None:
@@ -50,7 +51,7 @@ def export_cmd(
         raise typer.Exit(1)
     with user_errors():
         try:
-            res = export_corpus(corpus, fmt, output, version=version, label_rule=label_rule, threshold=threshold,
+            res = export_corpus(corpus, fmt, output, version=version, verify=verify, label_rule=label_rule, threshold=threshold,
                                 drop_after_first_error=drop_after_first_error, balance=balance, seed=seed,
                                 step_tag=step_tag, placeholder=placeholder, reward_tokens=toks,  # type: ignore[arg-type]
                                 tokenizer=tokenizer, file_format=file_format, shard_rows=shard_rows,

@@ -18,13 +18,14 @@ def stats_cmd(
     output: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")] = "./mcprm-out",
     version: Annotated[int | None, typer.Option(help="A committed version (default: current).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Check every shard's sha256, schema and rows first.")] = False,
 ) -> None:
     """Solutions, steps, label balance, first-error distribution, rollouts and tokens spent, and the
     continuations that ended with no final answer (counted as incorrect)."""
     from pipeline.corpus import corpus_stats
 
     with user_errors():
-        s = corpus_stats(output, version)
+        s = corpus_stats(output, version, verify=verify)
     if as_json:
         print(json.dumps(s, indent=2))
         return

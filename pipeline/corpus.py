@@ -12,8 +12,13 @@ class CorpusError(ValueError):
 
 
 def open_manifest(url: str, version: int | None = None) -> tuple[CorpusStore, dict]:
+    from pipeline.integrity import ManifestError, current_manifest
+
     store = CorpusStore(url)
-    m = store.manifest() if version is None else store.version_manifest(version)
+    try:
+        m = current_manifest(store) if version is None else store.version_manifest(version)
+    except (ManifestError, RuntimeError) as e:
+        raise CorpusError(str(e)) from None
     if m is None:
         if version is None:
             raise CorpusError(f"{url} is not an mcprm corpus (no manifest.json). Run `mcprm label --output {url}` first.")
@@ -27,14 +32,37 @@ def shard_uris(url: str, version: int | None = None) -> list[str]:
     return [store.uri(s["path"]) for s in m["shards"]]
 
 
-def read_corpus(url: str, version: int | None = None, columns: list[str] | None = None):
-    """The whole corpus of a version as one pyarrow Table (current version by default)."""
+def read_corpus(url: str, version: int | None = None, columns: list[str] | None = None, verify: bool = False):
+    """The whole corpus of a version as one pyarrow Table (current version by default).
+
+    Every shard's size is checked against the manifest on local disk (cheap); ``verify=True`` reads every
+    shard whole and checks its sha256, schema and row count first. A damaged shard raises CorpusError naming
+    the file (and ``mcprm verify``), never a bare Arrow error."""
     import pyarrow as pa
 
     from pipeline.schema import arrow_schema
+    from pipeline.store import ShardError
 
     store, m = open_manifest(url, version)
-    tables = [store.read_table(s["path"], columns=columns) for s in m["shards"]]
+    tables = []
+    for s in m["shards"]:
+        try:
+            if verify:
+                from pipeline.integrity import load_shard
+
+                t = load_shard(store, s["path"], s, m.get("schema_version") or 1)
+                tables.append(t.select(columns) if columns else t)
+                continue
+            if store.local and "bytes" in s:
+                size = store.size(s["path"])
+                if size != int(s["bytes"]):
+                    raise ShardError(f"shard {store.uri(s['path'])} "
+                                     + ("is missing" if size is None else
+                                        f"has {size} bytes, the manifest says {s['bytes']} (truncated or replaced)"))
+            tables.append(store.read_table(s["path"], columns=columns))
+        except ShardError as e:
+            raise CorpusError(f"{e}. `mcprm verify {url}` lists every damaged file and the command that repairs "
+                              "it.") from None
     if not tables:
         schema = arrow_schema()
         if columns:
@@ -49,15 +77,20 @@ def _has_column(store: CorpusStore, m: dict, name: str) -> bool:
 
     if not m["shards"]:
         return True
-    with store.fs.open(store.path(m["shards"][0]["path"]), "rb") as f:
-        return name in pq.read_schema(f).names
+    rel = m["shards"][0]["path"]
+    try:
+        with store.fs.open(store.path(rel), "rb") as f:
+            return name in pq.read_schema(f).names
+    except Exception as e:  # missing, truncated, corrupt footer
+        raise CorpusError(f"shard {store.uri(rel)} is unreadable ({type(e).__name__}: {e}). `mcprm verify "
+                          f"{store.url}` lists every damaged file and the command that repairs it.") from None
 
 
-def corpus_stats(url: str, version: int | None = None) -> dict:
+def corpus_stats(url: str, version: int | None = None, verify: bool = False) -> dict:
     store, m = open_manifest(url, version)
     # mc_no_answer exists from schema version 2 on; an older corpus reports its no-answer count as unknown.
     has_no_answer = _has_column(store, m, "mc_no_answer")
-    t = read_corpus(url, version, columns=["steps", "labels", "mc_value", "first_error", "solution_correct",
+    t = read_corpus(url, version, verify=verify, columns=["steps", "labels", "mc_value", "first_error", "solution_correct",
                                            "rollouts", "rollout_tokens", "strategy"]
                     + (["mc_no_answer"] if has_no_answer else []))
     labels = t.column("labels").to_pylist()

@@ -389,6 +389,7 @@ def export_corpus(
     file_format: str = "parquet",
     shard_rows: int = 10_000,
     overwrite: bool = False,
+    verify: bool = False,
 ) -> ExportResult:
     """Export corpus ``out_url`` (current version by default) as ``fmt`` into folder ``output_url``.
 
@@ -427,7 +428,7 @@ def export_corpus(
     opts = ExportOptions(fmt, label_rule, threshold, tag or "", tuple(reward_tokens), system_prompt)
     tok = load_tokenizer(tokenizer)
 
-    table = read_corpus(out_url, version, columns=["id", "problem", "steps", "labels", "mc_value",
+    table = read_corpus(out_url, version, verify=verify, columns=["id", "problem", "steps", "labels", "mc_value",
                                                    "solution_correct"])
     rows: list[Row] = []
     skipped: dict[str, int] = {}

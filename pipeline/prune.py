@@ -51,7 +51,8 @@ def prune(url: str, keep: int = 1, dry_run: bool = False) -> PruneResult:
                 rel = f"data/{name}/{posixpath.basename(f)}"
                 if rel in referenced:
                     continue
-                if rel.endswith(".parquet") or ".tmp-" in rel or rel.endswith("_plan.json"):
+                orphan_sum = rel.endswith(".sum.json") and rel[: -len(".sum.json")] + ".parquet" not in referenced
+                if rel.endswith(".parquet") or ".tmp-" in rel or rel.endswith("_plan.json") or orphan_sum:
                     files.append(rel)
         for v in removed:
             files.append(f"versions/v{v:05d}.json")

@@ -19,6 +19,7 @@ so a reader sees the old version or the new one, never a mix.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -26,7 +27,26 @@ import posixpath
 import uuid
 from typing import Any
 
+from pipeline.faults import fault_point
+
 MANIFEST = "manifest.json"
+
+
+class StorageError(OSError):
+    """A write or read of the output failed (disk full, read-only, permission): the message names the file."""
+
+
+class ShardError(RuntimeError):
+    """A shard that is missing, truncated, corrupt or not what the manifest says; the message names the file."""
+
+
+def digest(data: bytes) -> dict:
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def sidecar_rel(shard_rel: str) -> str:
+    """Where a shard's checksum is written before the shard itself (``part-00000.sum.json``)."""
+    return shard_rel[: -len(".parquet")] + ".sum.json" if shard_rel.endswith(".parquet") else shard_rel + ".sum.json"
 
 
 def _join(*parts: str) -> str:
@@ -71,27 +91,109 @@ class CorpusStore:
         return full if self.local else self.fs.unstrip_protocol(full)
 
     # ---------------------------------------------------------------- atomic I/O
+    def _storage_error(self, e: OSError, rel: str, doing: str) -> StorageError:
+        what = e.strerror or str(e) or type(e).__name__
+        return StorageError(e.errno, f"{what} while {doing} {self.uri(rel)}", self.uri(rel))
+
+    def _write_tmp(self, full: str, data: bytes) -> str:
+        os.makedirs(posixpath.dirname(full), exist_ok=True)
+        tmp = f"{full}.tmp-{uuid.uuid4().hex[:8]}"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return tmp
+
     def write_bytes(self, rel: str, data: bytes) -> None:
         full = self.path(rel)
         parent = posixpath.dirname(full)
-        if self.local:
-            os.makedirs(parent, exist_ok=True)
-            tmp = f"{full}.tmp-{uuid.uuid4().hex[:8]}"
-            try:
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, full)
-            except BaseException:
+        try:
+            if self.local:
+                tmp = self._write_tmp(full, data)
                 try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
+                    fault_point("mid-write", rel)
+                    os.replace(tmp, full)
+                except BaseException:
+                    try:
+                        os.unlink(tmp)
+                    except OSError:
+                        pass
+                    raise
+            else:
+                self.fs.makedirs(parent, exist_ok=True)
+                self.fs.pipe_file(full, data)  # one PUT: atomic on object stores
+        except StorageError:
+            raise
+        except OSError as e:
+            if isinstance(e, FileNotFoundError) and not self.local:
                 raise
-        else:
-            self.fs.makedirs(parent, exist_ok=True)
-            self.fs.pipe_file(full, data)  # one PUT: atomic on object stores
+            raise self._storage_error(e, rel, "writing") from e
+
+    @property
+    def exclusive_create(self) -> bool:
+        """Whether :meth:`create_bytes` is a real create-if-absent on this backend (local disks; fsspec
+        backends that implement mode ``"xb"`` as a conditional write: s3fs with ``If-None-Match``, memory)."""
+        if self.local:
+            return True
+        return type(self.fs).__name__ in ("S3FileSystem", "MemoryFileSystem") or getattr(self, "_xb_ok", False)
+
+    def create_bytes(self, rel: str, data: bytes) -> None:
+        """Write ``rel`` only if it does not exist (FileExistsError otherwise), whole or not at all.
+
+        Local disk: a temporary file hard-linked to the final name (``link`` fails if the name exists, so
+        exactly one of many concurrent creators wins, and nobody ever sees a partial file). Object stores: an
+        exclusive (``"xb"``) open, a conditional PUT where the fsspec backend supports it; where it does not,
+        an exists check then a PUT (not atomic: see README, "Refreshing a corpus")."""
+        full = self.path(rel)
+        try:
+            if self.local:
+                tmp = self._write_tmp(full, data)
+                try:
+                    os.link(tmp, full)
+                finally:
+                    try:
+                        os.unlink(tmp)
+                    except OSError:
+                        pass
+                return
+            self.fs.makedirs(posixpath.dirname(full), exist_ok=True)
+            try:
+                with self.fs.open(full, "xb") as f:
+                    f.write(data)
+                self._xb_ok = True
+            except (ValueError, NotImplementedError, TypeError):  # this backend has no exclusive create
+                self.fs.invalidate_cache()
+                if self.fs.exists(full):
+                    raise FileExistsError(full) from None
+                self.fs.pipe_file(full, data)
+        except (FileExistsError, StorageError):
+            raise
+        except OSError as e:
+            raise self._storage_error(e, rel, "writing") from e
+
+    def create_json(self, rel: str, obj: Any) -> None:
+        self.create_bytes(rel, (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode())
+
+    def read_bytes(self, rel: str) -> bytes:
+        with self.fs.open(self.path(rel), "rb") as f:
+            return f.read()
+
+    def size(self, rel: str) -> int | None:
+        """The file's size in bytes, or None if it does not exist."""
+        full = self.path(rel)
+        try:
+            if self.local:
+                return os.path.getsize(full)
+            return int(self.fs.info(full)["size"])
+        except FileNotFoundError:
+            return None
 
     def write_json(self, rel: str, obj: Any) -> None:
         self.write_bytes(rel, (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode())
@@ -117,30 +219,64 @@ class CorpusStore:
         except FileNotFoundError:
             pass
 
-    def write_table(self, rel: str, table) -> None:
+    def write_table(self, rel: str, table) -> dict:
+        """Write a shard: its checksum sidecar first, then the shard (both atomically). Returns
+        ``{"bytes", "sha256"}``. A shard without a sidecar, or that does not match it, is never kept."""
         import pyarrow.parquet as pq
 
         buf = io.BytesIO()
         pq.write_table(table, buf, compression="zstd")
-        self.write_bytes(rel, buf.getvalue())
+        data = buf.getvalue()
+        d = digest(data)
+        self.write_json(sidecar_rel(rel), dict(d, rows=table.num_rows))
+        fault_point("sidecar-written", rel)
+        self.write_bytes(rel, data)
+        fault_point("shard-written", rel)
+        return d
 
-    def read_table(self, rel: str, columns: list[str] | None = None):
+    def read_table(self, rel: str, columns: list[str] | None = None, expect: dict | None = None):
+        """Read a shard. With ``expect`` (a manifest entry with ``bytes``/``sha256``) the whole file is read
+        and checked first. Any failure is a :class:`ShardError` naming the file, never a bare ArrowInvalid."""
         import pyarrow.parquet as pq
 
-        # use_threads=False: pyarrow's threaded reader on a Python file object can abort the interpreter at
-        # exit ("terminate called without an active exception", seen with pyarrow 25 and 26 in ~1 run of 3);
-        # shards are small, so one thread costs little.
-        with self.fs.open(self.path(rel), "rb") as f:
-            return pq.read_table(f, columns=columns, use_threads=False)
+        if expect is not None and ("sha256" in expect or "bytes" in expect):
+            from pipeline.integrity import load_shard
+
+            table = load_shard(self, rel, expect)
+            return table.select(columns) if columns else table
+        try:
+            # use_threads=False: pyarrow's threaded reader on a Python file object can abort the interpreter at
+            # exit ("terminate called without an active exception", seen with pyarrow 25 and 26 in ~1 run of
+            # 3); shards are small, so one thread costs little.
+            with self.fs.open(self.path(rel), "rb") as f:
+                return pq.read_table(f, columns=columns, use_threads=False)
+        except FileNotFoundError as e:
+            raise ShardError(f"shard {self.uri(rel)} is missing") from e
+        except Exception as e:  # ArrowInvalid, OSError (ZSTD, truncated footer), ...
+            raise ShardError(f"shard {self.uri(rel)} is unreadable ({type(e).__name__}: {e})") from e
 
     # ---------------------------------------------------------------- manifest
     def manifest(self) -> dict | None:
         return self.read_json(MANIFEST)
 
-    def commit(self, manifest: dict) -> None:
+    def commit(self, manifest: dict, fence=None) -> None:
+        """Commit a version: create ``versions/vNNNNN.json`` (never overwriting one: versions are immutable),
+        call ``fence()`` (the lock check: raises if this run no longer holds the output), then replace
+        ``manifest.json``, the commit point."""
         v = manifest["version"]
-        self.write_json(f"versions/v{v:05d}.json", manifest)
+        if fence is not None:
+            fence()
+        try:
+            self.create_json(f"versions/v{v:05d}.json", manifest)
+        except FileExistsError:
+            raise RuntimeError(
+                f"{self.uri(f'versions/v{v:05d}.json')} already exists: another run committed version {v}. "
+                "Versions are never overwritten; nothing was committed by this run. Rerun the same command.") from None
+        fault_point("version-written", MANIFEST)
+        if fence is not None:
+            fence()
         self.write_json(MANIFEST, manifest)
+        fault_point("manifest-written", MANIFEST)
 
     def version_manifest(self, version: int) -> dict | None:
         return self.read_json(f"versions/v{version:05d}.json")

@@ -95,11 +95,13 @@ class ShardWorker:
         labeled, st = self.label(solutions)
         table = to_table(labeled, self.cfg.k)
         rel = self.store.shard_rel(version, shard)
-        self.store.write_table(rel, table)
+        written = self.store.write_table(rel, table)  # checksum sidecar, then the shard
         return {
             "shard": shard,
             "path": rel,
             "rows": table.num_rows,
+            "bytes": written["bytes"],
+            "sha256": written["sha256"],
             "steps": sum(len(s.steps) for s in solutions),
             "rollouts": st.rollouts,
             "rollout_tokens": st.rollout_tokens,

@@ -1,0 +1,319 @@
+"""Integrity of a corpus: checksummed shards, manifest recovery, and ``mcprm verify``.
+
+* Every shard is written with a checksum sidecar first (``part-00000.sum.json``: bytes, sha256, rows), then
+  the shard; a committed version's manifest (and ``versions/vNNNNN.json``) lists ``bytes`` and ``sha256`` of
+  every shard. Resume and refresh verify every shard they keep in full (size, sha256, readable with the
+  declared schema, rows) and label again what fails.
+* ``manifest.json`` is only a copy of the newest ``versions/vNNNNN.json``; when it is missing, unreadable, or
+  behind the newest version file (a run killed between the two writes), it is recovered from the newest
+  intact version file, never restarted as version 1.
+* :func:`verify_corpus` checks every version's manifest and shards and the label invariants, and names the
+  command that repairs each problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+from dataclasses import dataclass
+
+from pipeline.store import MANIFEST, CorpusStore, ShardError, sidecar_rel
+
+log = logging.getLogger("mcprm")
+
+
+class ManifestError(RuntimeError):
+    pass
+
+
+# ------------------------------------------------------------------ shards
+def _expected_schema(schema_version: int | None):
+    import pyarrow as pa
+
+    from pipeline.schema import arrow_schema
+
+    s = arrow_schema()
+    if (schema_version or 2) < 2 and "mc_no_answer" in s.names:
+        s = pa.schema([f for f in s if f.name != "mc_no_answer"])
+    return s
+
+
+def load_shard(store: CorpusStore, rel: str, expect: dict | None = None, schema_version: int | None = None):
+    """Read the whole shard and check it: present, ``bytes`` and ``sha256`` as expected (when given),
+    readable, exactly the declared schema, ``rows`` as expected. Returns the table; raises ShardError naming
+    the file and what is wrong."""
+    import pyarrow.parquet as pq
+
+    uri = store.uri(rel)
+    expect = expect or {}
+    size = store.size(rel)
+    if size is None:
+        raise ShardError(f"shard {uri} is missing")
+    if "bytes" in expect and size != int(expect["bytes"]):
+        raise ShardError(f"shard {uri} has {size} bytes, the manifest says {expect['bytes']} (truncated or replaced)")
+    data = store.read_bytes(rel)
+    if "sha256" in expect and hashlib.sha256(data).hexdigest() != expect["sha256"]:
+        raise ShardError(f"shard {uri} does not match its sha256 checksum (corrupted on storage)")
+    try:
+        table = pq.read_table(io.BytesIO(data), use_threads=False)
+    except Exception as e:  # ArrowInvalid, ZSTD errors, ...
+        raise ShardError(f"shard {uri} is unreadable ({type(e).__name__}: {e})") from None
+    want = _expected_schema(schema_version)
+    if not table.schema.equals(want, check_metadata=False):
+        raise ShardError(f"shard {uri} does not have the declared corpus schema (schema version "
+                         f"{schema_version or 2})")
+    if "rows" in expect and table.num_rows != int(expect["rows"]):
+        raise ShardError(f"shard {uri} has {table.num_rows} rows, the manifest says {expect['rows']}")
+    return table
+
+
+def check_labels(table, uri: str) -> list[str]:
+    """Label invariants of every row; a list of problems (empty when all hold)."""
+    cols = {c: table.column(c).to_pylist() for c in ("key", "steps", "labels", "mc_correct", "mc_total",
+                                                   "mc_ungradable", "mc_value", "first_error")
+            if c in table.column_names}
+    na = table.column("mc_no_answer").to_pylist() if "mc_no_answer" in table.column_names else None
+    out: list[str] = []
+    for i, steps in enumerate(cols["steps"]):
+        n = len(steps)
+        bad = []
+        for c in ("labels", "mc_correct", "mc_total", "mc_ungradable", "mc_value"):
+            if len(cols[c][i]) != n:
+                bad.append(f"len({c}) {len(cols[c][i])} != len(steps) {n}")
+        if na is not None and len(na[i]) != n:
+            bad.append(f"len(mc_no_answer) {len(na[i])} != len(steps) {n}")
+        if not bad:
+            for j in range(n):
+                c, t, u = cols["mc_correct"][i][j], cols["mc_total"][i][j], cols["mc_ungradable"][i][j]
+                a = na[i][j] if na is not None else 0
+                if min(c, t, u, a) < 0 or c > t or a + u > t or c + a + u > t:
+                    bad.append(f"step {j}: mc_correct {c}, mc_no_answer {a}, mc_ungradable {u}, mc_total {t}")
+                    break
+                v = cols["mc_value"][i][j]
+                if v is not None and not (0.0 <= v <= 1.0):
+                    bad.append(f"step {j}: mc_value {v} outside [0, 1]")
+                    break
+            fe = cols["first_error"][i]
+            labels = cols["labels"][i]
+            if fe != -1 and not (0 <= fe < n and labels[fe] is False):
+                bad.append(f"first_error {fe} is not a negative step")
+        if bad:
+            out.append(f"{uri} row {i} (key {cols['key'][i]}): " + "; ".join(bad[:3]))
+        if len(out) >= 5:
+            out.append(f"{uri}: more rows break label invariants")
+            break
+    return out
+
+
+def kept_shard(store: CorpusStore, rel: str, keys: list[str]) -> dict | None:
+    """An unfinished run's shard, verified in full against its checksum sidecar (written before the shard)
+    and the plan's keys. Returns its result entry, or None (missing, no or bad sidecar, corrupt, truncated,
+    other keys, other schema): then it is labeled again."""
+    from pipeline.schema import SCHEMA_VERSION
+
+    if store.size(rel) is None:
+        return None
+    try:
+        side = store.read_json(sidecar_rel(rel))
+    except RuntimeError:
+        side = None
+    try:
+        if not side:
+            raise ShardError(f"shard {store.uri(rel)} has no checksum sidecar (killed while writing it)")
+        table = load_shard(store, rel, side, SCHEMA_VERSION)
+        written_by = (table.schema.metadata or {}).get(b"mcprm_schema_version", b"").decode()
+        if written_by != str(SCHEMA_VERSION):  # an unfinished run of an older mcprm (other schema)
+            raise ShardError(f"shard {store.uri(rel)} was written with schema version {written_by or '?'}")
+        if table.column("key").to_pylist() != keys:
+            raise ShardError(f"shard {store.uri(rel)} holds other solutions than the plan")
+        bad = check_labels(table, store.uri(rel))
+        if bad:
+            raise ShardError(bad[0])
+    except ShardError as e:
+        log.warning("%s: labeling it again", e)
+        store.delete(rel)
+        return None
+    return {"shard": None, "path": rel, "rows": table.num_rows, "resumed": True,
+            "rollouts": int(sum(table.column("rollouts").to_pylist())),
+            "rollout_tokens": int(sum(table.column("rollout_tokens").to_pylist())),
+            "bytes": int(side["bytes"]), "sha256": side["sha256"]}
+
+
+def base_keys(store: CorpusStore, manifest: dict) -> tuple[set[str], list[dict]]:
+    """Keys of a committed version's shards, each shard verified in full (size, sha256 where recorded,
+    schema, rows). Returns (keys of the good shards, manifest entries of the bad ones)."""
+    keys: set[str] = set()
+    bad: list[dict] = []
+    for sh in manifest["shards"]:
+        try:
+            t = load_shard(store, sh["path"], sh, manifest.get("schema_version") or 1)
+        except ShardError as e:
+            log.warning("%s; its rows are labeled again where the input still has them", e)
+            bad.append(sh)
+            continue
+        keys.update(t.column("key").to_pylist())
+    return keys, bad
+
+
+# ------------------------------------------------------------------ manifests
+def _read_version(store: CorpusStore, v: int) -> dict | None:
+    try:
+        m = store.version_manifest(v)
+    except RuntimeError:
+        return None
+    if not isinstance(m, dict) or m.get("version") != v or not isinstance(m.get("shards"), list):
+        return None
+    return m
+
+
+def newest_intact_version(store: CorpusStore) -> dict | None:
+    for v in reversed(store.versions()):
+        m = _read_version(store, v)
+        if m is not None:
+            return m
+    return None
+
+
+def current_manifest(store: CorpusStore, repair: bool = False) -> dict | None:
+    """The current manifest. ``manifest.json`` when it is intact and not behind the newest version file;
+    otherwise the newest intact ``versions/vNNNNN.json``, written back as ``manifest.json`` when ``repair``
+    (under the output lock), or a ManifestError naming the command that does it."""
+    try:
+        m = store.manifest()
+        problem = None if m is None or (isinstance(m, dict) and isinstance(m.get("version"), int)) else "unreadable"
+    except RuntimeError as e:
+        m, problem = None, f"unreadable ({e})"
+    newest = newest_intact_version(store)
+    if problem is None and m is not None and (newest is None or newest["version"] <= m["version"]):
+        if newest is None or m["version"] not in store.versions():
+            if repair:  # the version file was lost: manifest.json is the same content
+                try:
+                    store.create_json(f"versions/v{m['version']:05d}.json", m)
+                except FileExistsError:
+                    pass
+        return m
+    if newest is None:
+        if problem:
+            raise ManifestError(f"{store.uri(MANIFEST)} is {problem} and no intact versions/vNNNNN.json is left to "
+                                "recover it from")
+        return None
+    if m is None and problem is None:
+        why = "is missing"
+    elif problem:
+        why = f"is {problem}"
+    else:
+        why = (f"is at version {m['version']} but version {newest['version']} was committed (a run stopped "
+               "between its two writes)")
+    if not repair:
+        raise ManifestError(f"{store.uri(MANIFEST)} {why}. Recover it from the newest intact version "
+                            f"(version {newest['version']}) with `mcprm verify {store.url} --repair`, or rerun "
+                            "`mcprm label` on this output, which does the same.")
+    log.warning("%s %s: recovered from versions/v%05d.json", store.uri(MANIFEST), why, newest["version"])
+    store.write_json(MANIFEST, newest)
+    return newest
+
+
+# ------------------------------------------------------------------ verify
+@dataclass
+class Problem:
+    where: str
+    what: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.what}\n    fix: {self.fix}"
+
+
+def _label_fix(store: CorpusStore, m: dict | None) -> str:
+    cfg = (m or {}).get("config") or {}
+    inp = " ".join(f"--input {i}" for i in cfg.get("input") or []) or "--input ..."
+    return (f"rerun the same `mcprm label {inp} --output {store.url} ...` command: it labels the damaged "
+            "shard's rows again into a new version (earlier versions are never rewritten)")
+
+
+def verify_corpus(url: str, full: bool = True, repair: bool = False) -> tuple[list[Problem], dict]:
+    """Check every version's manifest and every shard it lists. Returns (problems, summary)."""
+    from pipeline.lock import OutputLock
+
+    store = CorpusStore(url)
+    problems: list[Problem] = []
+    summary = {"versions": [], "shards": 0, "rows": 0, "current": None}
+    if repair:
+        with OutputLock(store):
+            current_manifest(store, repair=True)
+    try:
+        cur = current_manifest(store)
+    except ManifestError as e:
+        problems.append(Problem(store.uri(MANIFEST), str(e).split(". Recover")[0],
+                                f"`mcprm verify {url} --repair` (restores it from the newest intact version)"))
+        cur = None
+    versions = store.versions()
+    if cur is None and not versions and not problems:
+        if store.exists(MANIFEST) or store.is_empty():
+            problems.append(Problem(url, "not an mcprm corpus (no manifest.json, no versions/)",
+                                    f"`mcprm label --output {url}`"))
+            return problems, summary
+    if cur is not None:
+        summary["current"] = cur["version"]
+        vm = _read_version(store, cur["version"])
+        if vm is None:
+            problems.append(Problem(store.uri(f"versions/v{cur['version']:05d}.json"),
+                                    "the current version's manifest file is missing or unreadable",
+                                    f"`mcprm verify {url} --repair` (rewrites it from manifest.json)"))
+        elif json.dumps(vm, sort_keys=True, default=str) != json.dumps(cur, sort_keys=True, default=str):
+            problems.append(Problem(store.uri(MANIFEST), f"differs from versions/v{cur['version']:05d}.json",
+                                    f"`mcprm verify {url} --repair` after checking which one is right"))
+    checked: dict[str, str | None] = {}
+    damaged_versions: list[int] = []
+    latest = max(versions) if versions else 0
+    for v in versions:
+        m = _read_version(store, v)
+        rel = f"versions/v{v:05d}.json"
+        if m is None:
+            problems.append(Problem(store.uri(rel), "missing or unreadable version manifest",
+                                    f"restore it from a backup, or drop the version with `mcprm prune {url} --keep "
+                                    f"{max(1, latest - v)}`"))
+            damaged_versions.append(v)
+            continue
+        summary["versions"].append(v)
+        rows = 0
+        ok = True
+        for sh in m["shards"]:
+            path = sh["path"]
+            if path not in checked:
+                checked[path] = None
+                try:
+                    if full:
+                        t = load_shard(store, path, sh, m.get("schema_version") or 1)
+                        bad = check_labels(t, store.uri(path))
+                        if bad:
+                            checked[path] = "label invariants broken: " + bad[0]
+                    else:
+                        size = store.size(path)
+                        if size is None:
+                            raise ShardError(f"shard {store.uri(path)} is missing")
+                        if "bytes" in sh and size != int(sh["bytes"]):
+                            raise ShardError(f"shard {store.uri(path)} has {size} bytes, the manifest says "
+                                             f"{sh['bytes']}")
+                except ShardError as e:
+                    checked[path] = str(e)
+                if "sha256" not in sh and checked[path] is None and full:
+                    pass  # written before checksums were recorded: size, schema, rows and labels still checked
+            if checked[path] is not None:
+                ok = False
+                fix = (_label_fix(store, m) if cur is not None and v == cur["version"]
+                       else f"`mcprm prune {url} --keep {max(1, latest - v)}` drops version {v} and older "
+                            "(or restore the file from a backup)")
+                problems.append(Problem(f"version {v}", checked[path], fix))
+            rows += int(sh.get("rows", 0))
+        if m.get("counts", {}).get("solutions") not in (None, rows):
+            problems.append(Problem(store.uri(rel), f"counts.solutions {m['counts']['solutions']} != sum of shard "
+                                    f"rows {rows}", "restore it from a backup"))
+        if not ok:
+            damaged_versions.append(v)
+    summary["shards"] = len(checked)
+    summary["rows"] = sum(int(s.get("rows", 0)) for s in (cur or {}).get("shards", []))
+    summary["damaged_versions"] = damaged_versions
+    return problems, summary
