@@ -102,7 +102,7 @@ def label_cmd(
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="[mcprm] %(message)s")
     given = {k_: v for k_, v in locals().items() if k_ not in ("config", "quiet", "verbose", "label", "logging")}
     given = {k_: (v.value if isinstance(v, enum.Enum) else v) for k_, v in given.items() if v is not None and v != []}
-    with user_errors():
+    with user_errors(resume_hint=True):
         cfg = LabelConfig.from_file(config, **given) if config else LabelConfig.from_dict(given, source="options")
         cfg.progress = not quiet
         cfg.ray_logs = verbose

@@ -264,14 +264,14 @@ def resolve_files(spec: InputSpec) -> list[str]:
             if file_format(path, spec.format)[0] is None:
                 raise InputError(
                     f"{pattern}: cannot tell the format from the file name; use .jsonl, .json or .parquet "
-                    "(optionally .gz for JSON) or pass the format (--format jsonl|json|parquet)"
+                    "(optionally .gz for JSON) or pass the format (--input-format jsonl|json|parquet)"
                 )
             files = [path]
         else:
             raise InputError(f"{pattern}: no such file or folder")
         if not files:
             raise InputError(
-                f"{pattern}: matched no input files (looked for {exts}); check the path or pass --format"
+                f"{pattern}: matched no input files (looked for {exts}); check the path or pass --input-format jsonl|json|parquet"
             )
         local = isinstance(fs, LocalFileSystem)
         for f in files:

@@ -134,3 +134,37 @@ def test_help_has_descriptions_defaults_and_choices():
     assert "<hf|vllm|openai>" in text and "<per-step|binary-search|adaptive>" in text and "gsm8k" in text
     flag_lines = [x for x in text.splitlines() if "--no-" in x]
     assert flag_lines and not any("<bool>" in x for x in flag_lines)
+
+
+def test_failed_first_run_is_replaced_by_a_corrected_one(small_input, tmp_path):
+    out = str(tmp_path / "out")
+    with pytest.raises(Exception):  # noqa: B017 - whatever the backend raises for a missing model
+        label(make_cfg(small_input, out, model=str(tmp_path / "no-such-model")))
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
+    res = label(make_cfg(small_input, out))  # the corrected command: no --overwrite ceremony
+    assert res.added > 0 and res.version == 1
+
+
+def test_refused_rerun_names_the_field(small_input, tmp_path):
+    from pipeline.config import ConfigError
+
+    out = str(tmp_path / "out")
+    label(make_cfg(small_input, out))
+    with pytest.raises(ConfigError) as e:
+        label(make_cfg(small_input, out, k=3))
+    assert "k: 2 -> 3" in str(e.value)
+
+
+def test_read_only_command_errors_do_not_talk_about_resuming(tmp_path):
+    r = run_mcprm("stats", str(tmp_path / "nothing-here"), timeout=120)
+    assert r.returncode != 0
+    assert "rerun the same command to resume" not in r.stderr and "Nothing was committed" not in r.stderr, r.stderr
+
+
+def test_glob_matching_nothing_suggests_input_format(tmp_path):
+    from pipeline.ingest import InputSpec, iter_solutions
+
+    (tmp_path / "d").mkdir()
+    with pytest.raises(InputError) as e:
+        list(iter_solutions(InputSpec(paths=(str(tmp_path / "d" / "*.txt"),))))
+    assert "--input-format" in str(e.value) or "no such file" in str(e.value), str(e.value)
