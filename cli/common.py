@@ -36,15 +36,20 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
     except ImportError:  # pragma: no cover
         pass
     from pipeline.corpus import CorpusError
+    from pipeline.integrity import ManifestError
+    from pipeline.store import ShardError
     from rollouts.base import MissingDependency
 
-    known = known + (MissingDependency, CorpusError) + tuple(extra)
+    known = known + (MissingDependency, CorpusError, ShardError, ManifestError) + tuple(extra)
     try:
         yield
     except known as e:
         err(str(e))
         raise typer.Exit(1) from None
     except OSError as e:  # disk full, read-only file system, ...
+        if getattr(e, "mcprm_message", None):  # pipeline.run: names the file and what was committed before
+            err(e.mcprm_message)
+            raise typer.Exit(1) from None
         where = f" ({e.filename})" if getattr(e, "filename", None) else ""
         err(f"{e.strerror or e}{where}. " + ("Nothing committed; the previous corpus version is intact. Fix the "
                                              "storage problem and rerun the same command to resume."

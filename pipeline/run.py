@@ -181,15 +181,6 @@ def _scan_inputs(cfg: LabelConfig, store: CorpusStore, version: int, observe=Non
     return keys, rejects, dup
 
 
-def _existing_keys(store: CorpusStore, manifest: dict | None) -> set[str]:
-    if not manifest:
-        return set()
-    keys: set[str] = set()
-    for sh in manifest["shards"]:
-        keys.update(store.read_table(sh["path"], columns=["key"]).column("key").to_pylist())
-    return keys
-
-
 def _iter_shards(cfg: LabelConfig, plan: dict, skip: set[int]) -> Iterator[tuple[int, list[Solution]]]:
     """Pass 2: stream the planned solutions in shard order, skipping finished shards."""
     from pipeline.ingest import iter_solutions
@@ -216,12 +207,85 @@ def _iter_shards(cfg: LabelConfig, plan: dict, skip: set[int]) -> Iterator[tuple
 
 
 def label(config: LabelConfig) -> RunResult:
+    """Label, commit a new version, return what was done. A storage error (disk full, read-only, permission)
+    becomes a :class:`pipeline.store.StorageError` naming the file and saying whether an earlier version is
+    there to stay intact."""
+    try:
+        return _label(config)
+    except OSError as e:
+        raise _storage_message(config, e) from e
+
+
+def _storage_message(config: LabelConfig, e: OSError) -> OSError:
+    from pipeline.store import StorageError
+
+    if isinstance(e, (FileNotFoundError, FileExistsError)) and not isinstance(e, StorageError):
+        return e
+    try:
+        versions = CorpusStore(config.output).versions()
+    except Exception:  # noqa: BLE001 - the storage itself is failing
+        versions = []
+    where = e.filename or config.output
+    what = e.strerror or str(e) or type(e).__name__
+    if what.endswith(str(where)):
+        what = what[: -len(str(where))].rstrip()
+    state = (f"the previous corpus version is intact (version {max(versions)})" if versions
+             else "no corpus version was committed yet")
+    msg = (f"storage error: {what} ({where}). Nothing was committed by this run; {state}. Fix the storage "
+           "problem (free space, permissions) and rerun the same command to resume.")
+    err = StorageError(e.errno, msg)
+    err.mcprm_message = msg
+    return err
+
+
+# ---- integrity (issue 13): recovered manifest, verified shards, fencing; see pipeline.integrity
+def _current_manifest(store: CorpusStore) -> dict | None:
+    from pipeline.integrity import current_manifest
+
+    return current_manifest(store, repair=True)
+
+
+def _next_version(store: CorpusStore, manifest: dict | None) -> int:
+    """One above every version ever committed (a version number is never reused)."""
+    return max([manifest["version"] if manifest else 0] + store.versions()) + 1
+
+
+def _verified_base(store: CorpusStore, base: dict | None) -> tuple[dict | None, set[str]]:
+    """The base version with its damaged shards left out (their rows are labeled again), and its keys."""
+    if not base:
+        return base, set()
+    from pipeline.integrity import base_keys
+
+    keys, bad = base_keys(store, base)
+    if bad:
+        base = dict(base, shards=[s for s in base["shards"] if s not in bad],
+                    _damaged=[s["path"] for s in bad])
+    return base, keys
+
+
+def _resume_shards(store: CorpusStore, plan: dict, version: int) -> dict[int, dict]:
+    """Finished shards of an unfinished run, each verified in full against its checksum (else relabeled)."""
+    from pipeline.integrity import kept_shard
+
+    done: dict[int, dict] = {}
+    for sh in plan["shards"]:
+        got = kept_shard(store, store.shard_rel(version, sh["shard"]), sh["keys"])
+        if got is not None:
+            done[sh["shard"]] = dict(got, shard=sh["shard"])
+    return done
+# ---- end integrity
+
+
+def _label(config: LabelConfig) -> RunResult:
+    from pipeline.faults import fault_point
+
     t0 = time.perf_counter()
     cfg = config.resolved()
     store = CorpusStore(cfg.output)
     identity = cfg.identity()
-    with OutputLock(store):
-        manifest = store.manifest()
+    with OutputLock(store) as lock:
+        fault_point("locked")
+        manifest = _current_manifest(store)
         base = manifest  # the version whose shards the new one builds on
         if manifest is not None and manifest.get("identity") != identity:
             if not cfg.overwrite:
@@ -249,7 +313,7 @@ def label(config: LabelConfig) -> RunResult:
                         cfg.output, SCHEMA_VERSION)
             base = None
         prev_version = manifest["version"] if manifest else 0
-        version = prev_version + 1
+        version = _next_version(store, manifest)
 
         from pipeline.notes import InputNotes, run_notes  # issue 14: executor, warnings
 
@@ -257,9 +321,15 @@ def label(config: LabelConfig) -> RunResult:
         keys, rejects, dup = _scan_inputs(cfg, store, version, observe=input_notes.observe)
         if not keys and base is None:
             raise ConfigError(f"no valid solutions in {', '.join(cfg.input)}; nothing to label")
-        existing = _existing_keys(store, base)
+        base, existing = _verified_base(store, base)
         new_keys = [k for k in keys if k not in existing]
         reused = len(keys) - len(new_keys)
+        if base is not None and base.get("_damaged") and not new_keys:
+            from pipeline.store import ShardError
+
+            raise ShardError(f"damaged shards {', '.join(base['_damaged'])} and the input no longer holds their "
+                             "rows: nothing to label them again from. Restore the files from a backup, or run the "
+                             "input that holds those rows; `mcprm verify` lists what is damaged.")
         if not new_keys and base is not None:
             log.info("corpus %s is up to date (version %d): nothing new to label", cfg.output, prev_version)
             return RunResult(cfg.output, prev_version, 0, reused, len(rejects), manifest, time.perf_counter() - t0)
@@ -275,7 +345,12 @@ def label(config: LabelConfig) -> RunResult:
             ],
         }
         vdir = store.version_dir(version)
-        old_plan = store.read_json(f"{vdir}/_plan.json")
+        try:
+            old_plan = store.read_json(f"{vdir}/_plan.json")
+        except RuntimeError as e:  # a damaged plan: the unfinished run is started again
+            log.warning("%s; discarding the unfinished run", e)
+            store.delete(vdir, recursive=True)
+            old_plan = None
         done_shards: dict[int, dict] = {}
         if (old_plan is not None and old_plan != plan and old_plan.get("identity") == identity
                 and [k for sh in old_plan["shards"] for k in sh["keys"]] == new_keys):
@@ -298,21 +373,9 @@ def label(config: LabelConfig) -> RunResult:
             old_plan = None
         if old_plan is None:
             store.write_json(f"{vdir}/_plan.json", plan)
+            fault_point("plan-written")
         else:
-            for sh in plan["shards"]:
-                rel = store.shard_rel(version, sh["shard"])
-                if store.exists(rel):
-                    got = store.read_table(rel, columns=["key", "rollouts", "rollout_tokens"])
-                    written_by = (got.schema.metadata or {}).get(b"mcprm_schema_version", b"").decode()
-                    # a shard of an unfinished run by an older mcprm (other schema) is labeled again
-                    if got.column("key").to_pylist() == sh["keys"] and written_by == str(SCHEMA_VERSION):
-                        done_shards[sh["shard"]] = {
-                            "shard": sh["shard"], "path": rel, "rows": got.num_rows, "resumed": True,
-                            "rollouts": int(sum(got.column("rollouts").to_pylist())),
-                            "rollout_tokens": int(sum(got.column("rollout_tokens").to_pylist())),
-                        }
-                    else:
-                        store.delete(rel)
+            done_shards = _resume_shards(store, plan, version)
             if done_shards:
                 log.info("resuming: %d of %d shards already done", len(done_shards), len(plan["shards"]))
 
@@ -329,6 +392,7 @@ def label(config: LabelConfig) -> RunResult:
             try:
                 def on_done(res: dict) -> None:
                     results[res["shard"]] = res
+                    lock.check()  # a run that lost its lock stops now, not at the commit
                     progress.update(res["rows"], res["rollouts"])
 
                 executor.run(version, _iter_shards(cfg, plan, set(done_shards)), on_done)
@@ -344,7 +408,7 @@ def label(config: LabelConfig) -> RunResult:
         new_manifest = _build_manifest(cfg, store, base, manifest, version, identity, plan, results, len(rejects), dup,
                                        reused, run_seconds, executor, worker_stats)
         new_manifest.update(run_notes(cfg, store, [results[sh["shard"]]["path"] for sh in plan["shards"]], input_notes))
-        store.commit(new_manifest)
+        store.commit(new_manifest, fence=lock.check)
         store.delete(f"{vdir}/_plan.json")
         return RunResult(
             cfg.output, version, len(new_keys), reused, len(rejects), new_manifest, time.perf_counter() - t0,
@@ -361,7 +425,8 @@ def _identity_diff(old: dict, new: dict) -> str:
 def _build_manifest(cfg, store, prev, last, version, identity, plan, results, n_rejected, dup, reused, run_seconds,
                     executor, worker_stats) -> dict:
     new_shards = [
-        {"path": results[sh["shard"]]["path"], "rows": results[sh["shard"]]["rows"], "version": version}
+        {"path": results[sh["shard"]]["path"], "rows": results[sh["shard"]]["rows"], "version": version,
+         **{k: results[sh["shard"]][k] for k in ("bytes", "sha256") if k in results[sh["shard"]]}}
         for sh in plan["shards"]
     ]
     shards = (prev["shards"] if prev else []) + new_shards
