@@ -157,3 +157,30 @@ def test_storage_errors_name_the_file_and_what_is_intact(small_input, tmp_path, 
     assert "No space left on device" in text and "part-00000.parquet" in text.replace(" ", "")
     assert "previous corpus version is intact" not in text and "no corpus version was committed yet" in text
     assert "()" not in text
+
+
+def test_real_full_disk_tmpfs(small_input, reference_run, tmp_path):
+    """A real full disk: a 96 KiB tmpfs (skipped where mounting one is not allowed). The run stops with the
+    file named; after the disk grows (remount), the same command resumes to the uninterrupted corpus."""
+    import subprocess
+
+    _, _, ref = reference_run
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root, or no mount namespace)")
+    try:
+        out = str(mnt / "out")
+        r = run_mcprm(*("label", "--input", small_input, "--output", out, "--k", "2", "--max-new-tokens", "48",
+                        "--shard-size", "1", "--executor", "local", "-q"))
+        text = " ".join(r.stderr.split())
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "No space left on device" in text and str(mnt) in text.replace(" ", ""), text
+        assert "no corpus version was committed yet" in text and "previous corpus version is intact" not in text
+        assert not os.path.exists(os.path.join(out, "manifest.json"))
+        subprocess.run(["mount", "-o", "remount,size=8m", str(mnt)], check=True)
+        res = label(make_cfg(small_input, out, shard_size=1))
+        assert res.version == 1 and rows_by_key(read_corpus(out, verify=True)) == ref
+        assert verify_corpus(out)[0] == []
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
