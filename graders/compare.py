@@ -17,7 +17,7 @@ import re
 from fractions import Fraction
 
 from graders.config import GraderConfig
-from graders.normalize import check_math, is_text_answer, prescreen
+from graders.normalize import check_math, is_text_answer, prescreen, split_top_level
 from graders.numbers import Number, approx_equal, parse_number
 
 Result = tuple[bool | None, str]
@@ -57,21 +57,6 @@ def grouped_number(s: str) -> Number | None:
     return Number(Fraction(int(m.group(1) + m.group(2).replace(",", "").replace(" ", ""))))
 
 
-def _top_level(s: str, sep: str) -> list[str]:
-    """``s`` split at ``sep`` outside brackets."""
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(s):
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == sep and depth == 0:
-            parts.append(s[start:i])
-            start = i + 1
-    parts.append(s[start:])
-    return parts
-
-
 _VARIABLE_RE = re.compile(
     r"^(?:[a-zA-Z](?:_\{?\w+\}?)?'*|\\[a-zA-Z]+(?:_\{?\w+\}?)?|[a-zA-Z]\([a-zA-Z]\)|\([a-zA-Z](?:_\{?\w+\}?)?(?:, ?[a-zA-Z](?:_\{?\w+\}?)?)+\))$",
     re.ASCII,
@@ -91,7 +76,7 @@ _APPROX_RE = re.compile(r"\\approx.*$|\\sim.*$")
 
 
 def _sides(item: str) -> list[str]:
-    return [p.strip() for p in _top_level(_APPROX_RE.sub("", item), "=")]
+    return [p.strip() for p in split_top_level(_APPROX_RE.sub("", item), "=")]
 
 
 def _value_side(s: str, gold: bool) -> str | None:
@@ -100,7 +85,7 @@ def _value_side(s: str, gold: bool) -> str | None:
     a variable (``x``, ``x_1``, ``f(x)``, ``(a, b)``): ``a + 3z = 0`` is an equation, not the value 0. A
     function ``f(x) = ...`` is left to the symbolic grader, which renames its variable."""
     out = []
-    for n, item in enumerate(_top_level(s, ",")):
+    for n, item in enumerate(split_top_level(s, ",")):
         sides = _sides(item.strip())
         if n > 0 and len(sides) == 1 and sides[0]:
             out.append(sides[0])  # "(x, y) = (5, 8), (8, 5)": later items may be bare values

@@ -217,6 +217,27 @@ def normalize(answer: str) -> str:
     return s
 
 
+def split_top_level(s: str, sep: str = ",") -> list[str]:
+    """Split at ``sep`` outside any brackets (``\\{``/``\\}`` count as brackets)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s) and s[i + 1] in "{}":
+            depth += 1 if s[i + 1] == "{" else -1
+            i += 2
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == sep and depth == 0:
+            parts.append(s[start:i])
+            start = i + 1
+        i += 1
+    parts.append(s[start:])
+    return parts
+
+
 # ----------------------------------------------------------------------------------------------- screening
 
 _MAX_DEPTH = 40

@@ -16,7 +16,7 @@ from latex2sympy2_extended import NormalizationConfig, latex2sympy
 from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 
 from graders.fast_latex import Unsupported, parse_fast
-from graders.normalize import check_math
+from graders.normalize import check_math, split_top_level
 from graders.numbers import Number, parse_number
 
 
@@ -109,27 +109,6 @@ def plain_to_latex(s: str) -> str:
     if closers:
         raise ParseError("unbalanced '('")
     return "".join(out).strip()
-
-
-def split_top_level(s: str, sep: str = ",") -> list[str]:
-    """Split at ``sep`` outside any brackets (``\\{``/``\\}`` count as brackets)."""
-    parts, depth, start, i = [], 0, 0, 0
-    while i < len(s):
-        c = s[i]
-        if c == "\\" and i + 1 < len(s) and s[i + 1] in "{}":
-            depth += 1 if s[i + 1] == "{" else -1
-            i += 2
-            continue
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == sep and depth == 0:
-            parts.append(s[start:i])
-            start = i + 1
-        i += 1
-    parts.append(s[start:])
-    return parts
 
 
 @dataclass(frozen=True)
