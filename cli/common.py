@@ -41,8 +41,19 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
     from rollouts.base import MissingDependency
 
     known = known + (MissingDependency, CorpusError, ShardError, ManifestError) + tuple(extra)
+    from pipeline.worker import WorkerError
+
     try:
         yield
+    except WorkerError as e:  # issue 14: one message naming the row; the worker's traceback on request
+        import os
+
+        if os.environ.get("MCPRM_DEBUG"):
+            print(e.detail or "", file=sys.stderr, flush=True)
+        hint = ("Nothing was committed; finished shards are kept, and rerunning the same command resumes. "
+                if resume_hint else "")
+        err(f"{e}. {hint}(set MCPRM_DEBUG=1 to see the worker's traceback).")
+        raise typer.Exit(1) from None
     except known as e:
         err(str(e))
         raise typer.Exit(1) from None
@@ -66,6 +77,8 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
 
         if os.environ.get("MCPRM_DEBUG"):
             traceback.print_exc()
+            if getattr(e, "detail", None):  # a worker's own traceback (pipeline.executors._task_cause)
+                print(e.detail, file=sys.stderr, flush=True)
         hint = "Nothing was committed; rerun the same command to resume " if resume_hint else ""
         err(f"{type(e).__name__}: {e}. {hint}(set MCPRM_DEBUG=1 to see the traceback).")
         raise typer.Exit(1) from None

@@ -85,7 +85,8 @@ def init_ray(address: str | None = None, log_to_driver: bool = False) -> None:
         return
     address = address or os.environ.get("RAY_ADDRESS") or None
     # Ray's own log lines (workers' output, ANSI colour) stay out of the user's terminal unless asked (-v).
-    kwargs = dict(ignore_reinit_error=True, logging_level=logging.WARNING, log_to_driver=log_to_driver)
+    kwargs = dict(ignore_reinit_error=True, logging_level=logging.WARNING if log_to_driver else logging.ERROR,
+                  log_to_driver=log_to_driver)
     if address is None:
         kwargs["include_dashboard"] = False
     # Let actors find the top-level packages (pipeline, rollouts, graders) when running from a checkout.
@@ -138,6 +139,20 @@ def check_resources(ray, cfg: LabelConfig, n: int, cpus: float, gpus: float, pol
     waited = f" (waited {cfg.wait_for_resources:g} s)" if cfg.wait_for_resources else ""
     raise ResourceError(f"the Ray cluster cannot run this job{waited}: it asks for {asked}, and the cluster has "
                         f"{_cluster_summary(ray)}. To fix: " + "; or ".join(what) + ".")
+
+
+def _task_cause(e: BaseException) -> BaseException:
+    """The exception a Ray task raised, as its own type without Ray's wrapping (whose text is the whole
+    remote traceback); a :class:`pipeline.worker.WorkerError` keeps the worker's traceback as ``detail``."""
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, BaseException):
+        if not getattr(cause, "detail", None):
+            try:
+                cause.detail = getattr(e, "traceback_str", "") or ""  # type: ignore[attr-defined]
+            except AttributeError:  # pragma: no cover
+                pass
+        return cause
+    return e.as_instanceof_cause() if hasattr(e, "as_instanceof_cause") else e
 
 
 class RayExecutor:
@@ -307,10 +322,9 @@ class RayExecutor:
                 fill()
                 continue
             except ray.exceptions.RayTaskError as e:
-                # mcprm's own error (bad model path, storage full, ...): not retried, raised as its own type
-                cause = e.as_instanceof_cause() if hasattr(e, "as_instanceof_cause") else e
-                log.error("shard %d failed: %s", shard, cause)
-                raise cause from None
+                # mcprm's own error (a row the worker fails on, storage full, ...): not retried, raised as its
+                # own type and said once (the CLI prints it; the worker's traceback only with MCPRM_DEBUG=1).
+                raise _task_cause(e) from None
             if shard not in done_shards:  # a shard re-run after a lost node may also finish late
                 done_shards.add(shard)
                 on_done(result)

@@ -13,11 +13,13 @@ solution gets the same labels under any sharding, worker count or restart.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pipeline.faults import fault_raise
 from pipeline.strategies import Probe, ProbeResult, StrategyParams, make_strategy
 from pipeline.types import LabeledSolution, Solution, StepStats
 from rollouts.base import GenRequest, RolloutBackend, SamplingConfig
@@ -101,8 +103,9 @@ class Scheduler:
         out: dict[int, LabeledSolution] = {}
         live: dict[int, _Live] = {}
         for idx, (sol, verdict) in enumerate(zip(solutions, own)):
-            correct = False if _no_answer(verdict) else verdict.correct
-            gen = make_strategy(self.strategy, len(sol.steps), correct, self.params)
+            with blame(sol):
+                correct = False if _no_answer(verdict) else verdict.correct
+                gen = make_strategy(self.strategy, len(sol.steps), correct, self.params)
             state = _Live(sol, gen, [], [StepStats() for _ in sol.steps])
             state.solution_correct = correct  # type: ignore[attr-defined]
             self._advance(idx, state, None, live, out)
@@ -117,6 +120,11 @@ class Scheduler:
         return "\n".join(sol.steps)
 
     def _advance(self, idx: int, st: _Live, results: list[ProbeResult] | None, live: dict, out: dict) -> None:
+        with blame(st.sol):
+            fault_raise("label-solution", st.sol.id)
+            self._advance1(idx, st, results, live, out)
+
+    def _advance1(self, idx: int, st: _Live, results: list[ProbeResult] | None, live: dict, out: dict) -> None:
         try:
             probes = st.gen.send(results) if results is not None else next(st.gen)  # type: ignore[attr-defined]
         except StopIteration as stop:
@@ -140,6 +148,10 @@ class Scheduler:
         live[idx] = st
 
     def _requests(self, st: _Live) -> list[GenRequest]:
+        with blame(st.sol):
+            return self._requests1(st)
+
+    def _requests1(self, st: _Live) -> list[GenRequest]:
         sol = st.sol
         return [
             GenRequest(
@@ -186,7 +198,8 @@ class Scheduler:
         pos = 0
         for idx, cpp in done.items():
             n = sum(len(c) for c in cpp)
-            results = self._account(live[idx], cpp, verdicts[pos : pos + n])
+            with blame(live[idx].sol):
+                results = self._account(live[idx], cpp, verdicts[pos : pos + n])
             pos += n
             self._advance(idx, live[idx], results, live, out)
 
@@ -266,6 +279,21 @@ class Scheduler:
                     if idx in live:
                         launch(idx)
         self.stats.generate_seconds += time.perf_counter() - t0
+
+
+@contextlib.contextmanager
+def blame(sol: Solution):
+    """An exception raised while working on one solution carries it (``mcprm_solution``), so the error the
+    user sees names that row (``pipeline.worker.WorkerError``)."""
+    try:
+        yield
+    except Exception as e:
+        if getattr(e, "mcprm_solution", None) is None:
+            try:
+                e.mcprm_solution = sol  # type: ignore[attr-defined]
+            except AttributeError:  # pragma: no cover - an exception type without __dict__
+                pass
+        raise
 
 
 def _no_answer(verdict) -> bool:

@@ -19,6 +19,52 @@ from pipeline.types import Solution
 from rollouts.base import SamplingConfig
 
 
+def source_where(source: str) -> str:
+    """``"file:row"`` (``Solution.source``, 0-based row) as people name it: ``file line N`` (JSON Lines, 1-based,
+    as validation errors say it) or ``file row N`` (Parquet / JSON array index)."""
+    file, sep, row = source.rpartition(":")
+    if not sep or not row.isdigit():
+        return source
+    from pipeline.ingest import _where
+
+    kind = "jsonl" if not file.endswith((".parquet", ".json", ".pq")) else "parquet"
+    return _where(file, int(row), kind)
+
+
+class WorkerError(RuntimeError):
+    """An error raised while a worker labeled a shard, as one message that names the row (file and line) when
+    the failure belongs to one solution, else the shard and its rows. ``detail`` is the worker's own
+    traceback (shown with ``MCPRM_DEBUG=1``). Built only from strings, so it crosses process boundaries
+    (Ray) intact."""
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message, detail)
+        self.message = message
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return self.message
+
+    @classmethod
+    def from_exception(cls, e: BaseException, shard: int, solutions: Sequence[Solution]) -> WorkerError:
+        import traceback
+
+        sol = getattr(e, "mcprm_solution", None)
+        if sol is not None:
+            where = source_where(sol.source) if sol.source else "an input row"
+            what = f"{where} (solution id {sol.id!r}, {len(sol.steps)} steps)"
+        elif solutions:
+            first, last = solutions[0], solutions[-1]
+            span = (source_where(first.source) if len(solutions) == 1
+                    else f"{source_where(first.source)} to {source_where(last.source)}")
+            what = f"shard {shard} ({len(solutions)} solutions, {span})"
+        else:
+            what = f"shard {shard}"
+        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        msg = f"a worker failed while labeling {what}: {type(e).__name__}" + (f": {text}" if text else "")
+        return cls(msg, "".join(traceback.format_exception(type(e), e, e.__traceback__)))
+
+
 def build_backend(cfg: LabelConfig):
     import rollouts
 
@@ -92,7 +138,12 @@ class ShardWorker:
 
     def process(self, version: int, shard: int, solutions: Sequence[Solution]) -> dict:
         t0 = time.perf_counter()
-        labeled, st = self.label(solutions)
+        try:
+            labeled, st = self.label(solutions)
+        except WorkerError:
+            raise
+        except Exception as e:  # labeling touches no storage: even an OSError here is the engine's or a row's
+            raise WorkerError.from_exception(e, shard, solutions) from e
         table = to_table(labeled, self.cfg.k)
         rel = self.store.shard_rel(version, shard)
         written = self.store.write_table(rel, table)  # checksum sidecar, then the shard
