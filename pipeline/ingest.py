@@ -251,24 +251,16 @@ def resolve_files(spec: InputSpec) -> list[str]:
             fs, path = url_to_fs(pattern)
         except (ValueError, ImportError) as e:
             raise InputError(f"cannot open input {pattern!r}: {e}") from None
-        if _has_magic(path):
-            files = []
-            for m in sorted(fs.glob(path)):
-                if fs.isdir(m):
-                    files.extend(sorted(p for p in fs.find(m) if wanted(p, m)))
-                elif wanted(m):
-                    files.append(m)
-        elif fs.isdir(path):
-            files = sorted(p for p in fs.find(path) if wanted(p, path))
-        elif fs.exists(path):
-            if file_format(path, spec.format)[0] is None:
-                raise InputError(
-                    f"{pattern}: cannot tell the format from the file name; use .jsonl, .json or .parquet "
-                    "(optionally .gz for JSON) or pass the format (--input-format jsonl|json|parquet)"
-                )
-            files = [path]
-        else:
-            raise InputError(f"{pattern}: no such file or folder")
+        try:
+            files = _list_input(fs, path, pattern, spec, wanted)
+        except InputError:
+            raise
+        except Exception as e:
+            from pipeline.store import describe_storage_failure, is_storage_failure
+
+            if not is_storage_failure(e):
+                raise
+            raise InputError(f"cannot read the input {pattern}: {describe_storage_failure(e)}") from e
         if not files:
             raise InputError(
                 f"{pattern}: matched no input files (looked for {exts}); check the path or pass --input-format jsonl|json|parquet"
@@ -288,6 +280,29 @@ def resolve_files(spec: InputSpec) -> list[str]:
             else:
                 out.append(os.path.relpath(f))
     return out
+
+
+def _list_input(fs, path: str, pattern: str, spec: InputSpec, wanted) -> list[str]:
+    """The input files ``path`` (a file, folder or glob) names; storage failures propagate as they are."""
+    if _has_magic(path):
+        files = []
+        for m in sorted(fs.glob(path)):
+            if fs.isdir(m):
+                files.extend(sorted(p for p in fs.find(m) if wanted(p, m)))
+            elif wanted(m):
+                files.append(m)
+    elif fs.isdir(path):
+        files = sorted(p for p in fs.find(path) if wanted(p, path))
+    elif fs.exists(path):
+        if file_format(path, spec.format)[0] is None:
+            raise InputError(
+                f"{pattern}: cannot tell the format from the file name; use .jsonl, .json or .parquet "
+                "(optionally .gz for JSON) or pass the format (--input-format jsonl|json|parquet)"
+            )
+        files = [path]
+    else:
+        raise InputError(f"input {pattern}: no such file or folder")
+    return files
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -460,6 +475,12 @@ def _read_file(url: str, spec: InputSpec) -> Iterator[RawRow]:
             yield from _read_jsonl(url, f, kind="jsonl")
     except (OSError, EOFError, ValueError) as e:  # unreadable or corrupt (e.g. truncated .gz) file
         yield RawRow(url, None, kind=kind, error=f"cannot read the file ({type(e).__name__}: {e})")
+    except Exception as e:  # the storage itself (credentials, a missing bucket): a problem of the input, named
+        from pipeline.store import describe_storage_failure, is_storage_failure
+
+        if not is_storage_failure(e):
+            raise
+        raise InputError(f"cannot read the input {url}: {describe_storage_failure(e)}") from e
 
 
 def iter_rows(spec: InputSpec, files: list[str] | None = None) -> Iterator[RawRow]:

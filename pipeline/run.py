@@ -210,30 +210,45 @@ def label(config: LabelConfig) -> RunResult:
     """Label, commit a new version, return what was done. A storage error (disk full, read-only, permission)
     becomes a :class:`pipeline.store.StorageError` naming the file and saying whether an earlier version is
     there to stay intact."""
+    from pipeline.store import is_storage_failure
+    from pipeline.worker import WorkerError
+
     try:
         return _label(config)
     except OSError as e:
         raise _storage_message(config, e) from e
+    except WorkerError:
+        raise
+    except Exception as e:
+        # A storage client's own error (botocore's NoCredentialsError, a GCS auth error): input failures are
+        # named as such where they are read (pipeline.ingest), so what is left here is the output's.
+        if not is_storage_failure(e) or isinstance(e, ConfigError) or type(e).__module__.startswith("pipeline."):
+            raise
+        raise _storage_message(config, e) from e
 
 
-def _storage_message(config: LabelConfig, e: OSError) -> OSError:
-    from pipeline.store import StorageError
+def _storage_message(config: LabelConfig, e: BaseException) -> BaseException:
+    from pipeline.store import StorageError, describe_storage_failure
 
     if isinstance(e, (FileNotFoundError, FileExistsError)) and not isinstance(e, StorageError):
         return e
+    if isinstance(e, OSError) and e.errno is not None:
+        what = e.strerror or str(e) or type(e).__name__
+    else:
+        what = describe_storage_failure(e)
     try:
         versions = CorpusStore(config.output).versions()
     except Exception:  # noqa: BLE001 - the storage itself is failing
         versions = []
-    where = e.filename or config.output
-    what = e.strerror or str(e) or type(e).__name__
+    where = getattr(e, "filename", None) or config.output
     if what.endswith(str(where)):
         what = what[: -len(str(where))].rstrip()
     state = (f"the previous corpus version is intact (version {max(versions)})" if versions
              else "no corpus version was committed yet")
-    msg = (f"storage error: {what} ({where}). Nothing was committed by this run; {state}. Fix the storage "
-           "problem (free space, permissions) and rerun the same command to resume.")
-    err = StorageError(e.errno, msg)
+    at = "" if str(where) == str(config.output) else f" ({where})"
+    msg = (f"storage error on the output {config.output}: {what}{at}. Nothing was committed by this run; {state}. Fix the "
+           "storage problem (credentials, free space, permissions) and rerun the same command to resume.")
+    err = StorageError(getattr(e, "errno", None), msg)
     err.mcprm_message = msg
     return err
 
