@@ -62,9 +62,11 @@ def export_cmd(
     if as_json:
         print(json.dumps(dataclasses.asdict(res), indent=2))
         return
-    echo(f"wrote {res.rows:,} rows ({res.steps:,} steps: {res.positives:,} positive, {res.negatives:,} negative"
-         f"{', soft labels' if res.soft else ''}) as {res.format} to {res.output} in {len(res.files)} "
-         f"{res.file_format} file(s)")
+    unl = (f", {res.unlabeled:,} unlabeled" + (" (after the first error)" if res.format == "processbench" else "")
+           if res.unlabeled else "")
+    echo(f"wrote {res.rows:,} of {res.corpus_rows:,} corpus rows ({res.steps:,} steps: {res.positives:,} positive, "
+         f"{res.negatives:,} negative{unl}{', soft labels' if res.soft else ''}) as {res.format} to {res.output} in "
+         f"{len(res.files)} {res.file_format} file(s)")
     for why, n in res.skipped.items():
         echo(f"  rows not exported ({why}): {n:,}")
     for why, n in res.cut.items():

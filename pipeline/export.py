@@ -98,6 +98,10 @@ class ExportResult:
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows not exported
     cut: dict[str, int] = field(default_factory=dict)  # reason -> steps removed from exported rows
     notes: list[str] = field(default_factory=list)
+    # steps exported without a label (ProcessBench: the steps after the first error), so that
+    # steps == positives + negatives + unlabeled; and the corpus rows read (rows + sum(skipped) == corpus_rows)
+    unlabeled: int = 0
+    corpus_rows: int = 0
 
 
 # ------------------------------------------------------------------------------------------------ labels
@@ -501,13 +505,15 @@ def export_corpus(
     res = ExportResult(output=output_url, format=fmt, file_format=file_format, files=files, rows=len(rows),
                        steps=sum(len(r.steps) for r in rows), positives=pos, negatives=len(labels_flat) - pos,
                        soft=opts.soft, tokenizer_checked=tok is not None and fmt != "processbench",
-                       imputed=imputed, skipped=skipped, cut=cut, notes=notes)
+                       imputed=imputed, skipped=skipped, cut=cut, notes=notes,
+                       unlabeled=sum(1 for r in rows for y in r.labels if y is None), corpus_rows=table.num_rows)
     meta = {"source": out_url, "version": version, "format": fmt, "label_rule": label_rule,
             "threshold": threshold if label_rule == "threshold" else None,
             "drop_after_first_error": drop_after_first_error, "balance": balance, "seed": seed,
             "step_tag": _tag(opts), "reward_tokens": list(reward_tokens),
             "tokenizer": tokenizer if isinstance(tokenizer, str) else getattr(tok, "name_or_path", None),
             "rows": res.rows, "steps": res.steps, "positives": res.positives, "negatives": res.negatives,
+            "unlabeled": res.unlabeled, "corpus_rows": res.corpus_rows,
             "skipped": skipped, "cut": cut, "imputed": imputed, "files": [posixpath.basename(f) for f in files]}
     store.write_json(META_FILE, meta)
     return res

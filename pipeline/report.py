@@ -74,10 +74,10 @@ def _fig_balance(labels: list[list[bool | None]]):
     ax.bar(idx, neg, bottom=pos, color=NEG, label="negative")
     ax.bar(idx, unl, bottom=[p + n for p, n in zip(pos, neg, strict=True)], color=UNL, label="unlabeled")
     ax.set_xticks(idx, [_pos_label(x) for x in xs])
-    ax.set_xlabel("step position")
+    ax.set_xlabel("step position (1 = first step)")
     ax.set_ylabel("steps")
     ax.set_title("Hard labels by step position")
-    ax.legend(loc="upper right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside the axes: never over a bar
     return fig
 
 
@@ -89,7 +89,7 @@ def _fig_first_error(first_error: list[int]):
     ax.bar(range(len(xs)), [hist[x] for x in xs], color=NEG)
     ax.set_xticks(range(len(xs)), [_pos_label(x) for x in xs])
     none = sum(1 for f in first_error if f == -1)
-    ax.set_xlabel("position of the first negative step")
+    ax.set_xlabel("position of the first negative step (1 = first step; first_error + 1)")
     ax.set_ylabel("solutions")
     ax.set_title(f"First-error position ({len(first_error) - none:,} with an error, {none:,} without)")
     return fig
@@ -121,11 +121,13 @@ def _fig_correctness(solution_correct: list[bool | None], first_error: list[int]
     ax.set_title("Final answer vs process: right answer, wrong process = "
                  + ("n/a" if rate is None else f"{err[0]:,} of {right:,} ({rate:.1%})"))
     ax.set_ylabel("solutions")
-    ax.legend(loc="upper right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig, rate
 
 
 def _fig_cost(rollouts: list[int], tokens: list[int], strategy: list[str]):
+    """Rollouts per solution; beside it, mean cost per strategy when the corpus has several strategies, else
+    the distribution of rollout tokens per solution (a per-strategy chart of one bar says nothing)."""
     fig = _figure(9.0, 3.6)
     a1, a2 = fig.subplots(1, 2)
     a1.hist(rollouts, bins=min(30, max(1, len(set(rollouts)))), color="#6a1b9a", edgecolor="white")
@@ -136,6 +138,12 @@ def _fig_cost(rollouts: list[int], tokens: list[int], strategy: list[str]):
     for s, r, t in zip(strategy, rollouts, tokens, strict=True):
         by[s].append((r, t))
     names = sorted(by)
+    if len(names) < 2:
+        a2.hist(tokens, bins=min(30, max(1, len(set(tokens)))), color="#ef6c00", edgecolor="white")
+        a2.set_xlabel("rollout tokens per solution")
+        a2.set_ylabel("solutions")
+        a2.set_title(f"Rollout tokens per solution (mean {sum(tokens) / max(1, len(tokens)):,.0f})")
+        return fig
     mean_r = [sum(r for r, _ in by[s]) / len(by[s]) for s in names]
     mean_t = [sum(t for _, t in by[s]) / len(by[s]) for s in names]
     idx = list(range(len(names)))
@@ -147,6 +155,36 @@ def _fig_cost(rollouts: list[int], tokens: list[int], strategy: list[str]):
     a3.set_ylabel("mean rollout tokens per solution")
     a2.set_title("Cost per strategy (purple: rollouts, orange: tokens)")
     return fig
+
+
+def _color(label: bool | None) -> str:
+    return POS if label is True else NEG if label is False else UNL
+
+
+def examples_html(rows: list[dict], n: int = 4) -> str:
+    """A few solutions with each step's text, hard label and mc_value, colour-coded (green positive, red
+    negative, grey unlabeled): some with a negative step and some without, in corpus order."""
+    with_err = [r for r in rows if r["first_error"] != -1]
+    without = [r for r in rows if r["first_error"] == -1]
+    pick = with_err[: (n + 1) // 2] + without[: n // 2]
+    pick += [r for r in rows if r not in pick][: n - len(pick)]
+    out = []
+    for r in pick:
+        fe = r["first_error"]
+        head = (f"{html.escape(str(r['id']))}: {html.escape(r['problem'])} (gold answer "
+                f"{html.escape(str(r['answer']))}; " + ("no negative step" if fe == -1 else f"first error at step {fe + 1}")
+                + ")")
+        body = []
+        for i, step in enumerate(r["steps"]):
+            lab = r["labels"][i] if i < len(r["labels"]) else None
+            val = r["mc_value"][i] if i < len(r["mc_value"]) else None
+            word = "positive" if lab is True else "negative" if lab is False else "unlabeled"
+            body.append(f"<tr style=\"background:{_color(lab)}22\"><td>{i + 1}</td><td>{html.escape(step)}</td>"
+                        f"<td style=\"color:{_color(lab)};font-weight:bold\">{word}</td>"
+                        f"<td>{'n/a' if val is None else f'{val:.2f}'}</td></tr>")
+        out.append(f"<h3>{head}</h3><table class=\"example\"><tr><th>step</th><th>text</th><th>label</th>"
+                   f"<th>mc_value</th></tr>{''.join(body)}</table>")
+    return "".join(out)
 
 
 EVAL_KEYS = ("f1", "acc_error", "acc_correct", "step_accuracy", "error_precision", "error_recall",
@@ -185,7 +223,7 @@ def _fmt(v) -> str:
 CSS = """body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#212121;background:#fff}
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em}table{border-collapse:collapse;margin:0.5em 0}
 th,td{border:1px solid #ccc;padding:4px 10px;text-align:left}th{background:#f5f5f5;font-weight:normal}
-img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:0.9em}"""
+img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:0.9em}h3{font-size:1em}"""
 
 
 def build_report(out_url: str, output_dir: str, *, version: int | None = None,
@@ -197,6 +235,8 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
     stats = corpus_stats(out_url, version)
     t = read_corpus(out_url, version, columns=["labels", "mc_value", "first_error", "solution_correct", "rollouts",
                                                "rollout_tokens", "strategy"]).to_pylist()
+    examples = read_corpus(out_url, version, columns=["id", "problem", "answer", "steps", "labels", "mc_value",
+                                                      "first_error"]).slice(0, 200).to_pylist()
     labels = [r["labels"] for r in t]
     mc = [v for r in t for v in r["mc_value"] if v is not None]
     fe = [r["first_error"] for r in t]
@@ -243,7 +283,8 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
         ("solutions / steps", f"{stats['solutions']:,} / {stats['steps']:,}"),
         ("positive / negative / unlabeled steps", f"{lab['positive']:,} / {lab['negative']:,} / {lab['unlabeled']:,}"),
         ("positive rate", _fmt(stats["positive_rate"])),
-        ("solutions with an error", f"{stats['solutions_with_error']:,}"),
+        ("solutions with an error (a negative step; = stats' solutions_with_error)",
+         f"{stats['solutions_with_error']:,}"),
         ("final answer correct", _fmt(stats["solution_correct_rate"])),
         ("right answer, wrong process", f"{stats['right_answer_wrong_process']:,}"
                                         + ("" if rawp is None else f" ({rawp:.1%} of right answers)")),
@@ -251,10 +292,19 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
     ]
     parts = [f"<h1>mcprm corpus report</h1>{_table(summary)}"]
     if metrics is not None:
-        parts.append("<h2>eval metrics</h2>" + _table([(k, _fmt(metrics.get(k))) for k in
+        names = {"solutions": "solutions compared with the reference",
+                 "solutions_with_error": "reference solutions with an error (the reference's count, not the labels')"}
+        parts.append("<h2>eval metrics</h2>" + _table([(names.get(k, k), _fmt(metrics.get(k))) for k in
                                                        ("solutions", "solutions_with_error", *EVAL_KEYS,
-                                                        "steps_compared", "rollout_tokens")]))
+                                                        "steps_compared", "rollout_tokens")])
+                     + "<p>The summary's \"solutions with an error\" counts solutions whose labels have a negative "
+                       "step (as <code>mcprm stats</code> does); the eval table's count is of solutions the "
+                       "reference marks wrong. They differ by the labels' errors against the reference.</p>")
     parts.extend(sections)
+    parts.append("<h2>Example solutions</h2><p>A few solutions with each step's hard label and mc_value (green: "
+                 "positive, red: negative, grey: unlabeled). Steps are numbered from 1, as in the charts; the "
+                 "data's <code>first_error</code> column is the 0-based index (step N here is index N - 1).</p>"
+                 + examples_html(examples))
     page = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>mcprm report</title>"
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
     store.write_bytes("report.html", page.encode())
