@@ -93,6 +93,7 @@ def label_cmd(
     grader_timeout: Annotated[float | None, _o(help="Seconds one answer comparison may take (then ungradable).", field="grader_timeout")] = None,
     verbose: Annotated[bool, _o("--verbose/--no-verbose", "-v", help="Show Ray's own log lines and more detail.", default="off")] = False,
     quiet: Annotated[bool, _o("--quiet/--no-quiet", "-q", help="No progress output.", default="off")] = False,
+    show_progress: Annotated[bool, _o("--progress/--no-progress", help="Live progress bar on a terminal (solutions, rollouts, tok/s, ETA); plain lines every 10 s when not a terminal.", default="on")] = True,
 ) -> None:
     """Label every step of every solution with K rollouts (default: the bundled sample and model, on CPU)."""
     import logging
@@ -100,11 +101,11 @@ def label_cmd(
     from pipeline.run import label
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="[mcprm] %(message)s")
-    given = {k_: v for k_, v in locals().items() if k_ not in ("config", "quiet", "verbose", "label", "logging")}
+    given = {k_: v for k_, v in locals().items() if k_ not in ("config", "quiet", "verbose", "label", "logging", "show_progress")}
     given = {k_: (v.value if isinstance(v, enum.Enum) else v) for k_, v in given.items() if v is not None and v != []}
     with user_errors(resume_hint=True):
         cfg = LabelConfig.from_file(config, **given) if config else LabelConfig.from_dict(given, source="options")
-        cfg.progress = not quiet
+        cfg.progress = show_progress and not quiet
         cfg.ray_logs = verbose
         res = label(cfg)
     m = res.manifest or {}

@@ -44,9 +44,15 @@ class LocalExecutor:
         """Each worker's backend counters for this run (one worker here)."""
         return [self.worker.backend.stats.as_dict()]
 
+    on_solution: Callable[[int, int, int], None] | None = None  # (shard, rollouts, tokens) per labeled solution
+
     def run(self, version: int, shards: ShardIter, on_done: Callable[[dict], None]) -> None:
         for idx, sols in shards:
-            on_done(self.worker.process(version, idx, sols))
+            cb = None
+            if self.on_solution is not None:
+                def cb(ls, idx=idx):
+                    self.on_solution(idx, ls.rollouts, ls.rollout_tokens)
+            on_done(self.worker.process(version, idx, sols, on_solution=cb))
 
     def close(self) -> None:
         self.worker.close()

@@ -114,39 +114,53 @@ def _mcprm_version() -> str:
 
 
 class _Progress:
-    """A rich progress bar on a terminal; plain log lines (every ``every_s``) otherwise."""
+    """A rich progress bar on a terminal, refreshed from every finished solution (``pipeline.progress``); plain
+    log lines (every ``every_s``) when the output is not a terminal; nothing when disabled."""
 
     def __init__(self, total: int, enabled: bool, every_s: float = 10.0):
+        from pipeline.progress import ProgressState
+
+        self.state = ProgressState(total, t0=time.perf_counter())
         self.total = total
-        self.done = 0
-        self.rollouts = 0
-        self.t0 = time.perf_counter()
         self.every_s = every_s
-        self.last = self.t0
+        self.last = self.state.t0
         self.bar = None
+        self.enabled = enabled
         if enabled and sys.stderr.isatty():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
             self.bar = Progress(
                 TextColumn("labeling"), BarColumn(), MofNCompleteColumn(), TextColumn("solutions"),
-                TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), transient=False,
+                TextColumn("{task.fields[info]}"), transient=False, console=Console(stderr=True),
             )
-            self.task = self.bar.add_task("label", total=total, rate="")
+            self.task = self.bar.add_task("label", total=total, info="")
             self.bar.start()
-        self.enabled = enabled
 
-    def update(self, rows: int, rollouts: int) -> None:
-        self.done += rows
-        self.rollouts += rollouts
-        el = max(1e-9, time.perf_counter() - self.t0)
-        rate = f"{self.rollouts / el:,.0f} rollouts/s"
+    def start(self) -> None:
+        """Labeling starts now (after the model load): rates and ETA count from here."""
+        self.state.t0 = self.last = time.perf_counter()
+
+    def _show(self) -> None:
+        now = time.perf_counter()
+        st = self.state
         if self.bar is not None:
-            self.bar.update(self.task, advance=rows, rate=rate)
-        elif self.enabled and (time.perf_counter() - self.last >= self.every_s or self.done >= self.total):
-            self.last = time.perf_counter()
-            eta = (self.total - self.done) * el / max(1, self.done)
-            print(f"[mcprm] {self.done}/{self.total} solutions, {rate}, ETA {eta:,.0f} s", file=sys.stderr,
-                  flush=True)
+            r, t = st.rates(now)
+            eta = st.eta(now)
+            self.bar.update(self.task, completed=st.done,
+                            info=f"{st.rollouts:,} rollouts, {t:,.0f} tok/s, ETA "
+                                 + ("?" if eta is None else f"{eta:,.0f} s"))
+        elif self.enabled and (now - self.last >= self.every_s or st.done >= self.total):
+            self.last = now
+            print(f"[mcprm] {st.line(now)}", file=sys.stderr, flush=True)
+
+    def solution(self, shard: int, rollouts: int, tokens: int) -> None:
+        self.state.solution_done(shard, rollouts, tokens)
+        self._show()
+
+    def shard(self, res: dict) -> None:
+        self.state.shard_done(res["shard"], res["rows"], res["rollouts"], res["rollout_tokens"])
+        self._show()
 
     def close(self) -> None:
         if self.bar is not None:
@@ -408,8 +422,10 @@ def _label(config: LabelConfig) -> RunResult:
                 def on_done(res: dict) -> None:
                     results[res["shard"]] = res
                     lock.check()  # a run that lost its lock stops now, not at the commit
-                    progress.update(res["rows"], res["rollouts"])
+                    progress.shard(res)
 
+                executor.on_solution = progress.solution  # live counts from the workers, where supported
+                progress.start()
                 executor.run(version, _iter_shards(cfg, plan, set(done_shards)), on_done)
                 worker_stats = executor.backend_stats()
             finally:

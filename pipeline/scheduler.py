@@ -86,6 +86,7 @@ class Scheduler:
         self.seed = seed
         self.max_batch_requests = max_batch_requests
         self.stats = SchedulerStats()
+        self.on_solution: Callable[[LabeledSolution], None] | None = None  # each finished solution (progress)
         # Stream per-solution rounds when the backend can take requests while others are in flight.
         self.streaming = getattr(backend, "streaming", False) if streaming is None else streaming
 
@@ -140,6 +141,8 @@ class Scheduler:
                 rollout_tokens=st.tokens,
                 strategy=self.strategy,
             )
+            if self.on_solution is not None:
+                self.on_solution(out[idx])
             return
         probes = [p for p in probes]
         if any(p.n < 1 for p in probes):

@@ -130,16 +130,18 @@ class ShardWorker:
                                        grader=cfg.grader)
         self.store = CorpusStore(cfg.output)
 
-    def label(self, solutions: Sequence[Solution]):
+    def label(self, solutions: Sequence[Solution], on_solution=None):
         sched = Scheduler(self.backend, self.grade, self.prompt, sampling_config(self.cfg, self.prompt), self.cfg.strategy,
                           strategy_params(self.cfg), seed=self.cfg.seed,
                           max_batch_requests=self.cfg.max_batch_requests)
+        sched.on_solution = on_solution
         return sched.label(solutions), sched.stats
 
-    def process(self, version: int, shard: int, solutions: Sequence[Solution]) -> dict:
+    def process(self, version: int, shard: int, solutions: Sequence[Solution], on_solution=None) -> dict:
+        """Label and write one shard; ``on_solution(labeled)`` is called as each solution is done (progress)."""
         t0 = time.perf_counter()
         try:
-            labeled, st = self.label(solutions)
+            labeled, st = self.label(solutions, on_solution)
         except WorkerError:
             raise
         except Exception as e:  # labeling touches no storage: even an OSError here is the engine's or a row's
