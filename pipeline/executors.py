@@ -52,7 +52,8 @@ class LocalExecutor:
             if self.on_solution is not None:
                 def cb(ls, idx=idx):
                     self.on_solution(idx, ls.rollouts, ls.rollout_tokens)
-            on_done(self.worker.process(version, idx, sols, on_solution=cb))
+            self.worker.on_solution = cb  # read by ShardWorker.process (its signature stays the same)
+            on_done(self.worker.process(version, idx, sols))
 
     def close(self) -> None:
         self.worker.close()

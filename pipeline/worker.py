@@ -137,11 +137,13 @@ class ShardWorker:
         sched.on_solution = on_solution
         return sched.label(solutions), sched.stats
 
-    def process(self, version: int, shard: int, solutions: Sequence[Solution], on_solution=None) -> dict:
-        """Label and write one shard; ``on_solution(labeled)`` is called as each solution is done (progress)."""
+    on_solution = None  # called with each LabeledSolution as it is done (live progress); set by the executor
+
+    def process(self, version: int, shard: int, solutions: Sequence[Solution]) -> dict:
+        """Label and write one shard (``self.on_solution`` hears of each solution as it is done)."""
         t0 = time.perf_counter()
         try:
-            labeled, st = self.label(solutions, on_solution)
+            labeled, st = self.label(solutions, self.on_solution)
         except WorkerError:
             raise
         except Exception as e:  # labeling touches no storage: even an OSError here is the engine's or a row's
