@@ -33,10 +33,11 @@ def _cli(inp, out, env=None, unset=()):
 
 
 def test_missing_credentials_name_input_or_output(small_input, s3_server, tmp_path):  # noqa: F811
-    import fsspec
+    import boto3
 
-    fs = fsspec.filesystem("s3")
-    fs.pipe("corpus/in.jsonl", open(small_input, "rb").read())
+    # boto3, not fsspec.filesystem("s3"): fsspec caches file systems, possibly one for an earlier test's server
+    boto3.client("s3", endpoint_url=s3_server["AWS_ENDPOINT_URL"]).put_object(
+        Bucket="corpus", Key="in.jsonl", Body=open(small_input, "rb").read())
     env = {k: v for k, v in dict(s3_server, **NO_CREDENTIALS).items() if k not in UNSET}
 
     r = _cli("s3://corpus/in.jsonl", str(tmp_path / "out"), env=env, unset=UNSET)
