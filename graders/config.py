@@ -17,8 +17,10 @@ class GraderConfig:
         max_answer_chars: longer (normalized) answers or golds are ungradable (``"too large"``).
 
     Extraction
-        last_number_fallback: when the response has no ``\\boxed{}``, ``####``, "The answer is" or "Final
-            answer:", use its last number -- only when the gold itself is a plain number.
+        last_number_fallback: when the response marks no answer (no ``\\boxed{}``, ``####`` line, "The
+            (final) answer is", "Answer:"), take an unmarked one: a response that is only an answer, a
+            short last line that is only an answer, the last LaTeX math span, or the whole math expression
+            around the last number (never a fragment of it). ``False``: such a response has no answer.
 
     Numbers
         rel_tol: relative tolerance between two computed values (float noise), e.g. ``\\sqrt{2}+\\sqrt{3}``

@@ -9,6 +9,7 @@ constant names; anything else raises :class:`ParseError`. Runs inside the killab
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 
 import sympy
@@ -182,8 +183,12 @@ def _to_sympy(s: str):
     return _exact_floats(expr)
 
 
+@lru_cache(maxsize=4096)
 def parse(s: str) -> Parsed:
-    """Parse a normalized answer (see :func:`graders.normalize.normalize`) into sympy objects."""
+    """Parse a normalized answer (see :func:`graders.normalize.normalize`) into sympy objects.
+
+    Cached per worker process: the K continuations of a prefix share one gold answer (and often the same
+    answer text), so each is parsed once. Parsed values are immutable sympy objects."""
     percent = s.endswith("%")
     body = s[:-1] if percent else s
     number = parse_number(s)
