@@ -9,8 +9,8 @@ constant names; anything else raises :class:`ParseError`. Runs inside the killab
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 
 import sympy
 from latex2sympy2_extended import NormalizationConfig, latex2sympy
