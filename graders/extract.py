@@ -156,6 +156,8 @@ def math_run(text: str) -> str | None:
         else:
             kinds.append("stop")
     for i, k in enumerate(kinds):
+        if k == "math" and i > 0 and toks[i - 1] in ("'", "’") and toks[i].isalpha():
+            kinds[i] = "stop"  # "it's", "Bob's": the letter after an apostrophe is part of a word
         if k != "num" or i == 0:
             continue
         if toks[i - 1][0].isalpha() and kinds[i - 1] == "stop":

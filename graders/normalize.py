@@ -42,6 +42,12 @@ _FRAC_TAIL_RE = re.compile(r"(\\frac\s*\{[^{}]*\})\s*(\d)")
 _SQRT_PAREN_RE = re.compile(r"\\sqrt\s*\(([^()]{1,40})\)")
 _SQRT_RE = re.compile(r"\\sqrt\s*(\[[^\[\]{}]{1,10}\])?\s*(\d+|[a-zA-Z](?![a-zA-Z]))")
 _OP_SPACE_RE = re.compile(r"\s*([-+*/=<>,()\[\]{}^_|!&:])\s*")
+# 1,000.99m^{2}, 2.5cm, 12kg: a number with a unit glued to it (a known unit only: "5m" alone stays 5m)
+_GLUED_UNIT_RE = re.compile(
+    r"^(-?\d[\d,]*(?:\.\d+)?)(?:cm|mm|km|m|kg|mg|g|ml|mL|L|s|ms|min|h|hr|hrs|ft|in|yd|mi|lb|lbs|oz|mph)"
+    r"(?:\^\{?[23]\}?)?$",
+    re.ASCII,
+)
 _NUMBER_WORDS_RE = re.compile(r"^(-?\d+(?:\.\d+)?%?)\s+([a-zA-Z]{2}[a-zA-Z.\s]*)$", re.ASCII)
 _CHOICE_RE = re.compile(r"^\(?([A-Ea-e])\)?$|^\(?([A-E])(?:\)|\.|:)\s.{1,200}$")
 _CONJ_RE = re.compile(r"\\text\s*\{\s*(?:or|and|,)\s*\}|\s+(?:or|and)\s+|(?<=[)\]])\s*(?:or|and)\s*(?=[(\[])")
@@ -206,6 +212,9 @@ def normalize(answer: str) -> str:
         if int(den) > 0 and int(num) < int(den):
             pct = "%" if s.endswith("%") else ""
             s = f"{m.group(1)}{int(m.group(2)) * int(den) + int(num)}/{den}{pct}"
+    m = _GLUED_UNIT_RE.match(s)
+    if m and ("," in m.group(1) or "." in m.group(1) or "^" in s or len(s) - len(m.group(1)) > 1):
+        s = m.group(1).replace(",", "") if _THOUSANDS_RE.fullmatch(m.group(1).split(".")[0]) else m.group(1)
     m = _NUMBER_WORDS_RE.match(s)  # "5 cm", "12 apples", "3.5 square feet"
     if m and not any(w.lower() in KNOWN_NAMES for w in m.group(2).split()):
         s = m.group(1)
