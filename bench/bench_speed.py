@@ -44,7 +44,7 @@ def bench_generate() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from pipeline.bundled import model_dir
-    from pipeline.synthetic import PROMPT_TEMPLATE, generate_problems
+    from pipeline.bundled.synthetic import PROMPT_TEMPLATE, generate_problems
 
     tok = AutoTokenizer.from_pretrained(model_dir())
     model = AutoModelForCausalLM.from_pretrained(model_dir()).eval()

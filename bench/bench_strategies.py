@@ -3,7 +3,7 @@
 
 On fresh synthetic problems (a seed the model never trained on), one solution per problem is sampled from the
 bundled model at temperature 1.0; then every strategy labels the same solutions at K = 4, 8, 16 through the
-real pipeline (``pipeline.run.label``, in-process executor, hf backend) and ``pipeline.evaluate`` scores them
+real pipeline (``pipeline.run.label``, in-process executor, hf backend) and ``pipeline.commands.evaluate`` scores them
 against the exact checker. Prints a table; ``--json`` writes the rows too.
 
     python bench/bench_strategies.py --solutions 300            # ~15-25 min on 2 CPU cores
@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def sample_solutions(n: int, seed: int, path: Path) -> dict:
+    from pipeline.bundled.synthetic import check_steps, generate_problems
+    from pipeline.commands.generate import generate
     from pipeline.config import LabelConfig
-    from pipeline.generate import generate
-    from pipeline.synthetic import check_steps, generate_problems
 
     probs = generate_problems(n, seed=seed)
     pin = path.parent / "problems.jsonl"
@@ -49,8 +49,8 @@ def main() -> None:
     ap.add_argument("--executor", default="ray")
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
+    from pipeline.commands.evaluate import evaluate
     from pipeline.config import LabelConfig
-    from pipeline.evaluate import evaluate
     from pipeline.run import label
 
     tmp = Path(tempfile.mkdtemp(prefix="mcprm-bench-strat-"))

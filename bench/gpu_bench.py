@@ -124,7 +124,7 @@ def make_model_dir(size: str) -> tuple[str, str]:
 
 def workload(n_solutions: int, seed: int = 0):
     """Synthetic solutions of realistic shape, as mcprm Solutions (text = space-separated wN words)."""
-    from pipeline.types import Solution
+    from pipeline.labeling.types import Solution
 
     rng = random.Random(seed)
 
@@ -163,7 +163,7 @@ def sampling(lengths: str, max_tokens: int):
 
 
 def per_step_requests(sols):
-    from pipeline.scheduler import derive_seed
+    from pipeline.labeling.scheduler import derive_seed
     from rollouts.base import GenRequest
 
     pf = prompt_format()
@@ -267,8 +267,8 @@ def part_throughput(a):
     import vllm
 
     from graders import grade_batch
-    from pipeline.scheduler import Scheduler
-    from pipeline.strategies import StrategyParams
+    from pipeline.labeling.scheduler import Scheduler
+    from pipeline.labeling.strategies import StrategyParams
     from rollouts.vllm_backend import VLLMBackend
 
     mdir, tdir = make_model_dir(a.size)
@@ -355,8 +355,8 @@ def part_throughput(a):
 
 
 def part_correctness(a):
+    from pipeline.commands.evaluate import evaluate
     from pipeline.config import LabelConfig
-    from pipeline.evaluate import evaluate
     from pipeline.run import label
 
     out = Path(a.out)

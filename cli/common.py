@@ -30,18 +30,18 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
     except ImportError:  # pragma: no cover
         pass
     try:
-        from pipeline.lock import LockError
+        from pipeline.storage.lock import LockError
 
         known = known + (LockError,)
     except ImportError:  # pragma: no cover
         pass
-    from pipeline.corpus import CorpusError
-    from pipeline.integrity import ManifestError
-    from pipeline.store import ShardError
+    from pipeline.storage.corpus import CorpusError
+    from pipeline.storage.integrity import ManifestError
+    from pipeline.storage.store import ShardError
     from rollouts.base import MissingDependency
 
     known = known + (MissingDependency, CorpusError, ShardError, ManifestError) + tuple(extra)
-    from pipeline.worker import WorkerError
+    from pipeline.labeling.worker import WorkerError
 
     try:
         yield
@@ -77,7 +77,7 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
 
         if os.environ.get("MCPRM_DEBUG"):
             traceback.print_exc()
-            if getattr(e, "detail", None):  # a worker's own traceback (pipeline.executors._task_cause)
+            if getattr(e, "detail", None):  # a worker's own traceback (pipeline.execution.executors._task_cause)
                 print(e.detail, file=sys.stderr, flush=True)
         hint = "Nothing was committed; rerun the same command to resume " if resume_hint else ""
         err(f"{type(e).__name__}: {e}. {hint}(set MCPRM_DEBUG=1 to see the traceback).")

@@ -23,7 +23,7 @@ def eval_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """First-error F1 (ProcessBench), step accuracy/precision/recall, Brier score, rollout tokens spent."""
-    from pipeline.evaluate import evaluate
+    from pipeline.commands.evaluate import evaluate
 
     with user_errors(extra=(ValueError,)):  # a bad reference file names its row
         m = evaluate(output, reference, version, neutral_is_error)

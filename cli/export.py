@@ -42,8 +42,8 @@ def export_cmd(
     """Write the corpus as TRL / Math-Shepherd / Qwen-PRM / OpenRLHF / ProcessBench rows, checked row by row."""
     import dataclasses
 
-    from pipeline.corpus import CorpusError
-    from pipeline.export import ExportError, export_corpus
+    from pipeline.commands.export import ExportError, export_corpus
+    from pipeline.storage.corpus import CorpusError
 
     toks = tuple(t for t in reward_tokens.split(","))
     if len(toks) != 2 or not all(toks):

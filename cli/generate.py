@@ -34,8 +34,8 @@ def generate_cmd(
     id_field: Annotated[str, typer.Option(help="Input field holding the problem id.", show_default=True)] = "id",
 ) -> None:
     """Sample N independent solutions per problem, cut into steps, written in the format `label` reads."""
+    from pipeline.commands.generate import generate
     from pipeline.config import LabelConfig
-    from pipeline.generate import generate
 
     with user_errors():
         cfg = LabelConfig(input=list(input or []), output=output, model=model or "", tokenizer=tokenizer,

@@ -10,7 +10,7 @@ import typer
 
 from cli.common import echo, user_errors
 from pipeline.config import BACKENDS, EXECUTORS, STRATEGIES, VLLM_ENGINES, LabelConfig
-from pipeline.split import SPLIT_MODES
+from pipeline.input.split import SPLIT_MODES
 
 
 def _enum(name: str, values) -> type[enum.Enum]:

@@ -33,8 +33,8 @@ def plan_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run a small pilot (in-process) and extrapolate the cost of labeling the whole input, with a 95% CI."""
+    from pipeline.commands.plan import plan
     from pipeline.config import LabelConfig
-    from pipeline.plan import plan
 
     given = {"input": input, "model": model, "strategy": strategy, "k": k, "max_new_tokens": max_new_tokens,
              "temperature": temperature, "backend": backend, "base_url": base_url, "device": device}

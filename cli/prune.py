@@ -19,7 +19,7 @@ def prune_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would be removed.")] = False,
 ) -> None:
     """Remove old versions' manifests and the shard files only they used (readers of kept versions are safe)."""
-    from pipeline.prune import prune
+    from pipeline.storage.prune import prune
 
     with user_errors():
         try:

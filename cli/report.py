@@ -21,8 +21,8 @@ def report_cmd(
     version: Annotated[int | None, typer.Option(help="A committed version (default: current).")] = None,
 ) -> None:
     """MC-value distribution, label balance by position, first errors, right-answer-wrong-process, cost, eval."""
-    from pipeline.corpus import CorpusError
-    from pipeline.report import build_report
+    from pipeline.commands.report import build_report
+    from pipeline.storage.corpus import CorpusError
 
     with user_errors():
         try:

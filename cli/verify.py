@@ -24,7 +24,7 @@ def verify_cmd(
 ) -> None:
     """Check every committed version: manifest, every shard's presence, size, sha256, schema and row count, and
     the label invariants (len(labels) == len(steps), mc_correct <= mc_total, ...). Exit 1 on any problem."""
-    from pipeline.integrity import verify_corpus
+    from pipeline.storage.integrity import verify_corpus
 
     with user_errors():
         problems, summary = verify_corpus(output, full=not quick, repair=repair)

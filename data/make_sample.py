@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.synthetic import check_steps, generate_problems  # noqa: E402
+from pipeline.bundled.synthetic import check_steps, generate_problems  # noqa: E402
 
 PROBLEMS_SEED = 20_250  # training uses seeds >= 900_000, the benchmark 31_337
 
@@ -31,7 +31,7 @@ def sample_solutions(model_dir, rows: list[dict], seed: int, temperature: float 
 
     torch = require("torch", "pip install torch --index-url https://download.pytorch.org/whl/cpu")
     transformers = require("transformers", "pip install transformers")
-    from pipeline.synthetic import PROMPT_TEMPLATE, split_completion
+    from pipeline.bundled.synthetic import PROMPT_TEMPLATE, split_completion
 
     tok = transformers.AutoTokenizer.from_pretrained(model_dir)
     tok.padding_side = "left"

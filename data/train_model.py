@@ -5,9 +5,9 @@
 writes ``data/model/`` (``config.json``, ``generation_config.json``, ``model.safetensors``, ``tokenizer.json``,
 ``tokenizer_config.json``, ``train_log.json``), which loads unchanged with ``AutoModelForCausalLM`` /
 ``AutoTokenizer`` on CPU and in vLLM. Training problems come from
-``pipeline.synthetic.generate_problems(seed=TRAIN_SEED_BASE + seed)``, a seed range disjoint from the bundled
+``pipeline.bundled.synthetic.generate_problems(seed=TRAIN_SEED_BASE + seed)``, a seed range disjoint from the bundled
 sample (``data/make_sample.py``) and the benchmark. The text of one example is the prompt format of
-``pipeline.synthetic`` followed by the reference steps and EOS; the loss covers the solution only.
+``pipeline.bundled.synthetic`` followed by the reference steps and EOS; the loss covers the solution only.
 
 The model is meant to be an honest imperfect reasoner (it makes real arithmetic and ordering mistakes), so it
 is small and trained briefly: the default settings take about 15-20 minutes on 2 CPU cores.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.synthetic import PROMPT_TEMPLATE, STEP_SEPARATOR, generate_problems  # noqa: E402
+from pipeline.bundled.synthetic import PROMPT_TEMPLATE, STEP_SEPARATOR, generate_problems  # noqa: E402
 
 TRAIN_SEED_BASE = 1_000_000
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def greedy_accuracy(torch, model, tokenizer, rows: list[dict], device) -> float:
     """Share of ``rows`` whose greedy solution passes the exact checker end to end."""
-    from pipeline.synthetic import check_steps, split_completion
+    from pipeline.bundled.synthetic import check_steps, split_completion
 
     model.eval()
     tokenizer.padding_side = "left"

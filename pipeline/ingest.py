@@ -6,9 +6,9 @@ fsspec file system (local path, ``s3://``, ``gs://``, ``hf://``, ``memory://``).
 order within each given path, rows in file order, so a run always sees the same sequence.
 
 Each row has a problem, a gold answer and either a list of steps or one solution text that
-:func:`pipeline.split.split_solution` cuts into steps; field names are configurable (:class:`InputSpec`),
+:func:`pipeline.input.split.split_solution` cuts into steps; field names are configurable (:class:`InputSpec`),
 and :data:`PRESETS` covers GSM8K- and MATH-shaped files. An optional id field names the solution; without
-it the id is :func:`pipeline.types.content_key` of (problem, answer, steps), so the same content gets the
+it the id is :func:`pipeline.labeling.types.content_key` of (problem, answer, steps), so the same content gets the
 same id whatever file or format it comes from.
 
 Validation never drops a row silently. A bad row becomes a :class:`Reject` (file, row, field, reason, raw
@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from graders.extract import last_box
-from pipeline.split import SPLIT_MODES, SplitError, compile_split_regex, split_solution
-from pipeline.types import Solution, content_key
+from pipeline.input.split import SPLIT_MODES, SplitError, compile_split_regex, split_solution
+from pipeline.labeling.types import Solution, content_key
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class InputSpec:
     # ``graders.check_golds``): one reason per gold why the grader cannot read it, None when it can. A row
     # whose gold cannot be read is rejected (field: the answer field) before any rollout. None: no check.
     gold_check: Callable[[list[str]], list[str | None]] | None = field(default=None, compare=False)
-    # Checks that a batch of valid solutions fits the model (e.g. :class:`pipeline.prompt_check.PromptCheck`:
+    # Checks that a batch of valid solutions fits the model (e.g. :class:`pipeline.input.prompt_check.PromptCheck`:
     # prompt tokens + max_new_tokens within the context): one reason per solution, None when it fits. A row
     # that does not fit is rejected (field: the steps/solution field) before any rollout. None: no check.
     prompt_check: Callable[[list[Solution]], list[str | None]] | None = field(default=None, compare=False)
@@ -256,7 +256,7 @@ def resolve_files(spec: InputSpec) -> list[str]:
         except InputError:
             raise
         except Exception as e:
-            from pipeline.store import describe_storage_failure, is_storage_failure
+            from pipeline.storage.store import describe_storage_failure, is_storage_failure
 
             if not is_storage_failure(e):
                 raise
@@ -476,7 +476,7 @@ def _read_file(url: str, spec: InputSpec) -> Iterator[RawRow]:
     except (OSError, EOFError, ValueError) as e:  # unreadable or corrupt (e.g. truncated .gz) file
         yield RawRow(url, None, kind=kind, error=f"cannot read the file ({type(e).__name__}: {e})")
     except Exception as e:  # the storage itself (credentials, a missing bucket): a problem of the input, named
-        from pipeline.store import describe_storage_failure, is_storage_failure
+        from pipeline.storage.store import describe_storage_failure, is_storage_failure
 
         if not is_storage_failure(e):
             raise

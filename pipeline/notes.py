@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.types import Solution
+from pipeline.labeling.types import Solution
 
 ONE_STEP_SHARE = 0.5  # warn when more than this share of solutions has a single step
 NO_SUCCESS_RATE = 0.02  # warn when fewer than this share of graded continuations reach the gold answer
@@ -99,7 +99,7 @@ def rollout_warnings(store, shard_paths: list[str], max_shards: int = 50) -> tup
 
 def run_notes(cfg, store, new_shard_paths: list[str], input_notes: InputNotes | None) -> dict:
     """``execution`` and ``warnings`` for the manifest."""
-    from pipeline.executors import choose_executor
+    from pipeline.execution.executors import choose_executor
 
     name, why = choose_executor(cfg)
     warnings = input_notes.warnings(cfg.splitter) if input_notes is not None else []

@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pipeline.config import ConfigError, LabelConfig
-from pipeline.lock import OutputLock
-from pipeline.schema import SCHEMA_VERSION
-from pipeline.store import CorpusStore
-from pipeline.types import Solution
+from pipeline.labeling.types import Solution
+from pipeline.storage.lock import OutputLock
+from pipeline.storage.schema import SCHEMA_VERSION
+from pipeline.storage.store import CorpusStore
 
 log = logging.getLogger("mcprm")
 
@@ -70,7 +70,7 @@ def input_spec(cfg: LabelConfig):
 
 
 def _prompt_check(cfg: LabelConfig):
-    from pipeline.prompt_check import prompt_check
+    from pipeline.input.prompt_check import prompt_check
 
     return prompt_check(cfg)
 
@@ -114,11 +114,11 @@ def _mcprm_version() -> str:
 
 
 class _Progress:
-    """A rich progress bar on a terminal, refreshed from every finished solution (``pipeline.progress``); plain
+    """A rich progress bar on a terminal, refreshed from every finished solution (``pipeline.execution.progress``); plain
     log lines (every ``every_s``) when the output is not a terminal; nothing when disabled."""
 
     def __init__(self, total: int, enabled: bool, every_s: float = 10.0):
-        from pipeline.progress import ProgressState
+        from pipeline.execution.progress import ProgressState
 
         self.state = ProgressState(total, t0=time.perf_counter())
         self.total = total
@@ -222,10 +222,10 @@ def _iter_shards(cfg: LabelConfig, plan: dict, skip: set[int]) -> Iterator[tuple
 
 def label(config: LabelConfig) -> RunResult:
     """Label, commit a new version, return what was done. A storage error (disk full, read-only, permission)
-    becomes a :class:`pipeline.store.StorageError` naming the file and saying whether an earlier version is
+    becomes a :class:`pipeline.storage.store.StorageError` naming the file and saying whether an earlier version is
     there to stay intact."""
-    from pipeline.store import is_storage_failure
-    from pipeline.worker import WorkerError
+    from pipeline.labeling.worker import WorkerError
+    from pipeline.storage.store import is_storage_failure
 
     try:
         return _label(config)
@@ -242,7 +242,7 @@ def label(config: LabelConfig) -> RunResult:
 
 
 def _storage_message(config: LabelConfig, e: BaseException) -> BaseException:
-    from pipeline.store import StorageError, describe_storage_failure
+    from pipeline.storage.store import StorageError, describe_storage_failure
 
     if isinstance(e, (FileNotFoundError, FileExistsError)) and not isinstance(e, StorageError):
         return e
@@ -267,9 +267,9 @@ def _storage_message(config: LabelConfig, e: BaseException) -> BaseException:
     return err
 
 
-# ---- integrity (issue 13): recovered manifest, verified shards, fencing; see pipeline.integrity
+# ---- integrity (issue 13): recovered manifest, verified shards, fencing; see pipeline.storage.integrity
 def _current_manifest(store: CorpusStore) -> dict | None:
-    from pipeline.integrity import current_manifest
+    from pipeline.storage.integrity import current_manifest
 
     return current_manifest(store, repair=True)
 
@@ -283,7 +283,7 @@ def _verified_base(store: CorpusStore, base: dict | None) -> tuple[dict | None, 
     """The base version with its damaged shards left out (their rows are labeled again), and its keys."""
     if not base:
         return base, set()
-    from pipeline.integrity import base_keys
+    from pipeline.storage.integrity import base_keys
 
     keys, bad = base_keys(store, base)
     if bad:
@@ -294,7 +294,7 @@ def _verified_base(store: CorpusStore, base: dict | None) -> tuple[dict | None, 
 
 def _resume_shards(store: CorpusStore, plan: dict, version: int) -> dict[int, dict]:
     """Finished shards of an unfinished run, each verified in full against its checksum (else relabeled)."""
-    from pipeline.integrity import kept_shard
+    from pipeline.storage.integrity import kept_shard
 
     done: dict[int, dict] = {}
     for sh in plan["shards"]:
@@ -354,7 +354,7 @@ def _label(config: LabelConfig) -> RunResult:
         new_keys = [k for k in keys if k not in existing]
         reused = len(keys) - len(new_keys)
         if base is not None and base.get("_damaged") and not new_keys:
-            from pipeline.store import ShardError
+            from pipeline.storage.store import ShardError
 
             raise ShardError(f"damaged shards {', '.join(base['_damaged'])} and the input no longer holds their "
                              "rows: nothing to label them again from. Restore the files from a backup, or run the "
@@ -415,7 +415,7 @@ def _label(config: LabelConfig) -> RunResult:
         executor = None
         worker_stats: list[dict] = []
         if todo > 0:
-            from pipeline.executors import make_executor
+            from pipeline.execution.executors import make_executor
 
             executor = make_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
             try:

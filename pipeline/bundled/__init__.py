@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 MODEL_DIR = DATA_DIR / "model"
 PROBLEMS_PATH = DATA_DIR / "problems.jsonl"
 SAMPLE_PATH = DATA_DIR / "sample.jsonl"

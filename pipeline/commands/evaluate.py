@@ -2,7 +2,7 @@
 
 Reference formats
 -----------------
-* ``synthetic``: the bundled task's exact checker (:func:`pipeline.synthetic.check_steps`) judges every row.
+* ``synthetic``: the bundled task's exact checker (:func:`pipeline.bundled.synthetic.check_steps`) judges every row.
 * ProcessBench-style rows (JSONL/Parquet, any fsspec URL): ``id``, ``steps``, ``label`` = index of the first
   wrong step or -1.
 * PRM800K-style rows: ``id``, ``steps``, ``ratings`` = one of -1/0/1 per step; the first -1 is the first
@@ -90,14 +90,14 @@ def _load_reference_rows(ref: str, neutral_is_error: bool) -> tuple[dict, dict]:
 
 def evaluate(output: str, reference: str = "synthetic", version: int | None = None,
              neutral_is_error: bool = False) -> dict:
-    from pipeline.corpus import open_manifest, read_corpus
+    from pipeline.storage.corpus import open_manifest, read_corpus
 
     _, manifest = open_manifest(output, version)
     t = read_corpus(output, version, columns=["id", "problem", "steps", "labels", "mc_value", "first_error",
                                               "rollouts", "rollout_tokens"])
     rows = t.to_pylist()
     if reference == "synthetic":
-        from pipeline.synthetic import check_steps
+        from pipeline.bundled.synthetic import check_steps
 
         def lookup(r):
             res = check_steps(r["problem"], list(r["steps"]))

@@ -403,8 +403,8 @@ def export_corpus(
     """
     import pyarrow as pa
 
-    from pipeline.corpus import read_corpus
-    from pipeline.store import CorpusStore
+    from pipeline.storage.corpus import read_corpus
+    from pipeline.storage.store import CorpusStore
 
     if fmt not in FORMATS:
         raise ExportError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")

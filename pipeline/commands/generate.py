@@ -62,9 +62,9 @@ def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answe
              id_field: str = "id", batch_problems: int = 64) -> GenerateResult:
     import time
 
-    from pipeline.scheduler import derive_seed
-    from pipeline.store import CorpusStore
-    from pipeline.worker import build_backend, build_prompt_format, sampling_config
+    from pipeline.labeling.scheduler import derive_seed
+    from pipeline.labeling.worker import build_backend, build_prompt_format, sampling_config
+    from pipeline.storage.store import CorpusStore
     from rollouts.base import GenRequest
 
     t0 = time.perf_counter()

@@ -229,8 +229,8 @@ img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:0.9em}h
 def build_report(out_url: str, output_dir: str, *, version: int | None = None,
                  reference: str | None = None) -> ReportResult:
     """Draw the figures of corpus ``out_url`` into ``output_dir`` (any fsspec URL): ``report.html`` + PNGs."""
-    from pipeline.corpus import corpus_stats, read_corpus
-    from pipeline.store import CorpusStore
+    from pipeline.storage.corpus import corpus_stats, read_corpus
+    from pipeline.storage.store import CorpusStore
 
     stats = corpus_stats(out_url, version)
     t = read_corpus(out_url, version, columns=["labels", "mc_value", "first_error", "solution_correct", "rollouts",
@@ -243,7 +243,7 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
     sc = [r["solution_correct"] for r in t]
     metrics = None
     if reference:
-        from pipeline.evaluate import evaluate
+        from pipeline.commands.evaluate import evaluate
 
         metrics = evaluate(out_url, reference, version)
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from pipeline.config import ConfigError, LabelConfig
-from pipeline.types import Solution
+from pipeline.labeling.types import Solution
 
 log = logging.getLogger("mcprm")
 
@@ -33,7 +33,7 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, cfg: LabelConfig):
-        from pipeline.worker import ShardWorker
+        from pipeline.labeling.worker import ShardWorker
 
         t0 = time.perf_counter()
         self.worker = ShardWorker(cfg)
@@ -63,7 +63,7 @@ class _ShardActor:
     """Body of the Ray actor: a ShardWorker living in the actor process."""
 
     def __init__(self, cfg: LabelConfig):
-        from pipeline.worker import ShardWorker
+        from pipeline.labeling.worker import ShardWorker
 
         self.worker = ShardWorker(cfg)
 
@@ -97,7 +97,7 @@ def init_ray(address: str | None = None, log_to_driver: bool = False) -> None:
     if address is None:
         kwargs["include_dashboard"] = False
     # Let actors find the top-level packages (pipeline, rollouts, graders) when running from a checkout.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}}
     ray.init(address=address, runtime_env=env, **kwargs)
 
@@ -150,7 +150,7 @@ def check_resources(ray, cfg: LabelConfig, n: int, cpus: float, gpus: float, pol
 
 def _task_cause(e: BaseException) -> BaseException:
     """The exception a Ray task raised, as its own type without Ray's wrapping (whose text is the whole
-    remote traceback); a :class:`pipeline.worker.WorkerError` keeps the worker's traceback as ``detail``."""
+    remote traceback); a :class:`pipeline.labeling.worker.WorkerError` keeps the worker's traceback as ``detail``."""
     cause = getattr(e, "cause", None)
     if isinstance(cause, BaseException):
         if not getattr(cause, "detail", None):

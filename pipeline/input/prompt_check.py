@@ -58,7 +58,7 @@ def model_context(cfg) -> int | None:
 @functools.lru_cache(maxsize=4)
 def _check_for(key: tuple) -> PromptCheck | None:
     from pipeline.config import LabelConfig
-    from pipeline.worker import build_prompt_format
+    from pipeline.labeling.worker import build_prompt_format
 
     cfg = LabelConfig(**dict(key))
     context = model_context(cfg)

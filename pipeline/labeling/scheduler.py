@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pipeline.faults import fault_raise
-from pipeline.strategies import Probe, ProbeResult, StrategyParams, make_strategy
-from pipeline.types import LabeledSolution, Solution, StepStats
+from pipeline.labeling.strategies import Probe, ProbeResult, StrategyParams, make_strategy
+from pipeline.labeling.types import LabeledSolution, Solution, StepStats
 from rollouts.base import GenRequest, RolloutBackend, SamplingConfig
 
 
@@ -287,7 +287,7 @@ class Scheduler:
 @contextlib.contextmanager
 def blame(sol: Solution):
     """An exception raised while working on one solution carries it (``mcprm_solution``), so the error the
-    user sees names that row (``pipeline.worker.WorkerError``)."""
+    user sees names that row (``pipeline.labeling.worker.WorkerError``)."""
     try:
         yield
     except Exception as e:

@@ -3,7 +3,7 @@
 A strategy never talks to a model. It is a generator per solution that yields a list of :class:`Probe`
 ("n continuations from the prefix that ends with step i") and receives the graded :class:`ProbeResult` of
 each probe, in the same order. When it has seen enough it returns a :class:`StrategyOutcome`. The scheduler
-(:mod:`pipeline.scheduler`) drives thousands of these generators at once, so every strategy gets the same
+(:mod:`pipeline.labeling.scheduler`) drives thousands of these generators at once, so every strategy gets the same
 batching, prefix locality and rollout accounting.
 
 Conventions shared by all strategies (see README "Labels"):
@@ -27,7 +27,7 @@ import math
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from pipeline.types import StepStats
+from pipeline.labeling.types import StepStats
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What runs a shard, wherever it runs: build the backend once, label a shard, write its Parquet file.
 
-Executors (:mod:`pipeline.executors`) only decide *where* a :class:`ShardWorker` lives (in the driver, or in
+Executors (:mod:`pipeline.execution.executors`) only decide *where* a :class:`ShardWorker` lives (in the driver, or in
 a Ray actor per GPU / CPU slot); they all call :meth:`ShardWorker.process`. The shard file is written whole
 under its final name, so a shard is either complete or absent and re-running it is idempotent.
 """
@@ -11,11 +11,11 @@ import time
 from collections.abc import Sequence
 
 from pipeline.config import LabelConfig
-from pipeline.scheduler import Scheduler
-from pipeline.schema import to_table
-from pipeline.store import CorpusStore
-from pipeline.strategies import StrategyParams
-from pipeline.types import Solution
+from pipeline.labeling.scheduler import Scheduler
+from pipeline.labeling.strategies import StrategyParams
+from pipeline.labeling.types import Solution
+from pipeline.storage.schema import to_table
+from pipeline.storage.store import CorpusStore
 from rollouts.base import SamplingConfig
 
 
@@ -74,7 +74,7 @@ def build_backend(cfg: LabelConfig):
     if cfg.backend == "vllm":
         kw = dict(model=cfg.model, tokenizer=cfg.tokenizer, tensor_parallel_size=cfg.tensor_parallel_size,
                   gpu_memory_utilization=cfg.gpu_memory_utilization, seed=cfg.seed,
-                  engine=cfg.vllm_engine)  # "loop": stream per-solution rounds (see pipeline.scheduler)
+                  engine=cfg.vllm_engine)  # "loop": stream per-solution rounds (see pipeline.labeling.scheduler)
         if cfg.max_model_len:
             kw["max_model_len"] = cfg.max_model_len
         if cfg.dtype:

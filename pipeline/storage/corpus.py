@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pipeline.store import CorpusStore
+from pipeline.storage.store import CorpusStore
 
 
 class CorpusError(ValueError):
@@ -12,7 +12,7 @@ class CorpusError(ValueError):
 
 
 def open_manifest(url: str, version: int | None = None) -> tuple[CorpusStore, dict]:
-    from pipeline.integrity import ManifestError, current_manifest
+    from pipeline.storage.integrity import ManifestError, current_manifest
 
     store = CorpusStore(url)
     try:
@@ -40,15 +40,15 @@ def read_corpus(url: str, version: int | None = None, columns: list[str] | None 
     the file (and ``mcprm verify``), never a bare Arrow error."""
     import pyarrow as pa
 
-    from pipeline.schema import arrow_schema
-    from pipeline.store import ShardError
+    from pipeline.storage.schema import arrow_schema
+    from pipeline.storage.store import ShardError
 
     store, m = open_manifest(url, version)
     tables = []
     for s in m["shards"]:
         try:
             if verify:
-                from pipeline.integrity import load_shard
+                from pipeline.storage.integrity import load_shard
 
                 t = load_shard(store, s["path"], s, m.get("schema_version") or 1)
                 tables.append(t.select(columns) if columns else t)

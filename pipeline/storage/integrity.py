@@ -19,7 +19,7 @@ import json
 import logging
 from dataclasses import dataclass
 
-from pipeline.store import MANIFEST, CorpusStore, ShardError, sidecar_rel
+from pipeline.storage.store import MANIFEST, CorpusStore, ShardError, sidecar_rel
 
 log = logging.getLogger("mcprm")
 
@@ -32,7 +32,7 @@ class ManifestError(RuntimeError):
 def _expected_schema(schema_version: int | None):
     import pyarrow as pa
 
-    from pipeline.schema import arrow_schema
+    from pipeline.storage.schema import arrow_schema
 
     s = arrow_schema()
     if (schema_version or 2) < 2 and "mc_no_answer" in s.names:
@@ -111,7 +111,7 @@ def kept_shard(store: CorpusStore, rel: str, keys: list[str]) -> dict | None:
     """An unfinished run's shard, verified in full against its checksum sidecar (written before the shard)
     and the plan's keys. Returns its result entry, or None (missing, no or bad sidecar, corrupt, truncated,
     other keys, other schema): then it is labeled again."""
-    from pipeline.schema import SCHEMA_VERSION
+    from pipeline.storage.schema import SCHEMA_VERSION
 
     if store.size(rel) is None:
         return None
@@ -235,7 +235,7 @@ def _label_fix(store: CorpusStore, m: dict | None) -> str:
 
 def verify_corpus(url: str, full: bool = True, repair: bool = False) -> tuple[list[Problem], dict]:
     """Check every version's manifest and every shard it lists. Returns (problems, summary)."""
-    from pipeline.lock import OutputLock
+    from pipeline.storage.lock import OutputLock
 
     store = CorpusStore(url)
     problems: list[Problem] = []

@@ -11,8 +11,8 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
-from pipeline.lock import OutputLock
-from pipeline.store import CorpusStore
+from pipeline.storage.lock import OutputLock
+from pipeline.storage.store import CorpusStore
 
 
 @dataclass

@@ -9,7 +9,7 @@ Layout of an output folder::
                                        lists old and new shards in its manifest)
     OUT/data/v00003/_plan.json         an uncommitted run's plan (identity + shard contents), for resume
     OUT/rejects/v00002.jsonl           rows rejected by --skip-bad in version 2
-    OUT/_lock                          held while a run writes (see :mod:`pipeline.lock`)
+    OUT/_lock                          held while a run writes (see :mod:`pipeline.storage.lock`)
 
 Every file is written whole under its final name in one step: on a local disk through a temporary name and
 ``os.replace``; on object storage with a single PUT, which is atomic there. A shard exists completely or not
@@ -282,7 +282,7 @@ class CorpusStore:
         import pyarrow.parquet as pq
 
         if expect is not None and ("sha256" in expect or "bytes" in expect):
-            from pipeline.integrity import load_shard
+            from pipeline.storage.integrity import load_shard
 
             table = load_shard(self, rel, expect)
             return table.select(columns) if columns else table

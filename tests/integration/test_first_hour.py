@@ -8,8 +8,7 @@ import os
 
 import pytest
 
-from pipeline import executors
-from pipeline.config import LabelConfig
+from pipeline.execution import executors
 from pipeline.ingest import InputError
 from pipeline.run import label
 
@@ -72,28 +71,13 @@ def test_own_data_warnings_and_gsm8k_splitter(tmp_path, monkeypatch):
     assert "one-step" in codes and "4 of 4 solutions split into one step" in codes["one-step"], codes
     assert res.manifest["execution"] == {"executor": "local", "reason": "--executor local given"}
     # 3) the gsm8k preset: no annotations, no answer-line step, the final answer kept in the last step
-    from pipeline.split import split_solution
+    from pipeline.input.split import split_solution
 
     steps = split_solution(gsm[0]["solution"], "gsm8k")
     assert steps == ["Natalia sold 48/2 = 24 clips in May.",
                      "Natalia sold 48+24 = 72 clips altogether. The answer is 72."]
     res = label(make_cfg(inp, str(tmp_path / "gsm"), splitter="gsm8k", k=2, max_new_tokens=16))
     assert "answer-line-step" not in {w["code"] for w in res.manifest["warnings"]}
-
-
-def test_executor_chosen_by_machine(monkeypatch):
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.setattr(executors, "_cpu_count", lambda: 2)
-    monkeypatch.setattr(executors, "_gpu_count", lambda: 0)
-    choose = executors.choose_executor
-    assert choose(LabelConfig())[0] == "local"
-    assert choose(LabelConfig(executor="ray")) == ("ray", "--executor ray given")
-    assert choose(LabelConfig(ray_address="auto"))[0] == "ray"
-    monkeypatch.setattr(executors, "_gpu_count", lambda: 2)
-    assert choose(LabelConfig()) == ("ray", "2 GPU(s) on this machine")
-    monkeypatch.setattr(executors, "_gpu_count", lambda: 0)
-    monkeypatch.setattr(executors, "_cpu_count", lambda: 16)
-    assert choose(LabelConfig())[0] == "ray"
 
 
 def test_cli_summary_names_executor_and_warnings(tmp_path):

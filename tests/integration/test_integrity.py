@@ -11,9 +11,9 @@ import shutil
 
 import pytest
 
-from pipeline.corpus import CorpusError, read_corpus
-from pipeline.integrity import verify_corpus
 from pipeline.run import label
+from pipeline.storage.corpus import CorpusError, read_corpus
+from pipeline.storage.integrity import verify_corpus
 
 from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
 
@@ -124,7 +124,7 @@ def test_deleted_or_corrupt_manifest_recovered_versions_unchanged(committed, sma
 
 
 def test_version_file_is_never_overwritten(committed, tmp_path):
-    from pipeline.store import CorpusStore
+    from pipeline.storage.store import CorpusStore
 
     out = _copy(committed, tmp_path)
     store = CorpusStore(out)
@@ -138,7 +138,7 @@ def test_storage_errors_name_the_file_and_what_is_intact(small_input, tmp_path, 
     from typer.testing import CliRunner
 
     from cli.main import app
-    from pipeline.store import CorpusStore
+    from pipeline.storage.store import CorpusStore
 
     real = CorpusStore._write_tmp
 

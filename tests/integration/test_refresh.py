@@ -14,8 +14,8 @@ import time
 import pytest
 
 from pipeline.config import ConfigError
-from pipeline.corpus import read_corpus
 from pipeline.run import label
+from pipeline.storage.corpus import read_corpus
 
 from .conftest import N_ROWS, make_cfg, popen_mcprm, rows_by_key, run_mcprm, wait_for
 
@@ -105,7 +105,7 @@ def test_disk_full_keeps_previous_version(halves, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from cli.main import app
-    from pipeline.store import CorpusStore
+    from pipeline.storage.store import CorpusStore
 
     a, ab = halves
     out = str(tmp_path / "out")
@@ -194,7 +194,7 @@ def test_label_refresh_resume_on_s3(halves, reference_run, s3_server, tmp_path):
 
 
 def test_resume_with_another_shard_size_keeps_finished_shards(small_input, reference_run, tmp_path, monkeypatch):
-    from pipeline.worker import ShardWorker
+    from pipeline.labeling.worker import ShardWorker
 
     _, _, ref = reference_run
     out = str(tmp_path / "out")

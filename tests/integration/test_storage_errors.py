@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.ingest import InputError
 from pipeline.run import label
-from pipeline.store import StorageError
+from pipeline.storage.store import StorageError
 
 from .conftest import ROOT, make_cfg, mcprm_cmd, run_mcprm
 from .test_refresh import s3_server  # noqa: F401 - the moto fixture
@@ -68,7 +68,7 @@ def test_output_that_cannot_be_a_folder(small_input, tmp_path):
 def test_permission_denied_on_input_and_output(small_input, tmp_path, monkeypatch):
     from fsspec.implementations.memory import MemoryFileSystem
 
-    from pipeline.store import CorpusStore
+    from pipeline.storage.store import CorpusStore
 
     real_write = CorpusStore.write_bytes
 
@@ -90,15 +90,3 @@ def test_permission_denied_on_input_and_output(small_input, tmp_path, monkeypatc
         label(make_cfg("memory://bucket/in.jsonl", out))
     assert "cannot read the input memory://bucket/in.jsonl: permission denied" in str(e.value), str(e.value)
 
-
-def test_storage_failure_classification():
-    from pipeline.store import describe_storage_failure, is_storage_failure
-
-    class NoCredentialsError(Exception):
-        pass
-
-    NoCredentialsError.__module__ = "botocore.exceptions"
-    e = NoCredentialsError("Unable to locate credentials")
-    assert is_storage_failure(e) and "no credentials" in describe_storage_failure(e)
-    assert is_storage_failure(PermissionError(13, "Permission denied"))
-    assert not is_storage_failure(ValueError("a bug"))

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from pipeline.types import Solution
-from pipeline.worker import WorkerError, source_where
+from pipeline.labeling.types import Solution
+from pipeline.labeling.worker import WorkerError, source_where
 
 from .conftest import run_mcprm
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import string
 
-from pipeline.schema import to_table
-from pipeline.store import CorpusStore
-from pipeline.types import LabeledSolution, Solution, StepStats
+from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+from pipeline.storage.schema import to_table
+from pipeline.storage.store import CorpusStore
 
 # (id, steps, labels, (correct, total) per step or None, solution_correct, strategy)
 ROWS = [

@@ -9,7 +9,7 @@ import pytest
 
 from graders import extract_answer, grade
 from pipeline.bundled import MODEL_DIR, SAMPLE_PATH
-from pipeline.synthetic import (
+from pipeline.bundled.synthetic import (
     PROMPT_TEMPLATE,
     check_steps,
     generate_problems,

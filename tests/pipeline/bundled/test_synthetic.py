@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from pipeline.synthetic import (
+from pipeline.bundled.synthetic import (
     PROMPT_TEMPLATE,
     Difficulty,
     check_steps,

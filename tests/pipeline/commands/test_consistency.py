@@ -11,9 +11,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from cli.main import app
-from pipeline.corpus import corpus_stats, read_corpus
-from pipeline.export import export_corpus
-from pipeline.report import _fig_cost, build_report
+from pipeline.commands.export import export_corpus
+from pipeline.commands.report import _fig_cost, build_report
+from pipeline.storage.corpus import corpus_stats, read_corpus
 from tests.pipeline.prm_fixtures import ROWS, make_corpus
 
 
@@ -74,7 +74,7 @@ def test_per_strategy_chart_only_for_several_strategies():
 
 
 def test_chart_axes_say_positions_are_one_based(tmp_path):
-    from pipeline.report import _fig_balance, _fig_first_error
+    from pipeline.commands.report import _fig_balance, _fig_first_error
 
     fb = _fig_balance([[True, False, None]])
     assert "1 = first step" in fb.axes[0].get_xlabel()

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from pipeline.evaluate import evaluate
-from pipeline.schema import to_table
-from pipeline.store import CorpusStore
-from pipeline.types import LabeledSolution, Solution, StepStats
+from pipeline.commands.evaluate import evaluate
+from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+from pipeline.storage.schema import to_table
+from pipeline.storage.store import CorpusStore
 
 
 def make_corpus(path, items):

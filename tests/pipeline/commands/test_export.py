@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.export import (
+from pipeline.commands.export import (
     FORMATS,
     ExportError,
     ExportOptions,
@@ -62,7 +62,7 @@ def test_round_trip_hard(corpus, tok, tmp_path, fmt, file_format):
 
 @pytest.mark.parametrize("file_format", ["parquet", "jsonl"])
 def test_processbench_round_trip_is_a_valid_eval_reference(corpus, tmp_path, file_format):
-    from pipeline.evaluate import evaluate
+    from pipeline.commands.evaluate import evaluate
 
     res = export_corpus(corpus, "processbench", str(tmp_path / "pb"), file_format=file_format)
     recs = {r["id"]: r for r in load_export(str(tmp_path / "pb"))}
@@ -164,7 +164,7 @@ def test_bad_placeholder_fails_naming_the_row(corpus, tok, tmp_path):
 
 def test_tag_inside_a_step_or_merging_is_caught(tok):
     opts = ExportOptions("math-shepherd")
-    from pipeline.export import Row
+    from pipeline.commands.export import Row
 
     row = Row("r7", "P", ["a ки b", "c"], [True, False])
     with pytest.raises(ExportError, match=r"row 'r7'.*step 0 contains the step tag"):
@@ -183,7 +183,7 @@ def test_tag_inside_a_step_or_merging_is_caught(tok):
 
 
 def test_label_count_mismatch_is_an_error(tok):
-    from pipeline.export import Row
+    from pipeline.commands.export import Row
 
     opts = ExportOptions("trl")
     row = Row("r9", "P", ["a", "b"], [True, True])

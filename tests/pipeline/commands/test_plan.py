@@ -7,8 +7,8 @@ import json
 import pytest
 
 from pipeline.bundled import MODEL_DIR, SAMPLE_PATH
+from pipeline.commands.plan import bootstrap_ci, plan, sample_solutions
 from pipeline.config import ConfigError, LabelConfig
-from pipeline.plan import bootstrap_ci, plan, sample_solutions
 
 
 def _rows(n: int) -> list[dict]:

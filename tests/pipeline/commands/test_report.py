@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.export import export_corpus
-from pipeline.report import build_report, correctness_table
+from pipeline.commands.export import export_corpus
+from pipeline.commands.report import build_report, correctness_table
 from tests.pipeline.prm_fixtures import make_corpus
 
 

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.progress import ProgressState
+from pipeline.execution.progress import ProgressState
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_counts_partial_then_final_never_twice():

@@ -20,7 +20,7 @@ from pipeline.ingest import (
     load_solutions,
     resolve_files,
 )
-from pipeline.types import Solution, content_key
+from pipeline.labeling.types import Solution, content_key
 
 GOOD = [
     {"problem": "What is 1+1?", "answer": "2", "steps": ["1+1=2.", "The answer is 2."]},
@@ -537,7 +537,7 @@ def test_light_imports():
     import sys
 
     code = (
-        "import sys, pipeline.ingest, pipeline.split; "
+        "import sys, pipeline.ingest, pipeline.input.split; "
         "bad = [m for m in ('torch', 'transformers', 'vllm', 'ray') if m in sys.modules]; "
         "assert not bad, bad"
     )

@@ -1,6 +1,6 @@
 import pytest
 
-from pipeline.split import SPLIT_MODES, SplitError, compile_split_regex, split_solution
+from pipeline.input.split import SPLIT_MODES, SplitError, compile_split_regex, split_solution
 
 
 def test_blank_line_default():

@@ -11,12 +11,12 @@ from typer.testing import CliRunner
 
 from graders import Verdict
 from pipeline.config import ConfigError, LabelConfig
-from pipeline.corpus import corpus_stats, read_corpus
-from pipeline.scheduler import Scheduler
-from pipeline.schema import SCHEMA_VERSION, arrow_schema, to_table
-from pipeline.store import CorpusStore
-from pipeline.strategies import ProbeResult, StrategyParams, make_strategy
-from pipeline.types import LabeledSolution, Solution, StepStats
+from pipeline.labeling.scheduler import Scheduler
+from pipeline.labeling.strategies import ProbeResult, StrategyParams, make_strategy
+from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+from pipeline.storage.corpus import corpus_stats, read_corpus
+from pipeline.storage.schema import SCHEMA_VERSION, arrow_schema, to_table
+from pipeline.storage.store import CorpusStore
 from rollouts.base import BackendStats, Completion, SamplingConfig
 
 RIGHT, WRONG, RAMBLE, UNDECIDED = "The answer is \\boxed{GOLD}.", "The answer is \\boxed{WRONG}.", "so then...", "?!"
@@ -115,7 +115,7 @@ def test_strategies_sum_no_answer(strategy):
 
 
 def test_worker_reports_no_answer(tmp_path):
-    from pipeline.worker import ShardWorker
+    from pipeline.labeling.worker import ShardWorker
 
     w = ShardWorker(LabelConfig(output=str(tmp_path / "out"), k=4), backend=Scripted(SCRIPT))
     w.grade = fake_grade

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from pipeline.lock import LockError, OutputLock
-from pipeline.store import CorpusStore
+from pipeline.storage.lock import LockError, OutputLock
+from pipeline.storage.store import CorpusStore
 
 
 def test_second_lock_refused_then_free_after_release(tmp_path):
@@ -62,8 +62,8 @@ def test_heartbeat_refreshes(tmp_path):
 
 # ---------------------------------------------------------------- issue 13: one writer for real
 def _contender(root: str, barrier, results, idx: int) -> None:
-    from pipeline.lock import LockError, OutputLock
-    from pipeline.store import CorpusStore
+    from pipeline.storage.lock import LockError, OutputLock
+    from pipeline.storage.store import CorpusStore
 
     store = CorpusStore(root)
     barrier.wait()
@@ -119,7 +119,7 @@ def test_free_output_race_exactly_one_winner(tmp_path):
 
 
 def test_fencing_check_after_takeover(tmp_path):
-    from pipeline.lock import LockLost
+    from pipeline.storage.lock import LockLost
 
     store = CorpusStore(str(tmp_path))
     a = OutputLock(store, heartbeat_s=3600).acquire()
@@ -146,7 +146,7 @@ def test_taken_over_run_never_overwrites_its_successor(tmp_path):
 
 
 def test_heartbeat_write_errors_are_not_swallowed(tmp_path, caplog):
-    from pipeline.lock import LockLost
+    from pipeline.storage.lock import LockLost
 
     store = CorpusStore(str(tmp_path))
     a = OutputLock(store, heartbeat_s=0.05, stale_after_s=0.2).acquire()
