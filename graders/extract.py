@@ -130,8 +130,8 @@ def _is_math_word(w: str) -> bool:
     return len(w) == 1 or w.lower() in _MATH_WORDS
 
 
-def math_run(text: str) -> str | None:
-    """The whole math expression around the last number of ``text`` (``x = \\frac{11}{4}``), or None.
+def math_run(text: str, first: bool = False) -> str | None:
+    """The whole math expression around the last (or ``first``) number of ``text`` (``x = \\frac{11}{4}``).
 
     Expands from the last number over numbers, LaTeX commands and their brace groups, operators,
     brackets and single-letter names; stops at words, ``:``, ``$``, a full stop and ``\\text``.
@@ -164,7 +164,8 @@ def math_run(text: str) -> str | None:
             kinds[i] = "stop"  # "AZYUK2A", "abc2": a number glued after a word is part of a name
         elif toks[i - 1] == "^" and i > 1 and kinds[i - 2] == "stop":
             kinds[i] = kinds[i - 1] = "stop"  # "10 cm^2": the exponent of a unit
-    last = max((i for i, k in enumerate(kinds) if k == "num"), default=None)
+    nums = [i for i, k in enumerate(kinds) if k == "num"]
+    last = (nums[0] if first else nums[-1]) if nums else None
     if last is None:
         return None
     lo = last
@@ -375,4 +376,14 @@ def prepare_gold(gold: str) -> str:
         m = list(_BOX_RE.finditer(g))
         if m and g[m[-1].end() : m[-1].end() + 1] == "{":  # a box left open at the end of the gold
             return g[m[-1].end() + 1 :].strip().rstrip("$").strip()
+    if len(g) > 40 and len(_PROSE_WORD_RE.findall(_ENV_NAME_RE.sub(" ", g))) >= 4:
+        # a gold written as prose: "The function is increasing on $(0, \infty)$." -> its math; prose
+        # without math ("Yes, it is possible.") stays as it is (compared as words, yes/no first)
+        yes_no = re.match(r"\s*(yes|no)\b", g, re.IGNORECASE)
+        if yes_no:
+            return yes_no.group(1).capitalize()
+        span = _last_span(g)
+        ans = span[1] if span else math_run(g, first=True)  # "The minimum is 12, attained at x = 3."
+        if ans:
+            return ans
     return g

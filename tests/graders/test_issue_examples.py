@@ -49,6 +49,11 @@ CASES = [
         None,
     ),
     ("61", "**Answer: 61**", True, "61"),
+    # a gold answer that is itself prose
+    ("The function is increasing on $(0, \\infty)$.", r"\boxed{(0,\infty)}", True, None),
+    ("Yes, it is possible to tile the board with these pieces.", r"\boxed{\text{Yes}}", True, None),
+    ("No, such a number does not exist in general.", r"\boxed{\text{Yes}}", False, None),
+    ("The minimum value is 12, attained when x = 3 and y = 4.", r"\boxed{12}", True, None),
     ("61", r"The answer is \boxed{61}\]", True, "61"),
 ]
 
