@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO))
 
 
 def bench_ingest(n: int = 200_000) -> None:
-    from pipeline.ingest import InputSpec, iter_solutions
+    from pipeline.input import InputSpec, iter_solutions
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "big.jsonl"

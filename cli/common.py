@@ -24,7 +24,7 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
 
     known: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, PermissionError)
     try:
-        from pipeline.ingest import InputError
+        from pipeline.input import InputError
 
         known = known + (InputError,)
     except ImportError:  # pragma: no cover

@@ -49,7 +49,7 @@ class RunResult:
 
 
 def input_spec(cfg: LabelConfig):
-    from pipeline.ingest import InputSpec
+    from pipeline.input import InputSpec
 
     return InputSpec(
         paths=tuple(cfg.input),
@@ -83,7 +83,7 @@ def gold_check(grader: str, timeout_s: float):
     if grader != "sympy":
         return None
     from graders import GraderConfig, check_golds
-    from pipeline.ingest import GoldCheck
+    from pipeline.input import GoldCheck
 
     return GoldCheck(functools.partial(check_golds, config=GraderConfig(timeout_s=timeout_s)))
 
@@ -169,7 +169,7 @@ class _Progress:
 
 def _scan_inputs(cfg: LabelConfig, store: CorpusStore, version: int, observe=None):
     """Pass 1: validate all rows, return (ordered unique keys, rejects, duplicates)."""
-    from pipeline.ingest import iter_solutions
+    from pipeline.input import iter_solutions
 
     rejects: list = []
     keys: list[str] = []
@@ -197,7 +197,7 @@ def _scan_inputs(cfg: LabelConfig, store: CorpusStore, version: int, observe=Non
 
 def _iter_shards(cfg: LabelConfig, plan: dict, skip: set[int]) -> Iterator[tuple[int, list[Solution]]]:
     """Pass 2: stream the planned solutions in shard order, skipping finished shards."""
-    from pipeline.ingest import iter_solutions
+    from pipeline.input import iter_solutions
 
     where: dict[str, int] = {}
     for sh in plan["shards"]:
@@ -235,7 +235,7 @@ def label(config: LabelConfig) -> RunResult:
         raise
     except Exception as e:
         # A storage client's own error (botocore's NoCredentialsError, a GCS auth error): input failures are
-        # named as such where they are read (pipeline.ingest), so what is left here is the output's.
+        # named as such where they are read (pipeline.input), so what is left here is the output's.
         if not is_storage_failure(e) or isinstance(e, ConfigError) or type(e).__module__.startswith("pipeline."):
             raise
         raise _storage_message(config, e) from e

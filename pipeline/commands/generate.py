@@ -27,7 +27,7 @@ class GenerateResult:
 
 
 def _read_problems(cfg: LabelConfig, problem_field: str, answer_field: str, id_field: str):
-    from pipeline.ingest import InputError, InputSpec, iter_rows
+    from pipeline.input import InputError, InputSpec, iter_rows
 
     spec = InputSpec(paths=tuple(cfg.input), problem_field=problem_field, answer_field=answer_field,
                      id_field=id_field, format=cfg.input_format)

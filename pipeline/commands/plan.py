@@ -75,7 +75,7 @@ def _estimate(xs: list[float], n_total: int, confidence: float, seed: int, scale
 
 def sample_solutions(cfg: LabelConfig, pilot: int, seed: int = 0):
     """(number of unique valid solutions, the pilot sample in input order)."""
-    from pipeline.ingest import iter_solutions
+    from pipeline.input import iter_solutions
     from pipeline.run import input_spec
 
     rejects: list = []

@@ -25,7 +25,7 @@ def source_where(source: str) -> str:
     file, sep, row = source.rpartition(":")
     if not sep or not row.isdigit():
         return source
-    from pipeline.ingest import _where
+    from pipeline.input.spec import _where
 
     kind = "jsonl" if not file.endswith((".parquet", ".json", ".pq")) else "parquet"
     return _where(file, int(row), kind)

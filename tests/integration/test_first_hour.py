@@ -9,7 +9,7 @@ import os
 import pytest
 
 from pipeline.execution import executors
-from pipeline.ingest import InputError
+from pipeline.input import InputError
 from pipeline.run import label
 
 from .conftest import make_cfg, run_mcprm
@@ -146,7 +146,7 @@ def test_read_only_command_errors_do_not_talk_about_resuming(tmp_path):
 
 
 def test_glob_matching_nothing_suggests_input_format(tmp_path):
-    from pipeline.ingest import InputSpec, iter_solutions
+    from pipeline.input import InputSpec, iter_solutions
 
     (tmp_path / "d").mkdir()
     with pytest.raises(InputError) as e:

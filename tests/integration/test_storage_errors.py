@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from pipeline.ingest import InputError
+from pipeline.input import InputError
 from pipeline.run import label
 from pipeline.storage.store import StorageError
 

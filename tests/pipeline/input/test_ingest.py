@@ -9,12 +9,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import ingest
-from pipeline.ingest import (
+from pipeline import input as ingest
+from pipeline.input import (
     InputError,
     InputSpec,
     RejectsWriter,
     check_inputs,
+    files,
     iter_rows,
     iter_solutions,
     load_solutions,
@@ -100,7 +101,7 @@ def test_parquet_reads_only_needed_columns_and_mixed_steps_solution(tmp_path):
 
 
 def test_parquet_many_row_groups_in_order(tmp_path, monkeypatch):
-    monkeypatch.setattr(ingest, "_BATCH_ROWS", 7)
+    monkeypatch.setattr(files, "BATCH_ROWS", 7)
     rows = [{"problem": f"p{i}", "answer": str(i), "steps": [f"s{i}"]} for i in range(50)]
     p = tmp_path / "x.parquet"
     pq.write_table(pa.Table.from_pylist(rows), str(p), row_group_size=8)
@@ -320,8 +321,8 @@ def test_limits_are_configurable(tmp_path):
 
 
 def test_enormous_line_is_rejected_without_stopping_the_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(ingest, "MAX_LINE_BYTES", 1000)
-    monkeypatch.setattr(ingest, "_CHUNK", 256)  # the long line spans several chunks
+    monkeypatch.setattr(files, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(files, "_CHUNK", 256)  # the long line spans several chunks
     p = write_jsonl(tmp_path / "in.jsonl", [GOOD[0], {"problem": "p" * 5000, "answer": "1", "steps": ["s"]}, GOOD[1]])
     with pytest.raises(InputError, match=r"in\.jsonl line 2: line is 50\d\d bytes, over the 1000-byte limit"):
         load(p)
@@ -333,13 +334,13 @@ def test_enormous_line_is_rejected_without_stopping_the_file(tmp_path, monkeypat
 def test_line_reader_matches_split_for_any_chunk_size(monkeypatch, chunk):
     import io
 
-    monkeypatch.setattr(ingest, "_CHUNK", chunk)
+    monkeypatch.setattr(files, "_CHUNK", chunk)
     lines = [b"", b"a", b"bb" * 20, b"", b"c" * 9, b"d" * 31, b"e"]
     blob = b"\n".join(lines)
-    got = list(ingest._iter_lines(io.BytesIO(blob), max_bytes=30))
+    got = list(files._iter_lines(io.BytesIO(blob), max_bytes=30))
     want = [(x, len(x)) if len(x) <= 30 else (None, len(x)) for x in blob.split(b"\n")]
     assert got == want
-    assert list(ingest._iter_lines(io.BytesIO(blob + b"\n"), max_bytes=30)) == want
+    assert list(files._iter_lines(io.BytesIO(blob + b"\n"), max_bytes=30)) == want
 
 
 def test_blank_lines_and_bom_are_not_rows(tmp_path):
@@ -400,7 +401,7 @@ def test_duplicate_id_with_other_content_names_both_rows(tmp_path):
 
 def test_exact_duplicates_keep_first_and_are_counted(tmp_path, caplog):
     p = write_jsonl(tmp_path / "in.jsonl", [GOOD[0], GOOD[1], GOOD[0], GOOD[0]])
-    with caplog.at_level(logging.WARNING, logger="pipeline.ingest"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.input.reading"):
         res = load(p)
     assert [s.source for s in res.solutions] == [f"{p}:0", f"{p}:1"]
     assert res.n_duplicates == 2 and res.n_rejected == 0
@@ -470,7 +471,6 @@ def test_iter_rows_exposes_decode_errors(tmp_path):
 def test_streams_a_large_file(tmp_path, monkeypatch):
     """The input is read lazily: the first solutions come out after a bounded number of rows was decoded,
     not after the whole file (speed is measured in bench/bench_speed.py, not asserted here)."""
-    import pipeline.ingest as ingest
 
     n = 200_000
     p = tmp_path / "big.jsonl"
@@ -479,14 +479,14 @@ def test_streams_a_large_file(tmp_path, monkeypatch):
             f.write(json.dumps({"problem": f"What is {i}+1?", "answer": i + 1, "solution": f"{i}+1={i + 1}.\n\nSo {i + 1}."}))
             f.write("\n")
     decoded = [0]
-    real = ingest._read_jsonl
+    real = files._read_jsonl
 
     def counting(*a, **kw):
         for row in real(*a, **kw):
             decoded[0] += 1
             yield row
 
-    monkeypatch.setattr(ingest, "_read_jsonl", counting)
+    monkeypatch.setattr(files, "_read_jsonl", counting)
     spec = InputSpec(paths=(str(p),))
     first = list(itertools.islice(iter_solutions(spec, skip_bad=True, on_reject=pytest.fail), 3))
     assert [s.answer for s in first] == ["1", "2", "3"]
@@ -537,7 +537,7 @@ def test_light_imports():
     import sys
 
     code = (
-        "import sys, pipeline.ingest, pipeline.input.split; "
+        "import sys, pipeline.input, pipeline.input.split; "
         "bad = [m for m in ('torch', 'transformers', 'vllm', 'ray') if m in sys.modules]; "
         "assert not bad, bad"
     )
@@ -559,7 +559,7 @@ class _Golds:
 
 
 def test_unreadable_gold_names_file_row_and_field(tmp_path, monkeypatch):
-    monkeypatch.setattr(ingest, "_BATCH_ROWS", 2)
+    monkeypatch.setattr(files, "BATCH_ROWS", 2)
     rows = [GOOD[0], {"problem": "q", "answer": "BAD{", "steps": ["s"]}, GOOD[1], GOOD[2],
             {"problem": "r", "gold": "BAD}", "steps": ["t"]}]
     p = write_jsonl(tmp_path / "problems.jsonl", rows)

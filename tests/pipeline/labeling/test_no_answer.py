@@ -202,7 +202,7 @@ def test_refresh_of_an_old_schema_corpus_is_refused(tmp_path):
 def test_resume_relabels_a_shard_of_an_older_schema(tmp_path):
     """An unfinished run by an older mcprm left a shard without mc_no_answer: it is labeled again."""
     from pipeline.bundled import SAMPLE_PATH
-    from pipeline.ingest import InputSpec, load_solutions
+    from pipeline.input import InputSpec, load_solutions
     from pipeline.run import label
 
     inp = tmp_path / "in.jsonl"
