@@ -20,29 +20,11 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
 
     ``resume_hint``: the command writes a corpus that a re-run resumes (``label``); only then do messages say
     that nothing was committed and that the same command resumes. A typer ``Exit`` passes through as it is."""
-    from pipeline.config import ConfigError
-
-    known: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, PermissionError)
-    try:
-        from pipeline.input import InputError
-
-        known = known + (InputError,)
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from pipeline.storage.lock import LockError
-
-        known = known + (LockError,)
-    except ImportError:  # pragma: no cover
-        pass
-    from pipeline.storage.corpus import CorpusError
-    from pipeline.storage.integrity import ManifestError
-    from pipeline.storage.store import ShardError
-    from rollouts.base import MissingDependency
-
-    known = known + (MissingDependency, CorpusError, ShardError, ManifestError) + tuple(extra)
+    from pipeline.errors import McprmError
     from pipeline.labeling.worker import WorkerError
+    from rollouts.base import MissingDependency  # rollouts/ stays free of the pipeline's error classes
 
+    known: tuple[type[BaseException], ...] = (FileNotFoundError, PermissionError, MissingDependency) + tuple(extra)
     try:
         yield
     except WorkerError as e:  # issue 14: one message naming the row; the worker's traceback on request
@@ -57,7 +39,7 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
     except known as e:
         err(str(e))
         raise typer.Exit(1) from None
-    except OSError as e:  # disk full, read-only file system, ...
+    except OSError as e:  # disk full, read-only file system, ... (pipeline.storage.store.StorageError too)
         if getattr(e, "mcprm_message", None):  # pipeline.run: names the file and what was committed before
             err(e.mcprm_message)
             raise typer.Exit(1) from None
@@ -65,6 +47,9 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
         err(f"{e.strerror or e}{where}. " + ("Nothing committed; the previous corpus version is intact. Fix the "
                                              "storage problem and rerun the same command to resume."
                                              if resume_hint else "Fix the storage problem and run it again."))
+        raise typer.Exit(1) from None
+    except McprmError as e:  # every other error of mcprm's own (pipeline.errors): its message says it all
+        err(str(e))
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         err("interrupted; rerun the same command to resume")

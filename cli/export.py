@@ -42,23 +42,18 @@ def export_cmd(
     """Write the corpus as TRL / Math-Shepherd / Qwen-PRM / OpenRLHF / ProcessBench rows, checked row by row."""
     import dataclasses
 
-    from pipeline.commands.export import ExportError, export_corpus
-    from pipeline.storage.corpus import CorpusError
+    from pipeline.commands.export import export_corpus
 
     toks = tuple(t for t in reward_tokens.split(","))
     if len(toks) != 2 or not all(toks):
         err(f"--reward-tokens must be two comma-separated tokens like '+,-', got {reward_tokens!r}")
         raise typer.Exit(1)
-    with user_errors():
-        try:
-            res = export_corpus(corpus, fmt, output, version=version, verify=verify, label_rule=label_rule, threshold=threshold,
-                                drop_after_first_error=drop_after_first_error, balance=balance, seed=seed,
-                                step_tag=step_tag, placeholder=placeholder, reward_tokens=toks,  # type: ignore[arg-type]
-                                tokenizer=tokenizer, file_format=file_format, shard_rows=shard_rows,
-                                overwrite=overwrite)
-        except (CorpusError, ExportError) as e:
-            err(str(e))
-            raise typer.Exit(1) from None
+    with user_errors():  # CorpusError, ExportError: pipeline.errors
+        res = export_corpus(corpus, fmt, output, version=version, verify=verify, label_rule=label_rule, threshold=threshold,
+                            drop_after_first_error=drop_after_first_error, balance=balance, seed=seed,
+                            step_tag=step_tag, placeholder=placeholder, reward_tokens=toks,  # type: ignore[arg-type]
+                            tokenizer=tokenizer, file_format=file_format, shard_rows=shard_rows,
+                            overwrite=overwrite)
     if as_json:
         print(json.dumps(dataclasses.asdict(res), indent=2))
         return

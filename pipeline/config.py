@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import FatalError
 from rollouts.vllm_backend import ENGINES
 
 STRATEGIES = ("per-step", "binary-search", "adaptive")
@@ -47,7 +48,7 @@ IDENTITY_FIELDS = (
 )
 
 
-class ConfigError(ValueError):
+class ConfigError(FatalError, ValueError):
     """A configuration value is wrong; the message says which option and what to do."""
 
 

@@ -42,6 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.errors import RowError
+
 FORMATS = ("trl", "math-shepherd", "qwen-prm", "openrlhf", "processbench")
 LABEL_RULES = ("hard", "threshold", "soft")
 FILE_FORMATS = ("parquet", "jsonl")
@@ -52,7 +54,7 @@ SOFT_OK = ("qwen-prm", "openrlhf")
 META_FILE = ".mcprm-export.json"  # hidden: `datasets.load_dataset(folder)` ignores it
 
 
-class ExportError(ValueError):
+class ExportError(RowError, ValueError):
     """A row or an option cannot be exported faithfully; the message names the row or option and the fix."""
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from pipeline.errors import FatalError
 from pipeline.input.split import SPLIT_MODES, SplitError, compile_split_regex
 from pipeline.labeling.types import Solution
 
@@ -29,7 +30,7 @@ PRESETS: dict[str, dict] = {
 }
 
 
-class InputError(ValueError):
+class InputError(FatalError, ValueError):
     """Input that cannot be labeled; the message names file, row and field and says what to do."""
 
     def __init__(self, message: str, rejects: Iterable[Reject] = ()):

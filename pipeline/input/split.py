@@ -21,6 +21,8 @@ from __future__ import annotations
 import functools
 import re
 
+from pipeline.errors import RowError
+
 SPLIT_MODES: tuple[str, ...] = ("blank-line", "step-prefix", "newline", "regex", "gsm8k")
 
 _CALC = re.compile(r"<<[^<>\n]*>>")
@@ -35,7 +37,7 @@ _STEP_MARKER = re.compile(
 )
 
 
-class SplitError(ValueError):
+class SplitError(RowError, ValueError):
     """The text cannot be split with the chosen mode (the message says what to change)."""
 
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 
 from pipeline.config import LabelConfig
+from pipeline.errors import RowError
 from pipeline.labeling.scheduler import Scheduler
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.labeling.types import Solution
@@ -31,7 +32,7 @@ def source_where(source: str) -> str:
     return _where(file, int(row), kind)
 
 
-class WorkerError(RuntimeError):
+class WorkerError(RowError, RuntimeError):
     """An error raised while a worker labeled a shard, as one message that names the row (file and line) when
     the failure belongs to one solution, else the shard and its rows. ``detail`` is the worker's own
     traceback (shown with ``MCPRM_DEBUG=1``). Built only from strings, so it crosses process boundaries

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from pipeline.errors import FatalError
 from pipeline.storage.store import CorpusStore
 
 
-class CorpusError(ValueError):
+class CorpusError(FatalError, ValueError):
     pass
 
 

@@ -19,12 +19,13 @@ import json
 import logging
 from dataclasses import dataclass
 
+from pipeline.errors import FatalError
 from pipeline.storage.store import MANIFEST, CorpusStore, ShardError, sidecar_rel
 
 log = logging.getLogger("mcprm")
 
 
-class ManifestError(RuntimeError):
+class ManifestError(FatalError, RuntimeError):
     pass
 
 

@@ -32,12 +32,14 @@ import threading
 import time
 import uuid
 
+from pipeline.errors import FatalError
+
 log = logging.getLogger("mcprm")
 
 _RECORD_BYTES = 512  # the record is padded to a fixed size so that a heartbeat rewrites it in place
 
 
-class LockError(RuntimeError):
+class LockError(FatalError, RuntimeError):
     pass
 
 

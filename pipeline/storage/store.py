@@ -27,12 +27,13 @@ import posixpath
 import uuid
 from typing import Any
 
+from pipeline.errors import FatalError
 from pipeline.faults import fault_point
 
 MANIFEST = "manifest.json"
 
 
-class StorageError(OSError):
+class StorageError(FatalError, OSError):
     """A write or read of the output failed (disk full, read-only, permission): the message names the file."""
 
 
@@ -78,7 +79,7 @@ def describe_storage_failure(e: BaseException) -> str:
     return f"{type(e).__name__}: {what}" if what else type(e).__name__
 
 
-class ShardError(RuntimeError):
+class ShardError(FatalError, RuntimeError):
     """A shard that is missing, truncated, corrupt or not what the manifest says; the message names the file."""
 
 
