@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -61,17 +59,12 @@ def _json_line(row: dict) -> str:
 
 
 def _write_atomically(path: Path, rows: list[dict]) -> None:
-    """Write JSON Lines to a temporary file in the same folder, then rename it over ``path``."""
-    folder = path.resolve().parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(_json_line(row) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write JSON Lines under a temporary name beside ``path``, then rename it over ``path``."""
+    from pipeline.storage.atomic import AtomicFile
+
+    with AtomicFile(str(path), text=True, fsync=False) as f:
+        for row in rows:
+            f.write(_json_line(row) + "\n")
 
 
 def register(app: typer.Typer) -> None:

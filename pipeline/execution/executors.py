@@ -220,16 +220,16 @@ class RayExecutor:
             return
         import json
 
+        from pipeline.storage.atomic import AtomicFile
+
         pids = []
         for a in self.actors:
             try:
                 pids.append(self.ray.get(a.pid.remote(), timeout=30))
             except Exception:  # an actor that is down right now: reported when it is back
                 continue
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump({"driver_pid": os.getpid(), "actor_pids": pids}, f)
-        os.replace(tmp, path)
+        with AtomicFile(path, text=True, fsync=False) as f:
+            f.write(json.dumps({"driver_pid": os.getpid(), "actor_pids": pids}))
 
     def run(self, version: int, shards: ShardIter, on_done: Callable[[dict], None]) -> None:
         ray = self.ray

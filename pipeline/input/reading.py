@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import uuid
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -16,6 +14,7 @@ from pipeline.input.files import iter_rows, resolve_files
 from pipeline.input.spec import InputError, InputSpec, RawRow, Reject, _where
 from pipeline.input.validation import _raw_text, validate
 from pipeline.labeling.types import Solution
+from pipeline.storage.atomic import AtomicFile
 
 logger = logging.getLogger(__name__)
 
@@ -256,13 +255,13 @@ class RejectsWriter:
         self.count = 0
         self._fs, self._target = url_to_fs(path)
         self._local = isinstance(self._fs, LocalFileSystem)
-        parent = self._fs._parent(self._target)
-        if parent:
-            self._fs.makedirs(parent, exist_ok=True)
-        self._tmp = (
-            f"{self._target}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}" if self._local else self._target
-        )
-        self._f = self._fs.open(self._tmp, "wb")
+        if self._local:
+            self._f = AtomicFile(self._target)
+        else:
+            parent = self._fs._parent(self._target)
+            if parent:
+                self._fs.makedirs(parent, exist_ok=True)
+            self._f = self._fs.open(self._target, "wb")
 
     def __call__(self, reject: Reject) -> None:
         self.write(reject)
@@ -274,13 +273,13 @@ class RejectsWriter:
     def close(self, publish: bool = True) -> None:
         if self._f is None:
             return
-        self._f.close()
-        self._f = None
-        if self._local:
-            if publish:
-                os.replace(self._tmp, self._target)
-            else:
-                os.remove(self._tmp)
+        f, self._f = self._f, None
+        if not self._local:
+            f.close()
+        elif publish:
+            f.publish()
+        else:
+            f.discard()
 
     def __enter__(self) -> RejectsWriter:
         return self

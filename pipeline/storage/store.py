@@ -24,11 +24,11 @@ import io
 import json
 import os
 import posixpath
-import uuid
 from typing import Any
 
 from pipeline.errors import FatalError
 from pipeline.faults import fault_point
+from pipeline.storage.atomic import AtomicFile
 
 MANIFEST = "manifest.json"
 
@@ -138,37 +138,29 @@ class CorpusStore:
         what = e.strerror or str(e) or type(e).__name__
         return StorageError(e.errno, f"{what} while {doing} {self.uri(rel)}", self.uri(rel))
 
-    def _write_tmp(self, full: str, data: bytes) -> str:
-        os.makedirs(posixpath.dirname(full), exist_ok=True)
-        tmp = f"{full}.tmp-{uuid.uuid4().hex[:8]}"
+    def _write_tmp(self, full: str, data: bytes) -> AtomicFile:
+        """``data`` written to disk under a temporary name beside ``full``, not yet published."""
+        af = AtomicFile(full)
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            af.write(data)
+            af.finish()
         except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            af.discard()
             raise
-        return tmp
+        return af
 
     def write_bytes(self, rel: str, data: bytes) -> None:
         full = self.path(rel)
         parent = posixpath.dirname(full)
         try:
             if self.local:
-                tmp = self._write_tmp(full, data)
+                af = self._write_tmp(full, data)
                 try:
                     fault_point("mid-write", rel)
-                    os.replace(tmp, full)
                 except BaseException:
-                    try:
-                        os.unlink(tmp)
-                    except OSError:
-                        pass
+                    af.discard()
                     raise
+                af.publish()
             else:
                 self.fs.makedirs(parent, exist_ok=True)
                 self.fs.pipe_file(full, data)  # one PUT: atomic on object stores
@@ -197,14 +189,7 @@ class CorpusStore:
         full = self.path(rel)
         try:
             if self.local:
-                tmp = self._write_tmp(full, data)
-                try:
-                    os.link(tmp, full)
-                finally:
-                    try:
-                        os.unlink(tmp)
-                    except OSError:
-                        pass
+                self._write_tmp(full, data).publish(exclusive=True)
                 return
             self.fs.makedirs(posixpath.dirname(full), exist_ok=True)
             try:
