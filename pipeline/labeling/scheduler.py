@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pipeline.faults import fault_raise
+from pipeline.labeling.last_step import is_no_answer, own_correct, own_response
 from pipeline.labeling.strategies import Probe, ProbeResult, StrategyParams, make_strategy
 from pipeline.labeling.types import LabeledSolution, Solution, StepStats
 from rollouts.base import GenRequest, RolloutBackend, SamplingConfig
@@ -99,13 +100,13 @@ class Scheduler:
         if not solutions:
             return []
         t0 = time.perf_counter()
-        own = self.grade_batch([(s.answer, self._own_response(s)) for s in solutions])
+        own = self.grade_batch([(s.answer, own_response(s)) for s in solutions])
         self.stats.grade_seconds += time.perf_counter() - t0
         out: dict[int, LabeledSolution] = {}
         live: dict[int, _Live] = {}
         for idx, (sol, verdict) in enumerate(zip(solutions, own)):
             with blame(sol):
-                correct = False if _no_answer(verdict) else verdict.correct
+                correct = own_correct(verdict)
                 gen = make_strategy(self.strategy, len(sol.steps), correct, self.params)
             state = _Live(sol, gen, [], [StepStats() for _ in sol.steps])
             state.solution_correct = correct  # type: ignore[attr-defined]
@@ -115,10 +116,6 @@ class Scheduler:
         while live:
             self._round(live, out)
         return [out[i] for i in range(len(solutions))]
-
-    def _own_response(self, sol: Solution) -> str:
-        # The final step is labeled by the solution's own answer: grade the solution's full text.
-        return "\n".join(sol.steps)
 
     def _advance(self, idx: int, st: _Live, results: list[ProbeResult] | None, live: dict, out: dict) -> None:
         with blame(st.sol):
@@ -175,8 +172,8 @@ class Scheduler:
             pos += len(comps)
             correct = sum(1 for v in vs if v.correct is True)
             # No final answer: incorrect (did not reach the gold answer), counted apart, never ungradable.
-            no_answer = sum(1 for v in vs if _no_answer(v))
-            ungradable = sum(1 for v in vs if v.correct is None and not _no_answer(v))
+            no_answer = sum(1 for v in vs if is_no_answer(v))
+            ungradable = sum(1 for v in vs if v.correct is None and not is_no_answer(v))
             tokens = sum(c.num_tokens for c in comps)
             st.rollouts += len(comps)
             st.tokens += tokens
@@ -297,11 +294,6 @@ def blame(sol: Solution):
             except AttributeError:  # pragma: no cover - an exception type without __dict__
                 pass
         raise
-
-
-def _no_answer(verdict) -> bool:
-    """A response with no final answer: graded incorrect, whatever ``correct`` a (third-party) grader set."""
-    return verdict.correct is not True and bool(getattr(verdict, "no_answer", False))
 
 
 def _check(backend, chunk, got) -> None:

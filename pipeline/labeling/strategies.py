@@ -8,7 +8,8 @@ batching, prefix locality and rollout accounting.
 
 Conventions shared by all strategies (see README "Labels"):
 
-* The last step is labeled by the solution's own final answer (graded once, no rollouts).
+* The last step is labeled by the solution's own final answer (graded once, no rollouts;
+  :mod:`pipeline.labeling.last_step`).
 * A prefix is *alive* when at least one of its graded continuations reached the gold answer; the hard label of
   a step is whether its prefix is alive. Continuations the grader could not decide (null) are counted in
   ``ungradable`` and never as wrong; a step whose continuations were all ungradable gets a null label. A
@@ -27,6 +28,7 @@ import math
 from collections.abc import Generator
 from dataclasses import dataclass
 
+from pipeline.labeling.last_step import last_step_label
 from pipeline.labeling.types import StepStats
 
 
@@ -99,7 +101,7 @@ def per_step(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> 
         _add(stats, results)
         for i in range(last):
             labels[i] = _alive(stats[i])
-    labels[last] = solution_correct
+    labels[last] = last_step_label(solution_correct)
     return _finish(labels, stats)
 
 
@@ -150,9 +152,9 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
     for i in range(min(hi, n_steps)):
         labels[i] = True if stats[i].total == 0 or _alive(stats[i]) else None
     if hi < n_steps:
-        labels[hi] = False if hi < last or solution_correct is False else solution_correct
+        labels[hi] = False if hi < last else last_step_label(solution_correct)
     if hi == n_steps:  # everything alive
-        labels[last] = solution_correct
+        labels[last] = last_step_label(solution_correct)
     return _finish(labels, stats)
 
 
@@ -184,7 +186,7 @@ def adaptive(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> 
         labels[i] = alive
         if alive is False:
             return _finish(labels, stats)
-    labels[last] = solution_correct
+    labels[last] = last_step_label(solution_correct)
     return _finish(labels, stats)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pipeline.labeling.last_step import last_step_value
 from pipeline.labeling.types import LabeledSolution
 
 # 2: mc_no_answer added; a continuation with no final answer counts as incorrect (in version 1 it was
@@ -66,10 +67,7 @@ def to_record(ls: LabeledSolution, k: int) -> dict:
     s = ls.solution
     mc_value = []
     for i, st in enumerate(ls.stats):
-        v = st.value
-        if v is None and i == len(ls.stats) - 1 and ls.solution_correct is not None and st.total == 0:
-            v = 1.0 if ls.solution_correct else 0.0  # the last step is valued by the solution's own answer
-        mc_value.append(v)
+        mc_value.append(last_step_value(st, ls.solution_correct) if i == len(ls.stats) - 1 else st.value)
     return {
         "id": s.id,
         "key": s.key,
