@@ -1,13 +1,17 @@
 """``label()``: the whole labeling job as one Python function (the CLI and batch jobs call this).
 
-1. Lock the output (one writer at a time).
-2. Validate every input row before any rollout (bad rows stop the run, or with ``skip_bad`` go to
-   ``rejects/vNNNNN.jsonl``), de-duplicate by content key, and keep only solutions the corpus does not hold
-   yet (a refresh labels what is new; the rest is reused).
-3. Cut the new solutions into deterministic shards (input order, ``shard_size`` each) and write the plan.
-   If an uncommitted run with the same plan exists (a killed run), finished shards are verified and reused.
-4. Stream shards through the executor (Ray actors or in-process) with bounded memory.
-5. Commit: write the new version's manifest, then replace ``manifest.json`` (the atomic commit point).
+Under the output's lock (one writer at a time), four steps, one function each:
+
+1. :func:`_plan`: validate every input row before any rollout (bad rows stop the run, or with ``skip_bad``
+   go to ``rejects/vNNNNN.jsonl``), de-duplicate by content key, keep only solutions the corpus does not
+   hold yet (a refresh labels what is new; the rest is reused), and cut them into deterministic shards
+   (input order, ``shard_size`` each).
+2. :func:`_resume`: write the plan, or, if an uncommitted run of the same work exists (a killed run), take
+   over its plan and its finished shards, each verified.
+3. :func:`_execute`: stream the remaining shards through the executor (Ray actors or in-process) with
+   bounded memory.
+4. :func:`_commit`: write the new version's manifest (:mod:`pipeline.storage.manifest`), then replace
+   ``manifest.json`` (the atomic commit point).
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import functools
 import hashlib
 import json
 import logging
-import platform
 import sys
 import time
 from collections.abc import Iterator
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from pipeline.config import ConfigError, LabelConfig
 from pipeline.labeling.types import Solution
 from pipeline.storage.lock import OutputLock
+from pipeline.storage.manifest import ExecutionFacts, InputCounts, build_manifest
 from pipeline.storage.schema import SCHEMA_VERSION
 from pipeline.storage.store import CorpusStore
 
@@ -90,27 +94,6 @@ def gold_check(grader: str, timeout_s: float):
 
 def _digest(keys: list[str]) -> str:
     return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
-
-
-def _versions() -> dict:
-    out = {"mcprm": _mcprm_version(), "python": platform.python_version(), "schema": SCHEMA_VERSION}
-    from graders import GRADER_VERSION
-
-    out["grader"] = GRADER_VERSION  # the default grader's version; the run's own is in identity_fields
-    for mod in ("torch", "transformers", "vllm", "ray", "pyarrow"):
-        m = sys.modules.get(mod)
-        if m is not None:
-            out[mod] = getattr(m, "__version__", "?")
-    return out
-
-
-def _mcprm_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("mcprm")
-    except Exception:  # pragma: no cover - running from a checkout without install
-        return "0+unknown"
 
 
 class _Progress:
@@ -305,227 +288,202 @@ def _resume_shards(store: CorpusStore, plan: dict, version: int) -> dict[int, di
 # ---- end integrity
 
 
+@dataclass
+class _Run:
+    """What one ``label()`` call knows as it goes: plan, resume, execute, commit."""
+
+    cfg: LabelConfig
+    store: CorpusStore
+    manifest: dict | None  # the committed version found (None: a new corpus)
+    base: dict | None  # the version whose shards the new one builds on (None: start afresh)
+    version: int  # the version this run commits
+    counts: InputCounts
+    input_notes: object
+    new_keys: list[str] = field(default_factory=list)
+    plan: dict = field(default_factory=dict)
+    done_shards: dict[int, dict] = field(default_factory=dict)  # finished shards of a killed run, verified
+
+    @property
+    def vdir(self) -> str:
+        return self.store.version_dir(self.version)
+
+
 def _label(config: LabelConfig) -> RunResult:
     from pipeline.faults import fault_point
 
     t0 = time.perf_counter()
     cfg = config.resolved()
     store = CorpusStore(cfg.output)
-    identity = cfg.identity()
     with OutputLock(store) as lock:
         fault_point("locked")
-        manifest = _current_manifest(store)
-        base = manifest  # the version whose shards the new one builds on
-        if manifest is not None and manifest.get("identity") != identity:
-            if not cfg.overwrite:
-                diff = _identity_diff(manifest.get("identity_fields", {}), cfg.identity_dict())
-                raise ConfigError(
-                    f"{cfg.output} holds a corpus labeled with a different configuration ({diff}). Labels made "
-                    "with different settings must not be mixed: use another --output, or pass --overwrite to "
-                    "start a new corpus version there (the old versions stay readable until `mcprm prune`)."
-                )
-            log.warning("--overwrite: starting a new corpus version with the new configuration at %s", cfg.output)
-            base = None
-        old_schema = int(manifest.get("schema_version") or 1) if manifest is not None else SCHEMA_VERSION
-        if base is not None and old_schema != SCHEMA_VERSION:
-            # Shards of different schema versions are never mixed in one version: their columns differ, and
-            # so does what mc_value counts (schema 1 left "no final answer" continuations out of it).
-            if not cfg.overwrite:
-                raise ConfigError(
-                    f"{cfg.output} holds a corpus written with schema version {old_schema}; this mcprm writes "
-                    f"version {SCHEMA_VERSION} ({_SCHEMA_CHANGES.get(SCHEMA_VERSION, 'other columns')}), and the "
-                    "two cannot be mixed in one corpus version. Use another --output, or pass --overwrite to "
-                    "relabel everything as a new corpus version there (the old versions stay readable until "
-                    "`mcprm prune`)."
-                )
-            log.warning("--overwrite: relabeling the schema-%d corpus at %s as a new schema-%d version", old_schema,
-                        cfg.output, SCHEMA_VERSION)
-            base = None
-        prev_version = manifest["version"] if manifest else 0
-        version = _next_version(store, manifest)
-
-        from pipeline.notes import InputNotes, run_notes  # issue 14: executor, warnings
-
-        input_notes = InputNotes()
-        keys, rejects, dup = _scan_inputs(cfg, store, version, observe=input_notes.observe)
-        if not keys and base is None:
-            raise ConfigError(f"no valid solutions in {', '.join(cfg.input)}; nothing to label")
-        base, existing = _verified_base(store, base)
-        new_keys = [k for k in keys if k not in existing]
-        reused = len(keys) - len(new_keys)
-        if base is not None and base.get("_damaged") and not new_keys:
-            from pipeline.storage.store import ShardError
-
-            raise ShardError(f"damaged shards {', '.join(base['_damaged'])} and the input no longer holds their "
-                             "rows: nothing to label them again from. Restore the files from a backup, or run the "
-                             "input that holds those rows; `mcprm verify` lists what is damaged.")
-        if not new_keys and base is not None:
+        run = _plan(cfg, store)
+        if not run.new_keys and run.base is not None:
+            prev_version = run.manifest["version"] if run.manifest else 0
             log.info("corpus %s is up to date (version %d): nothing new to label", cfg.output, prev_version)
-            return RunResult(cfg.output, prev_version, 0, reused, len(rejects), manifest, time.perf_counter() - t0)
+            return RunResult(cfg.output, prev_version, 0, run.counts.reused, run.counts.rejected, run.manifest,
+                             time.perf_counter() - t0)
+        _resume(run)
+        results, facts = _execute(run, lock)
+        return _commit(run, lock, results, facts, t0)
 
-        plan = {
-            "identity": identity,
-            "version": version,
-            "shard_size": cfg.shard_size,
-            "identity_fields": cfg.identity_dict(),  # names what differs when a re-run has other settings
-            "shards": [
-                {"shard": i, "keys": new_keys[s : s + cfg.shard_size]}
-                for i, s in enumerate(range(0, len(new_keys), cfg.shard_size))
-            ],
-        }
-        vdir = store.version_dir(version)
-        try:
-            old_plan = store.read_json(f"{vdir}/_plan.json")
-        except RuntimeError as e:  # a damaged plan: the unfinished run is started again
-            log.warning("%s; discarding the unfinished run", e)
-            store.delete(vdir, recursive=True)
-            old_plan = None
-        done_shards: dict[int, dict] = {}
-        if (old_plan is not None and old_plan != plan and old_plan.get("identity") == identity
-                and [k for sh in old_plan["shards"] for k in sh["keys"]] == new_keys):
-            # Same work, other --shard-size: keep the unfinished run's shard boundaries and its finished shards.
-            log.info("resuming with the unfinished run's shard size %s", old_plan.get("shard_size"))
-            plan = old_plan
-        if old_plan is not None and old_plan != plan:
-            if old_plan.get("identity") != identity:  # issue 14: name the field; nothing committed: replace
-                diff = _identity_diff(old_plan.get("identity_fields") or {}, cfg.identity_dict())
-                if manifest is not None and not cfg.overwrite:
-                    raise ConfigError(
-                        f"{cfg.output} has an unfinished run with a different configuration ({diff}). Rerun it "
-                        "with its own settings to finish it, or pass --overwrite to discard it."
-                    )
-                log.warning("discarding an unfinished run in %s that committed nothing, made with a different "
-                            "configuration (%s)", store.uri(vdir), diff)
-            else:
-                log.warning("discarding an unfinished run in %s whose input differs", store.uri(vdir))
-            store.delete(vdir, recursive=True)
-            old_plan = None
-        if old_plan is None:
-            store.write_json(f"{vdir}/_plan.json", plan)
-            fault_point("plan-written")
+
+def _plan(cfg: LabelConfig, store: CorpusStore) -> _Run:
+    """Which version to build on and to commit, what the input holds that the corpus does not, in which shards."""
+    identity = cfg.identity()
+    manifest = _current_manifest(store)
+    base = manifest  # the version whose shards the new one builds on
+    if manifest is not None and manifest.get("identity") != identity:
+        if not cfg.overwrite:
+            diff = _identity_diff(manifest.get("identity_fields", {}), cfg.identity_dict())
+            raise ConfigError(
+                f"{cfg.output} holds a corpus labeled with a different configuration ({diff}). Labels made "
+                "with different settings must not be mixed: use another --output, or pass --overwrite to "
+                "start a new corpus version there (the old versions stay readable until `mcprm prune`)."
+            )
+        log.warning("--overwrite: starting a new corpus version with the new configuration at %s", cfg.output)
+        base = None
+    old_schema = int(manifest.get("schema_version") or 1) if manifest is not None else SCHEMA_VERSION
+    if base is not None and old_schema != SCHEMA_VERSION:
+        # Shards of different schema versions are never mixed in one version: their columns differ, and
+        # so does what mc_value counts (schema 1 left "no final answer" continuations out of it).
+        if not cfg.overwrite:
+            raise ConfigError(
+                f"{cfg.output} holds a corpus written with schema version {old_schema}; this mcprm writes "
+                f"version {SCHEMA_VERSION} ({_SCHEMA_CHANGES.get(SCHEMA_VERSION, 'other columns')}), and the "
+                "two cannot be mixed in one corpus version. Use another --output, or pass --overwrite to "
+                "relabel everything as a new corpus version there (the old versions stay readable until "
+                "`mcprm prune`)."
+            )
+        log.warning("--overwrite: relabeling the schema-%d corpus at %s as a new schema-%d version", old_schema,
+                    cfg.output, SCHEMA_VERSION)
+        base = None
+    version = _next_version(store, manifest)
+
+    from pipeline.notes import InputNotes  # issue 14: warnings about the input
+
+    input_notes = InputNotes()
+    keys, rejects, dup = _scan_inputs(cfg, store, version, observe=input_notes.observe)
+    if not keys and base is None:
+        raise ConfigError(f"no valid solutions in {', '.join(cfg.input)}; nothing to label")
+    base, existing = _verified_base(store, base)
+    new_keys = [k for k in keys if k not in existing]
+    counts = InputCounts(reused=len(keys) - len(new_keys), rejected=len(rejects), duplicates=dup)
+    if base is not None and base.get("_damaged") and not new_keys:
+        from pipeline.storage.store import ShardError
+
+        raise ShardError(f"damaged shards {', '.join(base['_damaged'])} and the input no longer holds their "
+                         "rows: nothing to label them again from. Restore the files from a backup, or run the "
+                         "input that holds those rows; `mcprm verify` lists what is damaged.")
+    run = _Run(cfg, store, manifest, base, version, counts, input_notes, new_keys)
+    run.plan = {
+        "identity": identity,
+        "version": version,
+        "shard_size": cfg.shard_size,
+        "identity_fields": cfg.identity_dict(),  # names what differs when a re-run has other settings
+        "shards": [
+            {"shard": i, "keys": new_keys[s : s + cfg.shard_size]}
+            for i, s in enumerate(range(0, len(new_keys), cfg.shard_size))
+        ],
+    }
+    return run
+
+
+def _resume(run: _Run) -> None:
+    """Write the plan, or take over the plan of an unfinished run of the same work and its finished shards."""
+    from pipeline.faults import fault_point
+
+    cfg, store, vdir, plan = run.cfg, run.store, run.vdir, run.plan
+    try:
+        old_plan = store.read_json(f"{vdir}/_plan.json")
+    except RuntimeError as e:  # a damaged plan: the unfinished run is started again
+        log.warning("%s; discarding the unfinished run", e)
+        store.delete(vdir, recursive=True)
+        old_plan = None
+    if (old_plan is not None and old_plan != plan and old_plan.get("identity") == plan["identity"]
+            and [k for sh in old_plan["shards"] for k in sh["keys"]] == run.new_keys):
+        # Same work, other --shard-size: keep the unfinished run's shard boundaries and its finished shards.
+        log.info("resuming with the unfinished run's shard size %s", old_plan.get("shard_size"))
+        run.plan = plan = old_plan
+    if old_plan is not None and old_plan != plan:
+        if old_plan.get("identity") != plan["identity"]:  # issue 14: name the field; nothing committed: replace
+            diff = _identity_diff(old_plan.get("identity_fields") or {}, cfg.identity_dict())
+            if run.manifest is not None and not cfg.overwrite:
+                raise ConfigError(
+                    f"{cfg.output} has an unfinished run with a different configuration ({diff}). Rerun it "
+                    "with its own settings to finish it, or pass --overwrite to discard it."
+                )
+            log.warning("discarding an unfinished run in %s that committed nothing, made with a different "
+                        "configuration (%s)", store.uri(vdir), diff)
         else:
-            done_shards = _resume_shards(store, plan, version)
-            if done_shards:
-                log.info("resuming: %d of %d shards already done", len(done_shards), len(plan["shards"]))
+            log.warning("discarding an unfinished run in %s whose input differs", store.uri(vdir))
+        store.delete(vdir, recursive=True)
+        old_plan = None
+    if old_plan is None:
+        store.write_json(f"{vdir}/_plan.json", plan)
+        fault_point("plan-written")
+    else:
+        run.done_shards = _resume_shards(store, plan, run.version)
+        if run.done_shards:
+            log.info("resuming: %d of %d shards already done", len(run.done_shards), len(plan["shards"]))
 
-        results: dict[int, dict] = dict(done_shards)
-        todo = len(new_keys) - sum(r["rows"] for r in done_shards.values())
-        progress = _Progress(todo, cfg.progress)
-        t_run = time.perf_counter()
-        executor = None
-        worker_stats: list[dict] = []
-        if todo > 0:
-            from pipeline.execution.executors import make_executor
 
-            executor = make_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
-            try:
-                def on_done(res: dict) -> None:
-                    results[res["shard"]] = res
-                    lock.check()  # a run that lost its lock stops now, not at the commit
-                    progress.shard(res)
+def _execute(run: _Run, lock: OutputLock) -> tuple[dict[int, dict], ExecutionFacts]:
+    """Label the shards not done yet through the executor; every shard's result, and how it ran."""
+    cfg, plan, done_shards = run.cfg, run.plan, run.done_shards
+    results: dict[int, dict] = dict(done_shards)
+    todo = len(run.new_keys) - sum(r["rows"] for r in done_shards.values())
+    progress = _Progress(todo, cfg.progress)
+    t_run = time.perf_counter()
+    executor = None
+    worker_stats: list[dict] = []
+    if todo > 0:
+        from pipeline.execution.executors import make_executor
 
-                executor.on_solution = progress.solution  # live counts from the workers, where supported
-                progress.start()
-                executor.run(version, _iter_shards(cfg, plan, set(done_shards)), on_done)
-                worker_stats = executor.backend_stats()
-            finally:
-                progress.close()
-                executor.close()
-        run_seconds = time.perf_counter() - t_run
-        missing = [sh["shard"] for sh in plan["shards"] if sh["shard"] not in results]
-        if missing:
-            raise RuntimeError(f"shards {missing[:10]} did not finish; rerun the same command to resume")
+        executor = make_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
+        try:
+            def on_done(res: dict) -> None:
+                results[res["shard"]] = res
+                lock.check()  # a run that lost its lock stops now, not at the commit
+                progress.shard(res)
 
-        new_manifest = _build_manifest(cfg, store, base, manifest, version, identity, plan, results, len(rejects), dup,
-                                       reused, run_seconds, executor, worker_stats)
-        new_manifest.update(run_notes(cfg, store, [results[sh["shard"]]["path"] for sh in plan["shards"]], input_notes))
-        store.commit(new_manifest, fence=lock.check)
-        store.delete(f"{vdir}/_plan.json")
-        return RunResult(
-            cfg.output, version, len(new_keys), reused, len(rejects), new_manifest, time.perf_counter() - t0,
-            shards_run=len(results) - len(done_shards), shards_resumed=len(done_shards),
-            shard_results=[results[i] for i in sorted(results)],
-        )
+            executor.on_solution = progress.solution  # live counts from the workers, where supported
+            progress.start()
+            executor.run(run.version, _iter_shards(cfg, plan, set(done_shards)), on_done)
+            worker_stats = executor.backend_stats()
+        finally:
+            progress.close()
+            executor.close()
+    run_seconds = time.perf_counter() - t_run
+    missing = [sh["shard"] for sh in plan["shards"] if sh["shard"] not in results]
+    if missing:
+        raise RuntimeError(f"shards {missing[:10]} did not finish; rerun the same command to resume")
+    gpus = 0
+    if cfg.backend == "vllm" and executor is not None:
+        gpus = executor.num_workers * cfg.tensor_parallel_size
+    return results, ExecutionFacts(
+        run_seconds=run_seconds,
+        startup_seconds=min(run_seconds, float(getattr(executor, "startup_seconds", 0.0) or 0.0)),
+        workers=getattr(executor, "num_workers", 0), gpus=gpus,
+        retried={str(k): v for k, v in getattr(executor, "retried", {}).items()}, worker_stats=worker_stats)
+
+
+def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: ExecutionFacts, t0: float) -> RunResult:
+    """Write the new version's manifest and replace ``manifest.json`` (fenced by the lock), drop the plan."""
+    from pipeline.notes import run_notes  # issue 14: executor, warnings
+
+    cfg, store, plan = run.cfg, run.store, run.plan
+    new_manifest = build_manifest(cfg, plan, results, run.base, run.manifest, run.counts, facts)
+    new_manifest.update(run_notes(cfg, store, [results[sh["shard"]]["path"] for sh in plan["shards"]],
+                                  run.input_notes))
+    store.commit(new_manifest, fence=lock.check)
+    store.delete(f"{run.vdir}/_plan.json")
+    return RunResult(
+        cfg.output, run.version, len(run.new_keys), run.counts.reused, run.counts.rejected, new_manifest,
+        time.perf_counter() - t0, shards_run=len(results) - len(run.done_shards),
+        shards_resumed=len(run.done_shards), shard_results=[results[i] for i in sorted(results)],
+    )
 
 
 def _identity_diff(old: dict, new: dict) -> str:
     changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
     return "; ".join(changed[:6]) or "unknown difference"
-
-
-def _build_manifest(cfg, store, prev, last, version, identity, plan, results, n_rejected, dup, reused, run_seconds,
-                    executor, worker_stats) -> dict:
-    new_shards = [
-        {"path": results[sh["shard"]]["path"], "rows": results[sh["shard"]]["rows"], "version": version,
-         **{k: results[sh["shard"]][k] for k in ("bytes", "sha256") if k in results[sh["shard"]]}}
-        for sh in plan["shards"]
-    ]
-    shards = (prev["shards"] if prev else []) + new_shards
-    ran = [r for r in results.values() if not r.get("resumed")]
-    rollouts = sum(r["rollouts"] for r in results.values())
-    tokens = sum(r["rollout_tokens"] for r in results.values())
-    gen_tokens_run = sum(r["rollout_tokens"] for r in ran)
-    rollouts_run = sum(r["rollouts"] for r in ran)
-    # Backend counters are cumulative per worker, so they are summed over workers (not shards).
-    backend: dict = {}
-    for w in worker_stats:
-        for k in ("requests", "samples", "prompt_tokens", "generated_tokens", "cached_prompt_tokens",
-                  "generate_seconds", "prefix_cache_queries"):
-            if isinstance(w.get(k), (int, float)):
-                backend[k] = round(backend.get(k, 0) + w[k], 3)
-    queries = backend.get("prefix_cache_queries") or backend.get("prompt_tokens", 0)
-    hit = backend.get("cached_prompt_tokens", 0) / queries if queries else None
-    startup = min(run_seconds, float(getattr(executor, "startup_seconds", 0.0) or 0.0))
-    labeling = run_seconds - startup
-    added = sum(s["rows"] for s in new_shards)
-    prev_totals = (prev or {}).get("totals", {})
-    gpus = 0
-    if cfg.backend == "vllm" and executor is not None:
-        gpus = executor.num_workers * cfg.tensor_parallel_size
-    return {
-        "format": "mcprm-corpus",
-        "schema_version": SCHEMA_VERSION,
-        "version": version,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "identity": identity,
-        "identity_fields": cfg.identity_dict(),
-        "config": cfg.to_dict(),
-        "versions": _versions(),
-        "strategy": cfg.strategy,
-        "k": cfg.k,
-        "shards": shards,
-        "history": ((last or {}).get("history") or []) + [
-            {"version": version, "identity": identity, "added": added, "reused": reused, "rejected": n_rejected,
-             "duplicates_in_input": dup, "shards": [s["path"] for s in new_shards],
-             "rollouts": rollouts, "rollout_tokens": tokens, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        ],
-        "counts": {
-            "solutions": sum(s["rows"] for s in shards),
-            "added": added,
-            "reused": reused,
-            "rejected": n_rejected,
-            "duplicates_in_input": dup,
-            "steps_added": sum(r.get("steps", 0) for r in results.values()),
-            "rollouts": rollouts,
-            "rollout_tokens": tokens,
-        },
-        "totals": {
-            "rollouts": prev_totals.get("rollouts", 0) + rollouts,
-            "rollout_tokens": prev_totals.get("rollout_tokens", 0) + tokens,
-        },
-        "throughput": {
-            # seconds = startup (model / engine load, all workers in parallel) + labeling; rates are per
-            # labeling second, the rate a longer run approaches.
-            "seconds": round(run_seconds, 3),
-            "startup_seconds": round(startup, 3),
-            "labeling_seconds": round(labeling, 3),
-            "workers": getattr(executor, "num_workers", 0),
-            "gpus": gpus,
-            "rollouts_per_s": round(rollouts_run / labeling, 2) if labeling > 0 else None,
-            "generated_tokens_per_s": round(gen_tokens_run / labeling, 2) if labeling > 0 else None,
-            "generated_tokens_per_s_incl_startup": round(gen_tokens_run / run_seconds, 2) if run_seconds > 0 else None,
-            "prefix_cache_hit_rate": round(hit, 4) if hit is not None else None,
-            "retried_shards": {str(k): v for k, v in getattr(executor, "retried", {}).items()},
-            "backend": backend,
-        },
-    }

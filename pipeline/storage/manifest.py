@@ -1,0 +1,144 @@
+"""The manifest a run commits (``OUT/manifest.json``, ``OUT/versions/vNNNNN.json``): its format in one place.
+
+Keys: ``format``, ``schema_version``, ``version``, ``created``, ``identity`` and ``identity_fields`` (what a
+label means), ``config``, ``versions``, ``strategy``, ``k``, ``shards`` (path, rows, version, bytes, sha256),
+``history`` (one entry per committed version), ``counts`` (this version), ``totals`` (all versions) and
+``throughput`` (this run). ``pipeline.run`` adds ``execution`` and ``warnings`` (:mod:`pipeline.notes`);
+:class:`pipeline.storage.store.CorpusStore` commits it.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pipeline.storage.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from pipeline.config import LabelConfig
+
+
+@dataclass(frozen=True)
+class InputCounts:
+    """What the input scan found besides the solutions to label."""
+
+    reused: int = 0  # solutions the base version already holds
+    rejected: int = 0  # rows rejected (--skip-bad)
+    duplicates: int = 0  # exact duplicates skipped
+
+
+@dataclass(frozen=True)
+class ExecutionFacts:
+    """How the shards ran: wall time, engine start-up, workers and GPUs, retries, the workers' backend counters."""
+
+    run_seconds: float = 0.0
+    startup_seconds: float = 0.0
+    workers: int = 0
+    gpus: int = 0
+    retried: dict = field(default_factory=dict)
+    worker_stats: list = field(default_factory=list)
+
+
+def versions() -> dict:
+    """The versions of mcprm, its grader, the schema and the engines loaded (recorded in every manifest)."""
+    out = {"mcprm": _mcprm_version(), "python": platform.python_version(), "schema": SCHEMA_VERSION}
+    from graders import GRADER_VERSION
+
+    out["grader"] = GRADER_VERSION  # the default grader's version; the run's own is in identity_fields
+    for mod in ("torch", "transformers", "vllm", "ray", "pyarrow"):
+        m = sys.modules.get(mod)
+        if m is not None:
+            out[mod] = getattr(m, "__version__", "?")
+    return out
+
+
+def _mcprm_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("mcprm")
+    except Exception:  # pragma: no cover - running from a checkout without install
+        return "0+unknown"
+
+
+def build_manifest(cfg: LabelConfig, plan: dict, results: dict[int, dict], prev: dict | None, last: dict | None,
+                   counts: InputCounts, run: ExecutionFacts) -> dict:
+    """The manifest of the version ``plan`` builds: ``prev``'s shards (the base; None: afresh) plus the new ones
+    (``results`` by shard), ``last``'s history (the committed version) plus this run, counts and throughput."""
+    version, identity = plan["version"], plan["identity"]
+    reused, n_rejected, dup = counts.reused, counts.rejected, counts.duplicates
+    run_seconds, worker_stats = run.run_seconds, run.worker_stats
+    new_shards = [
+        {"path": results[sh["shard"]]["path"], "rows": results[sh["shard"]]["rows"], "version": version,
+         **{k: results[sh["shard"]][k] for k in ("bytes", "sha256") if k in results[sh["shard"]]}}
+        for sh in plan["shards"]
+    ]
+    shards = (prev["shards"] if prev else []) + new_shards
+    ran = [r for r in results.values() if not r.get("resumed")]
+    rollouts = sum(r["rollouts"] for r in results.values())
+    tokens = sum(r["rollout_tokens"] for r in results.values())
+    gen_tokens_run = sum(r["rollout_tokens"] for r in ran)
+    rollouts_run = sum(r["rollouts"] for r in ran)
+    # Backend counters are cumulative per worker, so they are summed over workers (not shards).
+    backend: dict = {}
+    for w in worker_stats:
+        for k in ("requests", "samples", "prompt_tokens", "generated_tokens", "cached_prompt_tokens",
+                  "generate_seconds", "prefix_cache_queries"):
+            if isinstance(w.get(k), (int, float)):
+                backend[k] = round(backend.get(k, 0) + w[k], 3)
+    queries = backend.get("prefix_cache_queries") or backend.get("prompt_tokens", 0)
+    hit = backend.get("cached_prompt_tokens", 0) / queries if queries else None
+    startup = run.startup_seconds
+    labeling = run_seconds - startup
+    added = sum(s["rows"] for s in new_shards)
+    prev_totals = (prev or {}).get("totals", {})
+    return {
+        "format": "mcprm-corpus",
+        "schema_version": SCHEMA_VERSION,
+        "version": version,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "identity": identity,
+        "identity_fields": cfg.identity_dict(),
+        "config": cfg.to_dict(),
+        "versions": versions(),
+        "strategy": cfg.strategy,
+        "k": cfg.k,
+        "shards": shards,
+        "history": ((last or {}).get("history") or []) + [
+            {"version": version, "identity": identity, "added": added, "reused": reused, "rejected": n_rejected,
+             "duplicates_in_input": dup, "shards": [s["path"] for s in new_shards],
+             "rollouts": rollouts, "rollout_tokens": tokens, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        ],
+        "counts": {
+            "solutions": sum(s["rows"] for s in shards),
+            "added": added,
+            "reused": reused,
+            "rejected": n_rejected,
+            "duplicates_in_input": dup,
+            "steps_added": sum(r.get("steps", 0) for r in results.values()),
+            "rollouts": rollouts,
+            "rollout_tokens": tokens,
+        },
+        "totals": {
+            "rollouts": prev_totals.get("rollouts", 0) + rollouts,
+            "rollout_tokens": prev_totals.get("rollout_tokens", 0) + tokens,
+        },
+        "throughput": {
+            # seconds = startup (model / engine load, all workers in parallel) + labeling; rates are per
+            # labeling second, the rate a longer run approaches.
+            "seconds": round(run_seconds, 3),
+            "startup_seconds": round(startup, 3),
+            "labeling_seconds": round(labeling, 3),
+            "workers": run.workers,
+            "gpus": run.gpus,
+            "rollouts_per_s": round(rollouts_run / labeling, 2) if labeling > 0 else None,
+            "generated_tokens_per_s": round(gen_tokens_run / labeling, 2) if labeling > 0 else None,
+            "generated_tokens_per_s_incl_startup": round(gen_tokens_run / run_seconds, 2) if run_seconds > 0 else None,
+            "prefix_cache_hit_rate": round(hit, 4) if hit is not None else None,
+            "retried_shards": run.retried,
+            "backend": backend,
+        },
+    }
