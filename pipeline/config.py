@@ -18,6 +18,8 @@ from typing import Any
 from pipeline.errors import FatalError
 from rollouts.vllm_backend import ENGINES
 
+DEFAULT_K = 8  # continuations per step prefix: the one default of k (LabelConfig, StrategyParams)
+
 STRATEGIES = ("per-step", "binary-search", "adaptive")
 
 BACKENDS = ("hf", "vllm", "openai")
@@ -90,7 +92,7 @@ class LabelConfig:
     load_format: str = "auto"  # vllm: "dummy" = random weights (benchmarks)
     vllm_engine: str = "loop"  # vllm: "loop" (streaming, default), "async" (vLLM's AsyncLLM), "offline" (rounds)
     # sampling
-    k: int = 8
+    k: int = DEFAULT_K
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 256

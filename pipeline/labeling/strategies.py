@@ -28,6 +28,7 @@ import math
 from collections.abc import Generator
 from dataclasses import dataclass
 
+from pipeline.config import DEFAULT_K
 from pipeline.labeling.last_step import last_step_label
 from pipeline.labeling.types import StepStats
 
@@ -60,7 +61,7 @@ StrategyGen = Generator[list[Probe], list[ProbeResult], StrategyOutcome]
 
 @dataclass(frozen=True)
 class StrategyParams:
-    k: int = 8
+    k: int = DEFAULT_K
     wave_size: int = 2
     confidence_width: float | None = None
     trust_correct: bool = False
