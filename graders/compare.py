@@ -49,6 +49,14 @@ _RELATION_RE = re.compile(r"\\(?:le|ge|ne|lt|gt|leq|geq|neq|equiv|in)(?![a-zA-Z]
 _FUNC_DEF_RE = re.compile(r"^[a-zA-Z](?:_\{?\w+\}?)?\(\s*[a-zA-Z]\s*\)=", re.ASCII)
 
 
+_RATIO_RE = re.compile(r"^(\d+):(\d+)$", re.ASCII)
+
+
+def _ratio(s: str) -> Number | None:
+    m = _RATIO_RE.match(s)
+    return Number(Fraction(int(m.group(1)), int(m.group(2)))) if m and int(m.group(2)) else None
+
+
 def grouped_number(s: str) -> Number | None:
     """``4, 316, 588`` (comma-grouped digits, optional spaces) as the number 4316588, else None."""
     m = _GROUPED_RE.match(s)
@@ -149,6 +157,11 @@ def compare_fast(gold: str, answer: str, config: GraderConfig, grouped: bool = F
     g_num, a_num = parse_number(gold), parse_number(answer)
     if g_num is not None and a_num is not None:
         return compare_numbers(g_num, a_num, config)
+    if (g_num is None) != (a_num is None):  # 7:3 against 7/3: a ratio is the quotient
+        g_num = g_num or _ratio(gold)
+        a_num = a_num or _ratio(answer)
+        if g_num is not None and a_num is not None:
+            return compare_numbers(g_num, a_num, config)
     if grouped and (g_num is not None or a_num is not None):
         g_grp = g_num or grouped_number(gold)
         a_grp = a_num or grouped_number(answer)

@@ -48,6 +48,8 @@ _SPAN_RE = re.compile(
     re.S,
 )
 _QUALIFIER_SPAN_RE = re.compile(r"^[a-zA-Z](?:\s*,\s*[a-zA-Z])*\s*(?:\\in|∈)\s*(?:\\mathbb\s*\{?[ZNRQ]\}?|[ℤℕℝℚ])$")
+_YES_NO_RE = re.compile(r"\W{0,8}(yes|no)\b", re.IGNORECASE)
+_PLACEHOLDER_RE = re.compile(r"^(?:X|(?i:\[answer\]|<answer>|your answer)|\.\.\.|\\ldots)$")
 _SENTENCE_END_RE = re.compile(r"\.(?!\d)(?=\s|$|\*)|\n|;\s|\s—\s")
 
 # A phrase whose text starts with one of these is prose, not an answer ("the answer is correct").
@@ -300,10 +302,14 @@ def _last_span(text: str) -> tuple[int, str] | None:
     return spans[-1][1], ", ".join(s[2] for s in spans[first:])
 
 
-def extract_answer(response: str, fallback: bool = True, last_number: bool | None = None) -> str | None:
+def extract_answer(
+    response: str, fallback: bool = True, last_number: bool | None = None, yes_no: bool = False
+) -> str | None:
     """The final answer written in ``response``, or None when none is found (see the module docstring).
 
-    ``last_number`` is the old name of ``fallback``.
+    ``yes_no``: the question is a yes/no question (its gold answer is Yes or No): an unmarked response that
+    opens with "Yes"/"No" ("No, $57$ is not a prime.") answers with that word. ``last_number`` is the old
+    name of ``fallback``.
     """
     if not response:
         return None
@@ -317,10 +323,15 @@ def extract_answer(response: str, fallback: bool = True, last_number: bool | Non
         if boxes:
             cands.append(_box_group(response, boxes, len(boxes) - 1))
     cands.extend(_phrases(response))
+    cands = [c for c in cands if not _PLACEHOLDER_RE.match(c[1])]  # "#### X" copied from the instruction
     if cands:
         return max(cands, key=lambda c: c[0])[1]
     if not fallback:
         return None
+    if yes_no:
+        m = _YES_NO_RE.match(response)
+        if m:
+            return m.group(1).capitalize()
     bare = _bare_answer(response)
     if bare is not None:
         return bare

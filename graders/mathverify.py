@@ -1,7 +1,8 @@
 """Math-Verify (huggingface/Math-Verify) as a registered alternative grader: ``--grader math-verify``.
 
 For users who want to compare mcprm's grader with the library they would otherwise pick, on their own data.
-It runs in-process with Math-Verify's defaults (``verify(parse(gold), parse(response))``); Math-Verify's
+It runs in-process with Math-Verify's defaults (``verify(parse(gold), parse(response))``, a bare gold wrapped
+in ``$...$`` as Math-Verify's documentation does: unwrapped, ``6\\sqrt{2}`` parses to ``6``); Math-Verify's
 own time limit uses signals and works only in the main thread, so elsewhere it runs without one. mcprm's
 ``sympy`` grader stays the default: it runs every sympy call in a killable process.
 """
@@ -45,8 +46,10 @@ class MathVerifyGrader:
             gold, response = _check_pair(i, pair)
             try:
                 g = gold_cache.get(gold)
-                if g is None:
-                    g = parse(gold, parsing_timeout=limit) or parse(f"${gold}$", parsing_timeout=limit)
+                if g is None:  # a bare gold is LaTeX: Math-Verify reads it whole only inside $...$
+                    delimited = any(m in gold for m in ("$", "\\(", "\\[", "\\boxed"))
+                    first = gold if delimited else f"${gold}$"
+                    g = parse(first, parsing_timeout=limit) or parse(gold, parsing_timeout=limit)
                     gold_cache[gold] = g
                 a = parse(response, parsing_timeout=limit)
                 if not a:

@@ -113,7 +113,8 @@ class SympyGrader:
     def _fast(self, gold: str, response: str, config: GraderConfig):
         """``(verdict, None)`` when decided in-process, else ``(None, (key, extracted))`` for the workers."""
         g_norm, _ = _prepared_gold(gold)
-        extracted = extract_answer(response, fallback=config.last_number_fallback)
+        yes_no = g_norm.casefold() in ("yes", "no")
+        extracted = extract_answer(response, fallback=config.last_number_fallback, yes_no=yes_no)
         if extracted is None:
             return Verdict(False, NO_ANSWER, None), None
         if len(extracted) > 20 * config.max_answer_chars:
