@@ -4,7 +4,8 @@
 
 Each case file is JSON Lines with ``gold``, ``response`` and ``expected`` (true/false: the right verdict).
 Default: the case sets in ``bench/grader_cases/``. For each file it prints how often each grader agrees with
-``expected`` (mcprm ``sympy`` grader; Math-Verify 0.8.0 defaults, ``verify(parse(gold), parse(response))``),
+``expected`` (mcprm ``sympy`` grader; Math-Verify 0.8.0 defaults, ``verify(parse(gold), parse(response))``
+through ``graders/mathverify.py``, which wraps a bare gold in ``$...$`` as Math-Verify's documentation does),
 and both graders' wall time over the whole file in the same run. A verdict of None (ungradable) counts as
 "not equal" for agreement, as a label run would not count it as a success.
 Every disagreement (with expected, or between the graders) is written to ``--out`` for triage.
