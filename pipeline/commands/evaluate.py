@@ -90,12 +90,19 @@ def _load_reference_rows(ref: str, neutral_is_error: bool) -> tuple[dict, dict]:
 
 def evaluate(output: str, reference: str = "synthetic", version: int | None = None,
              neutral_is_error: bool = False) -> dict:
-    from pipeline.storage.corpus import open_manifest, read_corpus
+    from pipeline.storage.corpus import iter_corpus, open_manifest
 
     _, manifest = open_manifest(output, version)
-    t = read_corpus(output, version, columns=["id", "problem", "steps", "labels", "mc_value", "first_error",
-                                              "rollouts", "rollout_tokens"])
-    rows = t.to_pylist()
+    n_rows = rollouts = rollout_tokens = 0
+
+    def corpus_rows():  # streamed batch by batch: memory bounded by a batch, not by the corpus
+        nonlocal n_rows, rollouts, rollout_tokens
+        for b in iter_corpus(output, version, ["id", "problem", "steps", "labels", "mc_value", "first_error",
+                                               "rollouts", "rollout_tokens"]):
+            n_rows += b.num_rows
+            yield from b.to_pylist()
+
+    rows = corpus_rows()
     if reference == "synthetic":
         from pipeline.bundled.synthetic import check_steps
 
@@ -117,6 +124,8 @@ def evaluate(output: str, reference: str = "synthetic", version: int | None = No
     brier_n = 0
     matched = 0
     for r in rows:
+        rollouts += r["rollouts"]
+        rollout_tokens += r["rollout_tokens"]
         ref = lookup(r)
         if ref is None:
             continue
@@ -165,7 +174,7 @@ def evaluate(output: str, reference: str = "synthetic", version: int | None = No
         "strategy": manifest.get("strategy"),
         "k": manifest.get("k"),
         "solutions": matched,
-        "unmatched": len(rows) - matched,
+        "unmatched": n_rows - matched,
         "solutions_with_error": n_err,
         "acc_error": acc_error,
         "acc_correct": acc_correct,
@@ -177,6 +186,6 @@ def evaluate(output: str, reference: str = "synthetic", version: int | None = No
         "positive_precision": ratio(tp_pos, tp_pos + fp_pos),
         "positive_recall": ratio(tp_pos, tp_pos + fn_pos),
         "brier": ratio(brier_sum, brier_n),
-        "rollouts": int(sum(r["rollouts"] for r in rows)),
-        "rollout_tokens": int(sum(r["rollout_tokens"] for r in rows)),
+        "rollouts": int(rollouts),
+        "rollout_tokens": int(rollout_tokens),
     }

@@ -38,6 +38,8 @@ import hashlib
 import io
 import json
 import posixpath
+import uuid
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -376,6 +378,39 @@ def _balance(rows: list[Row], seed: int, skipped: dict[str, int]) -> list[Row]:
     return [r for r in rows if id(r) in keep]
 
 
+def _rank64(seed: int, row: Row) -> int:
+    return int(hashlib.sha256(f"{seed}:{row.id}:{row.problem}:{len(row.steps)}".encode()).hexdigest()[:16], 16)
+
+
+def _balance_keep(rows, seed: int, skipped: dict[str, int]):
+    """The rows :func:`_balance` keeps, as a boolean mask over the stream ``rows``, holding one bit and one 64-bit
+    rank per row (not the rows). Same choice as :func:`_balance`: the minority class whole, and the majority's
+    rows of smallest rank, ties in corpus order (a stable sort; equal 64-bit prefixes of different sha256 ranks
+    are astronomically rare and broken the same way, by order)."""
+    import numpy as np
+
+    err, rank = array("b"), array("Q")
+    for r in rows:
+        err.append(r.has_error)
+        rank.append(_rank64(seed, r))
+    has_error = np.frombuffer(err, dtype=np.int8).astype(bool)
+    ranks = np.frombuffer(rank, dtype=np.uint64)
+    n = len(has_error)
+    n_neg = int(has_error.sum())
+    n_pos = n - n_neg
+    keep = np.ones(n, dtype=bool)
+    if n_pos == 0 or n_neg == 0:
+        return keep
+    big = has_error if n_pos <= n_neg else ~has_error  # the other class, the smaller one, is kept whole
+    small_n = min(n_pos, n_neg)
+    idx = np.flatnonzero(big)
+    order = np.argsort(ranks[idx], kind="stable")
+    keep[idx] = False
+    keep[idx[order[:small_n]]] = True
+    skipped["balance"] = n - int(keep.sum())
+    return keep
+
+
 def export_corpus(
     out_url: str,
     fmt: str,
@@ -396,6 +431,7 @@ def export_corpus(
     shard_rows: int = 10_000,
     overwrite: bool = False,
     verify: bool = False,
+    batch_rows: int = 8192,
 ) -> ExportResult:
     """Export corpus ``out_url`` (current version by default) as ``fmt`` into folder ``output_url``.
 
@@ -405,7 +441,7 @@ def export_corpus(
     """
     import pyarrow as pa
 
-    from pipeline.storage.corpus import read_corpus
+    from pipeline.storage.corpus import iter_corpus
     from pipeline.storage.store import CorpusStore
 
     if fmt not in FORMATS:
@@ -434,81 +470,116 @@ def export_corpus(
     opts = ExportOptions(fmt, label_rule, threshold, tag or "", tuple(reward_tokens), system_prompt)
     tok = load_tokenizer(tokenizer)
 
-    table = read_corpus(out_url, version, verify=verify, columns=["id", "problem", "steps", "labels", "mc_value",
-                                                   "solution_correct"])
-    rows: list[Row] = []
-    skipped: dict[str, int] = {}
-    cut: dict[str, int] = {}
-    imputed = 0
-    for r in table.to_pylist():
-        labels, hard, imp = row_labels(r["labels"], r["mc_value"], opts)
-        imputed += imp
-        row = Row(r["id"], r["problem"], list(r["steps"]), labels, r["solution_correct"])
-        if fmt == "processbench":
-            fe = next((i for i, h in enumerate(hard) if h is False), -1)
-            if any(h is None for h in (hard if fe == -1 else hard[:fe])):
-                skipped["undecided"] = skipped.get("undecided", 0) + 1
-                continue
-            row.labels = [True] * len(hard) if fe == -1 else [True] * fe + [False] + [None] * (len(hard) - fe - 1)
-            row.has_error = fe != -1
-            rows.append(row)
-            continue
-        row = _cut(row, hard, drop_after_first_error, cut)
-        if not row.steps:
-            skipped["first_step_unlabeled"] = skipped.get("first_step_unlabeled", 0) + 1
-            continue
-        rows.append(row)
-    if balance == "downsample":
-        rows = _balance(rows, seed, skipped)
+    cols = ["id", "problem", "steps", "labels", "mc_value", "solution_correct"]
 
-    # check every record before writing anything
-    records = []
-    for row in rows:
-        rec = format_row(row, opts, tok)
-        check_row(rec, row, opts, tok)
-        records.append(rec)
+    def stream(counts: dict | None):
+        """Exportable rows in corpus order, batch by batch; ``counts`` (when given) collects what was
+        skipped, cut and imputed, and the corpus rows read."""
+        skipped = counts["skipped"] if counts is not None else {}
+        cut = counts["cut"] if counts is not None else {}
+        for b in iter_corpus(out_url, version, cols, batch_rows=batch_rows, verify=verify):
+            if counts is not None:
+                counts["corpus_rows"] += b.num_rows
+            for rid, problem, steps, lab, mc, sc in zip(*(b.column(c).to_pylist() for c in cols), strict=True):
+                labels, hard, imp = row_labels(lab, mc, opts)
+                if counts is not None:
+                    counts["imputed"] += imp
+                row = Row(rid, problem, steps, labels, sc)
+                if fmt == "processbench":
+                    fe = next((i for i, h in enumerate(hard) if h is False), -1)
+                    if any(h is None for h in (hard if fe == -1 else hard[:fe])):
+                        skipped["undecided"] = skipped.get("undecided", 0) + 1
+                        continue
+                    row.labels = ([True] * len(hard) if fe == -1
+                                  else [True] * fe + [False] + [None] * (len(hard) - fe - 1))
+                    row.has_error = fe != -1
+                    yield row
+                    continue
+                row = _cut(row, hard, drop_after_first_error, cut)
+                if not row.steps:
+                    skipped["first_step_unlabeled"] = skipped.get("first_step_unlabeled", 0) + 1
+                    continue
+                yield row
+
+    counts = {"skipped": {}, "cut": {}, "imputed": 0, "corpus_rows": 0}
+    keep = None
+    if balance == "downsample":
+        # pass 1: each exportable row's class and rank (8 bytes a row, not the row); pass 2 writes the kept ones
+        keep = _balance_keep(stream(None), seed, balance_skipped := {})
 
     store = CorpusStore(output_url)
+    existing = []
     if not store.is_empty():
         existing = [posixpath.basename(p) for p in store.fs.ls(store.root, detail=False)]
         if not overwrite:
             raise ExportError(f"{output_url} is not empty ({', '.join(sorted(existing)[:3])}...); pass --overwrite "
                               "to replace an earlier export, or choose another --output")
-        for name in existing:
-            if name.startswith("part-") or name == META_FILE:
-                store.delete(name)
+    # Records are checked (check_row) and written shard by shard into a staging folder beside the output; only
+    # when every record passed do they replace the output's shards, so a failed check still writes nothing.
+    staging = CorpusStore(output_url.rstrip("/") + f".mcprm-staging-{uuid.uuid4().hex[:12]}")
     schema = _schema(fmt, opts.soft)
-    files = []
-    n_shards = max(1, -(-len(records) // shard_rows))
-    for s in range(n_shards):
-        chunk = records[s * shard_rows:(s + 1) * shard_rows]
-        name = f"part-{s:05d}.{file_format}"
+    names: list[str] = []
+    chunk: list[dict] = []
+    n_rows = n_steps = pos = n_labeled = unlabeled = 0
+
+    def flush() -> None:
+        name = f"part-{len(names):05d}.{file_format}"
         if file_format == "parquet":
             import pyarrow.parquet as pq
 
             buf = io.BytesIO()
             pq.write_table(pa.Table.from_pylist(chunk, schema=schema), buf, compression="zstd")
-            store.write_bytes(name, buf.getvalue())
+            staging.write_bytes(name, buf.getvalue())
         else:
-            store.write_bytes(name, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chunk).encode())
-        files.append(store.uri(name))
+            staging.write_bytes(name, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chunk).encode())
+        names.append(name)
+        chunk.clear()
 
-    labels_flat = [y for r in rows for y in r.labels if y is not None]
-    if opts.soft:
-        pos = sum(1 for y in labels_flat if y > 0)
-    else:
-        pos = sum(1 for y in labels_flat if y is True)
+    try:
+        for i, row in enumerate(stream(counts)):
+            if keep is not None and not keep[i]:
+                continue
+            rec = format_row(row, opts, tok)
+            check_row(rec, row, opts, tok)
+            chunk.append(rec)
+            n_rows += 1
+            n_steps += len(row.steps)
+            for y in row.labels:
+                if y is None:
+                    unlabeled += 1
+                else:
+                    n_labeled += 1
+                    pos += (y > 0) if opts.soft else (y is True)
+            if len(chunk) >= shard_rows:
+                flush()
+        if chunk or not names:
+            flush()
+        if existing:  # --overwrite: the earlier export's shards go only now
+            for name in existing:
+                if name.startswith("part-") or name == META_FILE:
+                    store.delete(name)
+        if store.local:
+            store.fs.makedirs(store.root, exist_ok=True)
+        for name in names:
+            staging.fs.mv(staging.path(name), store.path(name))
+    finally:
+        staging.delete("", recursive=True)
+    files = [store.uri(name) for name in names]
+    skipped, cut, imputed = counts["skipped"], counts["cut"], counts["imputed"]
+    if keep is not None:
+        skipped.update(balance_skipped)  # after the rows' own reasons, as before
+
     notes = []
     if tok is None and fmt != "processbench":
         notes.append("no --tokenizer: only text checks ran (tag once per step, labels == steps, records parse "
                      "back); pass the trainer's tokenizer to check the tag encodes to a single token")
     if imputed:
         notes.append(f"{imputed} steps had no MC estimate (labeled without rollouts) and kept their hard label")
-    res = ExportResult(output=output_url, format=fmt, file_format=file_format, files=files, rows=len(rows),
-                       steps=sum(len(r.steps) for r in rows), positives=pos, negatives=len(labels_flat) - pos,
+    res = ExportResult(output=output_url, format=fmt, file_format=file_format, files=files, rows=n_rows,
+                       steps=n_steps, positives=pos, negatives=n_labeled - pos,
                        soft=opts.soft, tokenizer_checked=tok is not None and fmt != "processbench",
                        imputed=imputed, skipped=skipped, cut=cut, notes=notes,
-                       unlabeled=sum(1 for r in rows for y in r.labels if y is None), corpus_rows=table.num_rows)
+                       unlabeled=unlabeled, corpus_rows=counts["corpus_rows"])
     meta = {"source": out_url, "version": version, "format": fmt, "label_rule": label_rule,
             "threshold": threshold if label_rule == "threshold" else None,
             "drop_after_first_error": drop_after_first_error, "balance": balance, "seed": seed,

@@ -45,16 +45,27 @@ def _pos_label(i: int) -> str:
     return f"{i + 1}" if i < MAX_POSITIONS else f"{MAX_POSITIONS + 1}+"
 
 
+MC_BINS = [i / 20 for i in range(21)]
+
+
 def _fig_mc_value(mc: list[float]):
+    import numpy as np
+
+    counts, _ = np.histogram(np.asarray(mc, dtype=float), bins=MC_BINS)
+    return _fig_mc_value_counts(counts.tolist(), len(mc))
+
+
+def _fig_mc_value_counts(counts: list[int], n: int):
+    """The mc_value histogram from its counts per bin of :data:`MC_BINS` (what ``ax.hist(mc, MC_BINS)`` draws)."""
     fig = _figure()
     ax = fig.add_subplot()
-    if mc:
-        ax.hist(mc, bins=[i / 20 for i in range(21)], color="#1565c0", edgecolor="white")
+    if n:
+        ax.hist(MC_BINS[:-1], bins=MC_BINS, weights=counts, color="#1565c0", edgecolor="white")
     else:
         ax.text(0.5, 0.5, "no step has an MC estimate", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("mc_value (share of continuations reaching the gold answer)")
     ax.set_ylabel("steps")
-    ax.set_title(f"MC value distribution ({len(mc):,} estimated steps)")
+    ax.set_title(f"MC value distribution ({n:,} estimated steps)")
     return fig
 
 
@@ -63,6 +74,11 @@ def _fig_balance(labels: list[list[bool | None]]):
     for ls in labels:
         for i, y in enumerate(ls):
             counts[min(i, MAX_POSITIONS)][y] += 1
+    return _fig_balance_counts(counts)
+
+
+def _fig_balance_counts(counts: dict[int, Counter]):
+    """Hard labels by step position from ``{position (capped at MAX_POSITIONS): Counter(label)}``."""
     xs = sorted(counts)
     pos = [counts[x][True] for x in xs]
     neg = [counts[x][False] for x in xs]
@@ -83,15 +99,20 @@ def _fig_balance(labels: list[list[bool | None]]):
 
 def _fig_first_error(first_error: list[int]):
     hist = Counter(min(f, MAX_POSITIONS) for f in first_error if f != -1)
+    return _fig_first_error_counts(hist, sum(1 for f in first_error if f == -1), len(first_error))
+
+
+def _fig_first_error_counts(hist: Counter, none: int, total: int):
+    """First-error positions from their histogram (capped at MAX_POSITIONS), the solutions without an error
+    and all solutions."""
     fig = _figure()
     ax = fig.add_subplot()
     xs = sorted(hist)
     ax.bar(range(len(xs)), [hist[x] for x in xs], color=NEG)
     ax.set_xticks(range(len(xs)), [_pos_label(x) for x in xs])
-    none = sum(1 for f in first_error if f == -1)
     ax.set_xlabel("position of the first negative step (1 = first step; first_error + 1)")
     ax.set_ylabel("solutions")
-    ax.set_title(f"First-error position ({len(first_error) - none:,} with an error, {none:,} without)")
+    ax.set_title(f"First-error position ({total - none:,} with an error, {none:,} without)")
     return fig
 
 
@@ -104,13 +125,18 @@ def correctness_table(solution_correct: list[bool | None], first_error: list[int
 
 
 def _fig_correctness(solution_correct: list[bool | None], first_error: list[int]):
-    groups = ["right answer", "wrong answer"] + (["unknown answer"] if None in solution_correct else [])
+    return _fig_correctness_counts(Counter((c, f != -1) for c, f in zip(solution_correct, first_error, strict=True)))
+
+
+def _fig_correctness_counts(counts: Counter):
+    """Final answer vs process from ``Counter((solution_correct, has an error))``."""
+    unknown = counts[(None, False)] + counts[(None, True)]
+    groups = ["right answer", "wrong answer"] + (["unknown answer"] if unknown else [])
     no_err, err = [], []
     for g in groups:
         want = {"right answer": True, "wrong answer": False, "unknown answer": None}[g]
-        sel = [f for c, f in zip(solution_correct, first_error, strict=True) if c is want]
-        no_err.append(sum(1 for f in sel if f == -1))
-        err.append(sum(1 for f in sel if f != -1))
+        no_err.append(counts[(want, False)])
+        err.append(counts[(want, True)])
     fig = _figure()
     ax = fig.add_subplot()
     ax.bar(range(len(groups)), no_err, color=POS, label="no negative step")
@@ -126,26 +152,38 @@ def _fig_correctness(solution_correct: list[bool | None], first_error: list[int]
 
 
 def _fig_cost(rollouts: list[int], tokens: list[int], strategy: list[str]):
+    by: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for s, r, t in zip(strategy, rollouts, tokens, strict=True):
+        by[s][0] += r
+        by[s][1] += t
+        by[s][2] += 1
+    return _fig_cost_counts(Counter(rollouts), Counter(tokens), by)
+
+
+def _fig_cost_counts(rollouts: Counter, tokens: Counter, by: dict[str, list[int]]):
     """Rollouts per solution; beside it, mean cost per strategy when the corpus has several strategies, else
-    the distribution of rollout tokens per solution (a per-strategy chart of one bar says nothing)."""
+    the distribution of rollout tokens per solution (a per-strategy chart of one bar says nothing).
+    From the counts of each rollouts / tokens value and ``{strategy: [rollouts, tokens, solutions]}``."""
+    n = sum(rollouts.values())
     fig = _figure(9.0, 3.6)
     a1, a2 = fig.subplots(1, 2)
-    a1.hist(rollouts, bins=min(30, max(1, len(set(rollouts)))), color="#6a1b9a", edgecolor="white")
+    rv = sorted(rollouts)
+    a1.hist(rv, bins=min(30, max(1, len(rv))), weights=[rollouts[v] for v in rv], color="#6a1b9a",
+            edgecolor="white")
     a1.set_xlabel("rollouts per solution")
     a1.set_ylabel("solutions")
-    a1.set_title(f"Rollouts per solution (mean {sum(rollouts) / max(1, len(rollouts)):.1f})")
-    by = defaultdict(list)
-    for s, r, t in zip(strategy, rollouts, tokens, strict=True):
-        by[s].append((r, t))
+    a1.set_title(f"Rollouts per solution (mean {sum(v * c for v, c in rollouts.items()) / max(1, n):.1f})")
     names = sorted(by)
     if len(names) < 2:
-        a2.hist(tokens, bins=min(30, max(1, len(set(tokens)))), color="#ef6c00", edgecolor="white")
+        tv = sorted(tokens)
+        a2.hist(tv, bins=min(30, max(1, len(tv))), weights=[tokens[v] for v in tv], color="#ef6c00",
+                edgecolor="white")
         a2.set_xlabel("rollout tokens per solution")
         a2.set_ylabel("solutions")
-        a2.set_title(f"Rollout tokens per solution (mean {sum(tokens) / max(1, len(tokens)):,.0f})")
+        a2.set_title(f"Rollout tokens per solution (mean {sum(v * c for v, c in tokens.items()) / max(1, n):,.0f})")
         return fig
-    mean_r = [sum(r for r, _ in by[s]) / len(by[s]) for s in names]
-    mean_t = [sum(t for _, t in by[s]) / len(by[s]) for s in names]
+    mean_r = [by[s][0] / by[s][2] for s in names]
+    mean_t = [by[s][1] / by[s][2] for s in names]
     idx = list(range(len(names)))
     a2.bar([i - 0.2 for i in idx], mean_r, width=0.4, color="#6a1b9a", label="rollouts")
     a2.set_ylabel("mean rollouts per solution")
@@ -155,6 +193,72 @@ def _fig_cost(rollouts: list[int], tokens: list[int], strategy: list[str]):
     a3.set_ylabel("mean rollout tokens per solution")
     a2.set_title("Cost per strategy (purple: rollouts, orange: tokens)")
     return fig
+
+
+class _Figures:
+    """What the figures draw, accumulated batch by batch (memory bounded by the batch and by the number of
+    distinct rollouts / token counts, not by the corpus)."""
+
+    def __init__(self):
+        self.mc = [0] * (len(MC_BINS) - 1)
+        self.mc_n = 0
+        self.balance: dict[int, Counter] = defaultdict(Counter)
+        self.fe_hist: Counter = Counter()
+        self.fe_none = 0
+        self.n = 0
+        self.correctness: Counter = Counter()
+        self.rollouts: Counter = Counter()
+        self.tokens: Counter = Counter()
+        self.by: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+
+    def add(self, b) -> None:
+        import numpy as np
+        import pyarrow.compute as pc
+
+        self.n += b.num_rows
+        mc = b.column("mc_value").flatten()
+        mc = mc.drop_null().to_numpy(zero_copy_only=False).astype(float)
+        counts, _ = np.histogram(mc, bins=MC_BINS)
+        self.mc_n += len(mc)
+        self.mc = [a + int(c) for a, c in zip(self.mc, counts, strict=True)]
+        labels = b.column("labels")
+        flat = labels.flatten()
+        if len(flat):
+            parent = pc.list_parent_indices(labels).to_numpy()
+            starts = labels.offsets.to_numpy()[:-1] - labels.offsets[0].as_py()
+            pos = np.minimum(np.arange(len(flat)) - starts[parent], MAX_POSITIONS)
+            valid = np.asarray(flat.is_valid())
+            val = np.asarray(flat.fill_null(False))
+            width = MAX_POSITIONS + 1
+            for y, sel in ((True, valid & val), (False, valid & ~val), (None, ~valid)):
+                for p, c in enumerate(np.bincount(pos[sel], minlength=width)):
+                    if c:
+                        self.balance[p][y] += int(c)
+        fe = b.column("first_error").to_numpy(zero_copy_only=False)
+        err = fe != -1
+        self.fe_none += int((~err).sum())
+        vals, cnt = np.unique(np.minimum(fe[err], MAX_POSITIONS), return_counts=True)
+        self.fe_hist.update({int(v): int(c) for v, c in zip(vals, cnt, strict=True)})
+        sc = b.column("solution_correct")
+        for c in (True, False, None):
+            sel = np.asarray(sc.is_null()) if c is None else np.asarray(sc.fill_null(not c)) == c
+            for e in (False, True):
+                k = int((sel & (err if e else ~err)).sum())
+                if k:
+                    self.correctness[(c, e)] += k
+        r = b.column("rollouts").to_numpy(zero_copy_only=False)
+        t = b.column("rollout_tokens").to_numpy(zero_copy_only=False)
+        for arr, counter in ((r, self.rollouts), (t, self.tokens)):
+            vals, cnt = np.unique(arr, return_counts=True)
+            counter.update({int(v): int(c) for v, c in zip(vals, cnt, strict=True)})
+        strat = b.column("strategy").dictionary_encode()
+        codes = strat.indices.to_numpy(zero_copy_only=False)
+        for i, name in enumerate(strat.dictionary.to_pylist()):
+            sel = codes == i
+            acc = self.by[name]
+            acc[0] += int(r[sel].sum())
+            acc[1] += int(t[sel].sum())
+            acc[2] += int(sel.sum())
 
 
 def _color(label: bool | None) -> str:
@@ -229,38 +333,39 @@ img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:0.9em}h
 def build_report(out_url: str, output_dir: str, *, version: int | None = None,
                  reference: str | None = None) -> ReportResult:
     """Draw the figures of corpus ``out_url`` into ``output_dir`` (any fsspec URL): ``report.html`` + PNGs."""
-    from pipeline.storage.corpus import corpus_stats, read_corpus
+    from pipeline.storage.corpus import corpus_stats, iter_corpus
     from pipeline.storage.store import CorpusStore
 
     stats = corpus_stats(out_url, version)
-    t = read_corpus(out_url, version, columns=["labels", "mc_value", "first_error", "solution_correct", "rollouts",
-                                               "rollout_tokens", "strategy"]).to_pylist()
-    examples = read_corpus(out_url, version, columns=["id", "problem", "answer", "steps", "labels", "mc_value",
-                                                      "first_error"]).slice(0, 200).to_pylist()
-    labels = [r["labels"] for r in t]
-    mc = [v for r in t for v in r["mc_value"] if v is not None]
-    fe = [r["first_error"] for r in t]
-    sc = [r["solution_correct"] for r in t]
+    agg = _Figures()
+    for b in iter_corpus(out_url, version, ["labels", "mc_value", "first_error", "solution_correct", "rollouts",
+                                            "rollout_tokens", "strategy"]):
+        agg.add(b)
+    examples: list[dict] = []
+    for b in iter_corpus(out_url, version, ["id", "problem", "answer", "steps", "labels", "mc_value", "first_error"],
+                         batch_rows=200):
+        examples.extend(b.slice(0, 200 - len(examples)).to_pylist())
+        if len(examples) >= 200:
+            break
     metrics = None
     if reference:
         from pipeline.commands.evaluate import evaluate
 
         metrics = evaluate(out_url, reference, version)
 
-    fig_corr, rawp = _fig_correctness(sc, fe)
+    fig_corr, rawp = _fig_correctness_counts(agg.correctness)
     figs = [
-        ("mc_value.png", "Distribution of mc_value", _fig_mc_value(mc),
+        ("mc_value.png", "Distribution of mc_value", _fig_mc_value_counts(agg.mc, agg.mc_n),
          "Share of graded continuations from each step prefix that reached the gold answer."),
-        ("label_balance.png", "Hard-label balance by step position", _fig_balance(labels),
+        ("label_balance.png", "Hard-label balance by step position", _fig_balance_counts(agg.balance),
          "Positive / negative / unlabeled steps at each position (later steps after the first error are "
          "unlabeled under binary-search and adaptive)."),
-        ("first_error.png", "First-error position", _fig_first_error(fe),
+        ("first_error.png", "First-error position", _fig_first_error_counts(agg.fe_hist, agg.fe_none, agg.n),
          "Where the first negative step falls, among solutions that have one."),
         ("correctness.png", "Final answer vs process", fig_corr,
          "Solutions whose final answer is right but that contain a negative step: the \"right answer, wrong "
          "process\" rate (Qwen's PRM study reports 5-43% on common data sets)."),
-        ("cost.png", "Rollouts and tokens", _fig_cost([r["rollouts"] for r in t], [r["rollout_tokens"] for r in t],
-                                                     [r["strategy"] for r in t]),
+        ("cost.png", "Rollouts and tokens", _fig_cost_counts(agg.rollouts, agg.tokens, agg.by),
          "Rollouts per solution, and mean rollouts and generated tokens per solution for each strategy."),
     ]
     if metrics is not None:

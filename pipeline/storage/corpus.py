@@ -33,15 +33,45 @@ def shard_uris(url: str, version: int | None = None) -> list[str]:
     return [store.uri(s["path"]) for s in m["shards"]]
 
 
+DEFAULT_BATCH_ROWS = 65_536
+
+
+def _damaged(url: str, e: Exception) -> CorpusError:
+    return CorpusError(f"{e}. `mcprm verify {url}` lists every damaged file and the command that repairs it.")
+
+
+def _check_size(store: CorpusStore, s: dict) -> None:
+    """A local shard's size against the manifest (cheap: a stat, no read)."""
+    from pipeline.storage.store import ShardError
+
+    if store.local and "bytes" in s:
+        size = store.size(s["path"])
+        if size != int(s["bytes"]):
+            raise ShardError(f"shard {store.uri(s['path'])} "
+                             + ("is missing" if size is None else
+                                f"has {size} bytes, the manifest says {s['bytes']} (truncated or replaced)"))
+
+
+def _empty(columns: list[str] | None):
+    import pyarrow as pa
+
+    from pipeline.storage.schema import arrow_schema
+
+    schema = arrow_schema()
+    if columns:
+        schema = pa.schema([schema.field(c) for c in columns])
+    return schema.empty_table()
+
+
 def read_corpus(url: str, version: int | None = None, columns: list[str] | None = None, verify: bool = False):
-    """The whole corpus of a version as one pyarrow Table (current version by default).
+    """The whole corpus of a version as one pyarrow Table (current version by default): for small corpora.
+    A large one is read with :func:`iter_corpus` (batches) or :func:`scan_corpus` (a polars LazyFrame).
 
     Every shard's size is checked against the manifest on local disk (cheap); ``verify=True`` reads every
     shard whole and checks its sha256, schema and row count first. A damaged shard raises CorpusError naming
     the file (and ``mcprm verify``), never a bare Arrow error."""
     import pyarrow as pa
 
-    from pipeline.storage.schema import arrow_schema
     from pipeline.storage.store import ShardError
 
     store, m = open_manifest(url, version)
@@ -54,22 +84,85 @@ def read_corpus(url: str, version: int | None = None, columns: list[str] | None 
                 t = load_shard(store, s["path"], s, m.get("schema_version") or 1)
                 tables.append(t.select(columns) if columns else t)
                 continue
-            if store.local and "bytes" in s:
-                size = store.size(s["path"])
-                if size != int(s["bytes"]):
-                    raise ShardError(f"shard {store.uri(s['path'])} "
-                                     + ("is missing" if size is None else
-                                        f"has {size} bytes, the manifest says {s['bytes']} (truncated or replaced)"))
+            _check_size(store, s)
             tables.append(store.read_table(s["path"], columns=columns))
         except ShardError as e:
-            raise CorpusError(f"{e}. `mcprm verify {url}` lists every damaged file and the command that repairs "
-                              "it.") from None
+            raise _damaged(url, e) from None
     if not tables:
-        schema = arrow_schema()
-        if columns:
-            schema = pa.schema([schema.field(c) for c in columns])
-        return schema.empty_table()
+        return _empty(columns)
     return pa.concat_tables(tables)
+
+
+def iter_corpus(url: str, version: int | None = None, columns: list[str] | None = None, *,
+                batch_rows: int = DEFAULT_BATCH_ROWS, verify: bool = False):
+    """The corpus of a version as a stream of ``pyarrow.RecordBatch`` of at most ``batch_rows`` rows, in
+    corpus order (shard by shard, as :func:`read_corpus` concatenates them). Memory is bounded by a batch
+    (one shard with ``verify=True``, which reads and checks each shard whole before yielding from it), not by
+    the corpus. The same checks and errors as :func:`read_corpus`; a shard found damaged mid-stream raises
+    CorpusError naming it (batches already yielded stay valid)."""
+    import pyarrow.parquet as pq
+
+    from pipeline.storage.store import ShardError
+
+    if batch_rows < 1:
+        raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
+    store, m = open_manifest(url, version)
+    for s in m["shards"]:
+        rel = s["path"]
+        if verify:
+            from pipeline.storage.integrity import load_shard
+
+            try:
+                t = load_shard(store, rel, s, m.get("schema_version") or 1)
+            except ShardError as e:
+                raise _damaged(url, e) from None
+            yield from (t.select(columns) if columns else t).to_batches(max_chunksize=batch_rows)
+            continue
+        try:
+            _check_size(store, s)
+            f = store.fs.open(store.path(rel), "rb")
+        except FileNotFoundError:
+            raise _damaged(url, ShardError(f"shard {store.uri(rel)} is missing")) from None
+        except ShardError as e:
+            raise _damaged(url, e) from None
+        with f:
+            try:
+                pf = pq.ParquetFile(f)
+                # use_threads=False: see CorpusStore.read_table
+                batches = pf.iter_batches(batch_size=batch_rows, columns=columns, use_threads=False)
+                while True:
+                    try:
+                        b = next(batches)
+                    except StopIteration:
+                        break
+                    yield b
+            except ShardError:
+                raise
+            except (GeneratorExit, KeyboardInterrupt):
+                raise
+            except Exception as e:  # ArrowInvalid, OSError (ZSTD, truncated footer), a missing column, ...
+                raise _damaged(url, ShardError(f"shard {store.uri(rel)} is unreadable ({type(e).__name__}: {e})")
+                               ) from None
+
+
+def scan_corpus(url: str, version: int | None = None):
+    """The corpus of a version as a ``polars.LazyFrame`` over its shards (the manifest's snapshot, never a
+    glob), e.g. ``scan_corpus(OUT).filter(pl.col("first_error") >= 0).select("id").collect(engine="streaming")``.
+    Local and object-store URLs (``s3://``, ``gs://``, ``az://``: polars' own readers, credentials from the
+    environment); other fsspec filesystems are read through pyarrow. No check runs here: ``mcprm verify``."""
+    import polars as pl
+
+    store, m = open_manifest(url, version)
+    if not m["shards"]:
+        return pl.from_arrow(_empty(None)).lazy()
+    uris = [store.uri(s["path"]) for s in m["shards"]]
+    if store.local or uris[0].split("://", 1)[0] in ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http",
+                                                     "https", "hf"):
+        return pl.scan_parquet(uris)
+    import pyarrow.dataset as ds
+
+    return pl.scan_pyarrow_dataset(ds.dataset([store.path(s["path"]) for s in m["shards"]], format="parquet",
+                                              filesystem=store.fs))
 
 
 def _has_column(store: CorpusStore, m: dict, name: str) -> bool:
@@ -87,25 +180,40 @@ def _has_column(store: CorpusStore, m: dict, name: str) -> bool:
                           f"{store.url}` lists every damaged file and the command that repairs it.") from None
 
 
-def corpus_stats(url: str, version: int | None = None, verify: bool = False) -> dict:
+def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
+                 batch_rows: int = DEFAULT_BATCH_ROWS) -> dict:
+    """Counts of a corpus (``mcprm stats``), streamed: memory is bounded by ``batch_rows``, not the corpus."""
+    import numpy as np
+    import pyarrow.compute as pc
+
     store, m = open_manifest(url, version)
     # mc_no_answer exists from schema version 2 on; an older corpus reports its no-answer count as unknown.
     has_no_answer = _has_column(store, m, "mc_no_answer")
-    t = read_corpus(url, version, verify=verify, columns=["steps", "labels", "mc_value", "first_error", "solution_correct",
-                                           "rollouts", "rollout_tokens", "strategy"]
-                    + (["mc_no_answer"] if has_no_answer else []))
-    labels = t.column("labels").to_pylist()
-    fe = t.column("first_error").to_pylist()
-    sc = t.column("solution_correct").to_pylist()
-    pos = sum(1 for ls in labels for x in ls if x is True)
-    neg = sum(1 for ls in labels for x in ls if x is False)
-    unl = sum(1 for ls in labels for x in ls if x is None)
-    n = t.num_rows
-    steps = sum(len(ls) for ls in labels)
-    right_wrong = sum(1 for c, f in zip(sc, fe) if c is True and f != -1)
-    rollouts = int(sum(t.column("rollouts").to_pylist()))
-    no_answer = (sum(x for xs in t.column("mc_no_answer").to_pylist() for x in xs if x) if has_no_answer
-                 else None)
+    cols = ["labels", "first_error", "solution_correct", "rollouts", "rollout_tokens"]
+    pos = neg = unl = n = steps = right_wrong = with_error = correct = rollouts = tokens = no_answer = 0
+    fe_hist: Counter = Counter()
+    for b in iter_corpus(url, version, cols + (["mc_no_answer"] if has_no_answer else []), batch_rows=batch_rows,
+                         verify=verify):
+        n += b.num_rows
+        flat = b.column("labels").flatten()
+        steps += len(flat)
+        t = int(pc.sum(flat).as_py() or 0)
+        pos += t
+        unl += flat.null_count
+        neg += len(flat) - flat.null_count - t
+        fe = b.column("first_error").to_numpy(zero_copy_only=False)
+        err = fe != -1
+        with_error += int(err.sum())
+        vals, cnt = np.unique(fe[err], return_counts=True)
+        fe_hist.update({int(v): int(c) for v, c in zip(vals, cnt)})
+        sc = b.column("solution_correct")
+        sc_true = sc.fill_null(False).to_numpy(zero_copy_only=False)
+        correct += int(sc_true.sum())
+        right_wrong += int((sc_true & err).sum())
+        rollouts += int(pc.sum(b.column("rollouts")).as_py() or 0)
+        tokens += int(pc.sum(b.column("rollout_tokens")).as_py() or 0)
+        if has_no_answer:
+            no_answer += int(pc.sum(b.column("mc_no_answer").flatten()).as_py() or 0)
     return {
         "output": url,
         "version": m["version"],
@@ -115,16 +223,16 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False) -> 
         "steps": steps,
         "labels": {"positive": pos, "negative": neg, "unlabeled": unl},
         "positive_rate": pos / (pos + neg) if pos + neg else None,
-        "solutions_with_error": sum(1 for f in fe if f != -1),
-        "first_error_histogram": dict(sorted(Counter(f for f in fe if f != -1).items())),
-        "solution_correct_rate": (sum(1 for c in sc if c) / n) if n else None,
+        "solutions_with_error": with_error,
+        "first_error_histogram": dict(sorted(fe_hist.items())),
+        "solution_correct_rate": (correct / n) if n else None,
         "right_answer_wrong_process": right_wrong,
         "rollouts": rollouts,
         # continuations that ended with no final answer (counted as incorrect), and their share of rollouts;
         # None for a corpus written before schema version 2 (no mc_no_answer column)
-        "no_answer": no_answer,
-        "no_answer_rate": (no_answer / rollouts) if no_answer is not None and rollouts else None,
-        "rollout_tokens": int(sum(t.column("rollout_tokens").to_pylist())),
-        "rollouts_per_solution": (sum(t.column("rollouts").to_pylist()) / n) if n else None,
+        "no_answer": no_answer if has_no_answer else None,
+        "no_answer_rate": (no_answer / rollouts) if has_no_answer and rollouts else None,
+        "rollout_tokens": tokens,
+        "rollouts_per_solution": (rollouts / n) if n else None,
         "versions": [h["version"] for h in m.get("history", [])],
     }

@@ -1,0 +1,204 @@
+"""Streamed readers and commands give exactly what the in-memory computation (before issue 17) gave."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from pipeline.commands.export import (
+    ExportOptions,
+    Row,
+    _balance,
+    _cut,
+    check_row,
+    export_corpus,
+    format_row,
+    load_export,
+    row_labels,
+)
+from pipeline.storage.corpus import corpus_stats, iter_corpus, read_corpus, scan_corpus
+from pipeline.storage.schema import arrow_schema
+from pipeline.storage.store import CorpusStore
+
+
+def _random_rows(n: int, seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        m = rng.randint(1, 7)
+        steps = [f"step {j} of {i}: {rng.randint(0, 99)} + {rng.randint(0, 99)}" for j in range(m)]
+        labels, mc = [], []
+        for _ in range(m):
+            kind = rng.random()
+            if kind < 0.1:
+                labels.append(None)
+                mc.append(None)
+            elif kind < 0.2:  # labeled without an estimate (trust_correct)
+                labels.append(True)
+                mc.append(None)
+            else:
+                v = rng.choice([0.0, 0.125, 0.25, 0.5, 0.75, 1.0])
+                labels.append(v > 0)
+                mc.append(v)
+        fe = next((j for j, y in enumerate(labels) if y is False), -1)
+        total = [rng.choice([0, 8]) for _ in range(m)]
+        rows.append({
+            "id": f"r{i}", "key": f"k{i}", "problem": f"Problem {i % 37}", "answer": str(i % 5), "steps": steps,
+            "prompt": f"Problem {i % 37}", "completions": steps, "labels": labels,
+            "mc_correct": [int((v or 0) * 8) for v in mc], "mc_total": total, "mc_ungradable": [0] * m,
+            "mc_no_answer": [rng.randint(0, 2) for _ in range(m)], "mc_value": mc, "first_error": fe,
+            "solution_correct": rng.choice([True, False, None]), "rollouts": sum(total),
+            "rollout_tokens": sum(total) * rng.randint(10, 40),
+            "strategy": rng.choice(["per-step", "binary-search"]), "k": 8, "source": None,
+        })
+    return rows
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    import pyarrow as pa
+
+    path = tmp_path_factory.mktemp("stream") / "out"
+    store = CorpusStore(str(path))
+    rows = _random_rows(503)
+    shards = []
+    for s, (a, b) in enumerate([(0, 200), (200, 201), (201, 503)]):  # uneven shards, one of a single row
+        rel = f"data/v00001/part-{s:05d}.parquet"
+        d = store.write_table(rel, pa.Table.from_pylist(rows[a:b], schema=arrow_schema()))
+        shards.append({"path": rel, "rows": b - a, **d})
+    store.commit({"version": 1, "strategy": "per-step", "k": 8, "shards": shards, "schema_version": 2})
+    return str(path)
+
+
+def _stats_in_memory(url: str) -> dict:
+    """``corpus_stats`` as it was computed before streaming (the whole corpus as Python lists)."""
+    t = read_corpus(url)
+    labels = t.column("labels").to_pylist()
+    fe = t.column("first_error").to_pylist()
+    sc = t.column("solution_correct").to_pylist()
+    pos = sum(1 for ls in labels for x in ls if x is True)
+    neg = sum(1 for ls in labels for x in ls if x is False)
+    n = t.num_rows
+    rollouts = int(sum(t.column("rollouts").to_pylist()))
+    no_answer = sum(x for xs in t.column("mc_no_answer").to_pylist() for x in xs if x)
+    return {
+        "solutions": n, "steps": sum(len(ls) for ls in labels),
+        "labels": {"positive": pos, "negative": neg, "unlabeled": sum(1 for ls in labels for x in ls if x is None)},
+        "positive_rate": pos / (pos + neg) if pos + neg else None,
+        "solutions_with_error": sum(1 for f in fe if f != -1),
+        "first_error_histogram": dict(sorted(Counter(f for f in fe if f != -1).items())),
+        "solution_correct_rate": (sum(1 for c in sc if c) / n) if n else None,
+        "right_answer_wrong_process": sum(1 for c, f in zip(sc, fe) if c is True and f != -1),
+        "rollouts": rollouts, "no_answer": no_answer, "no_answer_rate": no_answer / rollouts if rollouts else None,
+        "rollout_tokens": int(sum(t.column("rollout_tokens").to_pylist())),
+        "rollouts_per_solution": (sum(t.column("rollouts").to_pylist()) / n) if n else None,
+    }
+
+
+@pytest.mark.parametrize("batch_rows", [1, 7, 65_536])
+def test_streamed_stats_equal_in_memory(corpus, batch_rows):
+    got = corpus_stats(corpus, batch_rows=batch_rows)
+    want = _stats_in_memory(corpus)
+    assert {k: got[k] for k in want} == want
+    assert all(type(k) is int for k in got["first_error_histogram"])
+    assert corpus_stats(corpus, verify=True, batch_rows=batch_rows) == got
+
+
+def test_iter_and_scan_are_the_corpus(corpus):
+    import pyarrow as pa
+
+    whole = read_corpus(corpus)
+    batches = list(iter_corpus(corpus, batch_rows=64))
+    assert max(b.num_rows for b in batches) <= 64
+    assert pa.Table.from_batches(batches).equals(whole)
+    cols = ["id", "labels"]
+    assert pa.Table.from_batches(list(iter_corpus(corpus, columns=cols, batch_rows=5, verify=True))).equals(
+        whole.select(cols))
+    assert scan_corpus(corpus).collect().to_arrow().to_pylist() == whole.to_pylist()
+
+
+def _export_in_memory(url: str, fmt: str, *, label_rule="hard", balance=None, drop=True, seed=0):
+    """``export_corpus``'s rows as they were computed before streaming (the whole corpus as Row objects)."""
+    opts = ExportOptions(fmt, label_rule)
+    rows, skipped, cut = [], {}, {}
+    for r in read_corpus(url).to_pylist():
+        labels, hard, _ = row_labels(r["labels"], r["mc_value"], opts)
+        row = Row(r["id"], r["problem"], list(r["steps"]), labels, r["solution_correct"])
+        if fmt == "processbench":
+            fe = next((i for i, h in enumerate(hard) if h is False), -1)
+            if any(h is None for h in (hard if fe == -1 else hard[:fe])):
+                skipped["undecided"] = skipped.get("undecided", 0) + 1
+                continue
+            row.labels = [True] * len(hard) if fe == -1 else [True] * fe + [False] + [None] * (len(hard) - fe - 1)
+            row.has_error = fe != -1
+            rows.append(row)
+            continue
+        row = _cut(row, hard, drop, cut)
+        if not row.steps:
+            skipped["first_step_unlabeled"] = skipped.get("first_step_unlabeled", 0) + 1
+            continue
+        rows.append(row)
+    if balance:
+        rows = _balance(rows, seed, skipped)
+    records = []
+    for row in rows:
+        rec = format_row(row, opts)
+        check_row(rec, row, opts)
+        records.append(rec)
+    return records, skipped, cut
+
+
+@pytest.mark.parametrize("fmt,label_rule,balance,drop", [
+    ("trl", "hard", None, True), ("trl", "hard", "downsample", True), ("math-shepherd", "threshold", None, False),
+    ("qwen-prm", "soft", "downsample", True), ("openrlhf", "soft", None, True), ("processbench", "hard", None, True),
+    ("processbench", "hard", "downsample", True)])
+def test_streamed_export_equals_in_memory(corpus, tmp_path, fmt, label_rule, balance, drop):
+    want, skipped, cut = _export_in_memory(corpus, fmt, label_rule=label_rule, balance=balance, drop=drop, seed=3)
+    res = export_corpus(corpus, fmt, str(tmp_path / "e"), label_rule=label_rule, balance=balance, seed=3,
+                        drop_after_first_error=drop, shard_rows=100, batch_rows=13)
+    assert load_export(str(tmp_path / "e")) == want
+    assert res.rows == len(want) and res.skipped == skipped and res.cut == cut and res.corpus_rows == 503
+    assert len(res.files) == max(1, -(-len(want) // 100))
+    if balance:
+        assert skipped.get("balance")
+    # one batch (the whole corpus at once) writes the same bytes
+    export_corpus(corpus, fmt, str(tmp_path / "one"), label_rule=label_rule, balance=balance, seed=3,
+                  drop_after_first_error=drop, shard_rows=100, batch_rows=1_000_000)
+    for f in res.files:
+        name = f.rsplit("/", 1)[-1]
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "e" / name).read_bytes()
+    assert not list(tmp_path.glob("*.mcprm-staging-*"))
+
+
+def test_failed_check_leaves_an_earlier_export_untouched(corpus, tmp_path):
+    from pipeline.commands.export import ExportError
+
+    out = tmp_path / "o"
+    export_corpus(corpus, "math-shepherd", str(out), shard_rows=50)
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(ExportError, match="contains the step tag"):
+        export_corpus(corpus, "math-shepherd", str(out), step_tag="step", overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert not list(tmp_path.glob("*.mcprm-staging-*"))
+
+
+def test_report_figures_from_streamed_counts(corpus, tmp_path):
+    from pipeline.commands.report import _Figures
+
+    agg = _Figures()
+    for b in iter_corpus(corpus, batch_rows=17):
+        agg.add(b)
+    t = read_corpus(corpus).to_pylist()
+    mc = [v for r in t for v in r["mc_value"] if v is not None]
+    assert agg.mc_n == len(mc) and sum(agg.mc) == len(mc)
+    bal = Counter((min(i, 20), y) for r in t for i, y in enumerate(r["labels"]))
+    assert {(p, y): c for p, cs in agg.balance.items() for y, c in cs.items()} == dict(bal)
+    assert agg.fe_hist == Counter(min(r["first_error"], 20) for r in t if r["first_error"] != -1)
+    assert agg.correctness == Counter((r["solution_correct"], r["first_error"] != -1) for r in t)
+    assert agg.rollouts == Counter(r["rollouts"] for r in t)
+    assert agg.tokens == Counter(r["rollout_tokens"] for r in t)
+    for s in ("per-step", "binary-search"):
+        sel = [r for r in t if r["strategy"] == s]
+        assert agg.by[s] == [sum(r["rollouts"] for r in sel), sum(r["rollout_tokens"] for r in sel), len(sel)]
