@@ -1,173 +1,402 @@
-"""The one configuration object of a labeling run.
+"""The one configuration of a labeling run: a tree of documented sub-configs, validated once.
 
-Every option of ``mcprm label`` is a field here; the CLI and ``--config run.yaml`` only fill it in.
-:meth:`LabelConfig.identity` hashes the fields that change what a label *means* (model, prompt, K,
-strategy, sampling, seed, grader); performance knobs (workers, shard size, batch sizes, Ray address) are
+:class:`LabelConfig` holds one section per concern: :class:`InputConfig` (what to read), :class:`OutputConfig`
+(where to write), :class:`ModelConfig` (model, prompt, backend), one options class per backend (declared with
+the backend in :mod:`rollouts.registry`), :class:`SamplingOptions`, :class:`StrategyConfig`,
+:class:`GraderOptions` and :class:`ExecutorConfig`. Every field is declared with its documentation
+(:func:`rollouts.registry.option`): ``mcprm label --help`` and README's option table are made from it, and
+``--config run.yaml`` and the CLI both build the tree through :meth:`LabelConfig.from_dict`. Options keep
+their flat names (``cfg.k``, ``LabelConfig(input=[...], k=4)``), each living in exactly one section.
+
+:meth:`LabelConfig.identity` hashes the fields marked ``identity`` (model, prompt, K, strategy, sampling,
+seed, grader): what a label *means*. Performance knobs (workers, shard size, batch sizes, Ray address) are
 left out, so a re-run with more workers resumes the same corpus.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import FatalError
-from rollouts.vllm_backend import ENGINES
+from pipeline.input.spec import ANSWER_EXTRACTORS, FORMATS
+from pipeline.input.split import SPLIT_MODES
+from rollouts.registry import BACKENDS as BACKEND_SPECS
+from rollouts.registry import (
+    VLLM_ENGINES,
+    BackendSpec,
+    HFOptions,
+    ModelRef,
+    OpenAIOptions,
+    VLLMOptions,
+    option,
+)
 
-DEFAULT_K = 8  # continuations per step prefix: the one default of k (LabelConfig, StrategyParams)
+DEFAULT_K = 8  # continuations per step prefix: the one default of k (SamplingOptions, StrategyParams)
 
 STRATEGIES = ("per-step", "binary-search", "adaptive")
-
-BACKENDS = ("hf", "vllm", "openai")
-VLLM_ENGINES = ENGINES  # the vllm backend's engines (rollouts/vllm_backend.py; it imports no vllm at load)
+BACKENDS = tuple(BACKEND_SPECS)  # hf, vllm, openai (rollouts/registry.py)
 EXECUTORS = ("auto", "ray", "local")
+PROMPT_FORMATS = ("plain", "chat")
 
-# Fields that change the meaning of labels. Anything else is a performance or I/O knob.
-IDENTITY_FIELDS = (
-    "model",
-    "tokenizer",
-    "prompt_format",
-    "prompt_template",
-    "step_separator",
-    "strategy",
-    "k",
-    "temperature",
-    "top_p",
-    "max_new_tokens",
-    "seed",
-    "grader",
-    "grader_timeout",
-    "wave_size",
-    "confidence_width",
-    "trust_correct",
-    "early_stop",
-    "load_format",
-    "ignore_eos",
-)
+__all__ = ["BACKENDS", "DEFAULT_K", "EXECUTORS", "STRATEGIES", "VLLM_ENGINES", "ConfigError", "LabelConfig"]
 
 
 class ConfigError(FatalError, ValueError):
     """A configuration value is wrong; the message says which option and what to do."""
 
 
+def _at_least(problems: list[str], name: str, value, low) -> None:
+    if value is not None and value < low:
+        problems.append(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
+
+
+def _one_of(problems: list[str], name: str, value, allowed) -> None:
+    if value not in allowed:
+        problems.append(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+# ---------------------------------------------------------------------------------------------- sections
 @dataclass
-class LabelConfig:
-    # input
-    input: list[str] = field(default_factory=list)  # empty = the bundled sample
-    problem_field: str = "problem"
-    answer_field: str = "answer"
-    steps_field: str = "steps"
-    solution_field: str = "solution"
-    id_field: str = "id"
-    splitter: str = "blank-line"
-    split_regex: str | None = None
-    input_format: str | None = None  # jsonl | json | parquet (default: by file extension)
-    answer_extract: str | None = None  # gsm8k | boxed: take the gold answer out of a worked answer field
-    max_step_chars: int = 20000
-    max_steps: int = 200
-    skip_bad: bool = False
-    limit: int | None = None  # label only the first N valid solutions
-    # output
-    output: str = "./mcprm-out"
-    overwrite: bool = False
-    shard_size: int = 64
-    # model and prompt
-    model: str = ""  # empty = the bundled model
-    tokenizer: str | None = None
-    backend: str = "hf"
-    base_url: str | None = None  # openai backend
-    api_key: str | None = None
-    prompt_format: str = "plain"  # "plain" | "chat"
-    prompt_template: str | None = None  # plain: "Problem: {problem}\nSolution:\n"
-    step_separator: str | None = None  # plain: "\n", chat: "\n\n"
-    device: str = "cpu"
-    dtype: str | None = None
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.85
-    max_model_len: int | None = None
-    load_format: str = "auto"  # vllm: "dummy" = random weights (benchmarks)
-    vllm_engine: str = "loop"  # vllm: "loop" (streaming, default), "async" (vLLM's AsyncLLM), "offline" (rounds)
-    # sampling
-    k: int = DEFAULT_K
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    seed: int = 0
-    ignore_eos: bool = False  # benchmarks only: generate exactly max_new_tokens
-    # strategy
-    strategy: str = "per-step"
-    wave_size: int = 2  # adaptive: continuations per wave
-    confidence_width: float | None = None  # adaptive: stop a step when its 95% interval is narrower
-    trust_correct: bool | None = None  # None = strategy default (off for per-step, on for the others)
-    early_stop: bool = True  # binary-search: a probe stops at its first success (same alive/dead decision)
-    # grader
-    grader: str = "sympy"
-    grader_timeout: float = 2.0
-    # execution
-    executor: str = "auto"  # auto: local on a small machine (< 4 CPUs, no GPU) unless --ray-address; else ray
-    ray_address: str | None = None
-    wait_for_resources: float = 0.0  # ray: seconds to wait for GPUs/CPUs to appear (autoscaling) before failing
-    num_workers: int | None = None  # None: one per GPU (vllm) or per CPU slot (hf), at most one per shard
-    cpus_per_worker: float = 1.0
-    gpus_per_worker: float = 0.0
-    max_batch_requests: int = 512  # requests handed to the backend per generate() call
-    progress: bool = True
-    ray_logs: bool = False  # show Ray's own log lines (workers' output) in the terminal (mcprm label -v)
+class InputConfig:
+    """What to read and how (read by :mod:`pipeline.input`; the reader checks fields and files)."""
 
-    # ----------------------------------------------------------------------------------------------
-    def validate(self) -> LabelConfig:
-        if self.strategy not in STRATEGIES:
-            raise ConfigError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
-        if self.vllm_engine not in VLLM_ENGINES:
-            raise ConfigError(f"--vllm-engine must be one of {', '.join(VLLM_ENGINES)}, got {self.vllm_engine!r}")
-        if self.executor not in EXECUTORS:
-            raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
-        if self.k < 1:
-            raise ConfigError(f"--k must be at least 1, got {self.k}")
+    input: list[str] = option(help="JSONL/Parquet file, folder or glob (any fsspec URL); repeatable.",
+                              factory=list, flags=("--input", "-i"), shown="the bundled sample")
+    problem_field: str = option("problem", "Input field holding the problem.")
+    answer_field: str = option("answer", "Input field holding the gold answer.")
+    steps_field: str = option("steps", "Input field holding the steps (a list of strings).")
+    solution_field: str = option("solution", "Input field holding the solution as one text (cut by --splitter) "
+                                             "when there is no steps field.")
+    id_field: str = option("id", "Input field holding the row id (optional; default: a content hash).")
+    splitter: str = option("blank-line", "How a solution text is cut into steps; gsm8k: lines, without <<...>> "
+                                         "annotations and the #### answer line.", choices=SPLIT_MODES)
+    split_regex: str | None = option(None, "--splitter regex: the separator regex between steps.")
+    input_format: str | None = option(None, "Input file format.", choices=FORMATS, shown="by file extension")
+    answer_extract: str | None = option(None, "Take the gold answer out of a worked answer field (gsm8k: after "
+                                              "####; boxed: the last \\boxed{}).", choices=ANSWER_EXTRACTORS,
+                                        shown="the field as it is")
+    max_step_chars: int = option(20000, "Reject steps longer than this many characters.")
+    max_steps: int = option(200, "Reject solutions with more steps.")
+    skip_bad: bool = option(False, "Write bad rows (invalid, too long for the model) to rejects/ and label the "
+                                   "rest.", shown="off: a bad row stops the run")
+    limit: int | None = option(None, "Label only the first N valid solutions.", shown="all")
+
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        _at_least(out, "max_step_chars", self.max_step_chars, 1)
+        _at_least(out, "max_steps", self.max_steps, 1)
+        _at_least(out, "limit", self.limit, 0)
+        return out
+
+
+@dataclass
+class OutputConfig:
+    """Where the corpus goes and how it is cut into shards."""
+
+    output: str = option("./mcprm-out", "Output corpus folder (any fsspec URL).", flags=("--output", "-o"))
+    overwrite: bool = option(False, "Start a new corpus version with other settings on an existing output.")
+    shard_size: int = option(64, "Solutions per shard (the unit of work, resume and balance).")
+
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        _at_least(out, "shard_size", self.shard_size, 1)
+        return out
+
+
+@dataclass
+class ModelConfig:
+    """The model, the prompt it is given, and the backend that runs it."""
+
+    model: str = option("", "Model folder or hub name; for --backend openai, the model name the server serves "
+                            "(GET /v1/models).", identity=True, shown="the bundled model")
+    tokenizer: str | None = option(None, "Tokenizer folder or name, if not the model's.", identity=True,
+                                   shown="the model's")
+    backend: str = option("hf", "Rollout engine: " + ", ".join(f"{s.name} ({s.summary})"
+                                                                for s in BACKEND_SPECS.values()) + ".",
+                          choices=BACKENDS)
+    prompt_format: str = option("plain", "plain: a text template; chat: the model's chat template.",
+                                identity=True, choices=PROMPT_FORMATS)
+    prompt_template: str | None = option(None, "plain format template with {problem}.", identity=True,
+                                         shown="'Problem: {problem}\\nSolution:\\n'")
+    step_separator: str | None = option(None, "Text between steps.", identity=True,
+                                        shown="plain: newline, chat: blank line")
+    dtype: str | None = option(None, "Weights dtype (hf, vllm).", shown="the model's", cli=False)
+
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        _one_of(out, "backend", self.backend, BACKENDS)
+        if self.prompt_format not in PROMPT_FORMATS:
+            out.append(f"--prompt-format must be 'plain' or 'chat', got {self.prompt_format!r}")
+        return out
+
+
+@dataclass
+class SamplingOptions:
+    """How each continuation is sampled (every field changes what a label means)."""
+
+    k: int = option(DEFAULT_K, "Continuations per step prefix.", identity=True, flags=("--k",))
+    temperature: float = option(1.0, "Sampling temperature of the continuations.", identity=True)
+    top_p: float = option(1.0, "Nucleus sampling top-p of the continuations.", identity=True)
+    max_new_tokens: int = option(256, "Most tokens a continuation may generate (one that ends without an answer "
+                                      "counts as incorrect).", identity=True)
+    seed: int = option(0, "Run seed; every request's seed derives from it (same labels under any sharding).",
+                       identity=True)
+    ignore_eos: bool = option(False, "Benchmarks only: generate exactly max_new_tokens.", identity=True, cli=False)
+
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        _at_least(out, "k", self.k, 1)
         if self.temperature < 0:
-            raise ConfigError(f"--temperature must be >= 0, got {self.temperature}")
-        if self.max_new_tokens < 1:
-            raise ConfigError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
-        if self.shard_size < 1:
-            raise ConfigError(f"--shard-size must be at least 1, got {self.shard_size}")
-        if self.num_workers is not None and self.num_workers < 1:
-            raise ConfigError(f"--num-workers must be at least 1, got {self.num_workers}")
-        if self.wave_size < 1:
-            raise ConfigError(f"--wave-size must be at least 1, got {self.wave_size}")
+            out.append(f"--temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            out.append(f"--top-p must be in (0, 1], got {self.top_p}")
+        _at_least(out, "max_new_tokens", self.max_new_tokens, 1)
+        return out
+
+
+@dataclass
+class StrategyConfig:
+    """Which steps get rollouts, and how many (README: Labels)."""
+
+    strategy: str = option("per-step", "Labeling strategy (README: Labels).", identity=True, choices=STRATEGIES)
+    wave_size: int = option(2, "adaptive / binary-search: continuations per wave.", identity=True)
+    confidence_width: float | None = option(None, "adaptive: keep sampling a positive step until its 95% interval "
+                                                  "is narrower than this.", identity=True, shown="off")
+    trust_correct: bool | None = option(None, "Label solutions with a correct final answer positive without "
+                                              "rollouts.", identity=True,
+                                        shown="on for binary-search/adaptive, off for per-step")
+    early_stop: bool = option(True, "binary-search: stop a probe at its first success (off = K per probe, "
+                                    "OmegaPRM's original).", identity=True)
+
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        _one_of(out, "strategy", self.strategy, STRATEGIES)
+        _at_least(out, "wave_size", self.wave_size, 1)
         if self.confidence_width is not None and not 0 < self.confidence_width < 1:
-            raise ConfigError(f"--confidence-width must be in (0, 1), got {self.confidence_width}")
-        if self.wait_for_resources < 0:
-            raise ConfigError(f"--wait-for-resources must be >= 0 seconds, got {self.wait_for_resources}")
-        if self.backend == "openai" and not self.base_url:
-            raise ConfigError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-        if self.prompt_format not in ("plain", "chat"):
-            raise ConfigError(f"--prompt-format must be 'plain' or 'chat', got {self.prompt_format!r}")
-        return self
-
-    def resolved(self) -> LabelConfig:
-        """Fill in defaults that depend on the machine (bundled model and sample) and validate."""
-        from pipeline import bundled
-
-        c = dataclasses.replace(self).validate()
-        if not c.model:
-            c.model = str(bundled.model_dir())
-        if not c.input:
-            c.input = [str(bundled.sample_path())]
-        if c.trust_correct is None:
-            c.trust_correct = c.strategy != "per-step"
-        return c.validate()
+            out.append(f"--confidence-width must be in (0, 1), got {self.confidence_width}")
+        return out
 
     def effective_trust_correct(self) -> bool:
         return self.strategy != "per-step" if self.trust_correct is None else bool(self.trust_correct)
 
+
+@dataclass
+class GraderOptions:
+    """How a continuation's final answer is compared with the gold answer (:mod:`graders`)."""
+
+    grader: str = option("sympy", "Answer grader: sympy | exact | math-verify | a registered grader.",
+                         identity=True)
+    grader_timeout: float = option(2.0, "Seconds one answer comparison may take (then ungradable).",
+                                   identity=True)
+
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        if not self.grader_timeout > 0:
+            out.append(f"--grader-timeout must be > 0 seconds, got {self.grader_timeout}")
+        from graders import get_grader
+
+        try:
+            get_grader(self.grader)
+        except KeyError as e:
+            out.append(f"--grader: {e.args[0]}")
+        return out
+
+
+@dataclass
+class ExecutorConfig:
+    """Where and how widely shards run (performance only: never part of the identity)."""
+
+    executor: str = option("auto", "Where shards run: auto = local (in-process) on a small machine (< 4 CPUs, no "
+                                   "GPU) unless --ray-address is given, else ray.", choices=EXECUTORS)
+    ray_address: str | None = option(None, "Ray cluster address (or RAY_ADDRESS).", envvar="RAY_ADDRESS",
+                                     shown="a local Ray")
+    wait_for_resources: float = option(0.0, "ray: wait up to this many seconds for the GPUs/CPUs the workers need "
+                                            "(autoscaling clusters) instead of failing at once.")
+    num_workers: int | None = option(None, "Rollout actors (hf: CPU actors; vllm: one per GPU).",
+                                     shown="one per GPU (vllm) or CPU slot (hf), at most one per shard")
+    cpus_per_worker: float = option(1.0, "CPUs per worker (hf: torch threads).")
+    gpus_per_worker: float = option(0.0, "GPUs per worker.", shown="vllm: --tensor-parallel-size; hf: 0")
+    max_batch_requests: int = option(512, "Requests handed to the backend per generate() call.", cli=False)
+    progress: bool = option(True, "Live progress (the CLI: --progress / --quiet).", cli=False)
+    ray_logs: bool = option(False, "Show Ray's own log lines (workers' output) in the terminal (the CLI: -v).",
+                            cli=False)
+
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        _one_of(out, "executor", self.executor, EXECUTORS)
+        _at_least(out, "num_workers", self.num_workers, 1)
+        if self.wait_for_resources < 0:
+            out.append(f"--wait-for-resources must be >= 0 seconds, got {self.wait_for_resources}")
+        if self.cpus_per_worker <= 0 or self.gpus_per_worker < 0:
+            out.append(f"--cpus-per-worker must be > 0 and --gpus-per-worker >= 0, got {self.cpus_per_worker} "
+                       f"and {self.gpus_per_worker}")
+        _at_least(out, "max_batch_requests", self.max_batch_requests, 1)
+        return out
+
+
+# The tree: section attribute -> its class, in the order of `mcprm label --help`. Sections are named for what they
+# decide (the options' own names -- input, output, model, strategy, grader, executor -- are taken by options); a
+# backend's options section is named after the backend (cfg.vllm.vllm_engine). Every option has one flat name
+# across the tree (cfg.vllm_engine).
+SECTIONS: dict[str, type] = {
+    "reading": InputConfig,
+    "writing": OutputConfig,
+    "prompting": ModelConfig,
+    **{name: spec.options for name, spec in BACKEND_SPECS.items()},
+    "sampling": SamplingOptions,
+    "labeling": StrategyConfig,
+    "grading": GraderOptions,
+    "execution": ExecutorConfig,
+}
+assert (HFOptions, VLLMOptions, OpenAIOptions) == tuple(s.options for s in BACKEND_SPECS.values())
+
+
+@functools.cache
+def _fields() -> dict[str, tuple[str, dataclasses.Field, Any]]:
+    """Flat name -> (section, field, resolved type)."""
+    out: dict[str, tuple[str, dataclasses.Field, Any]] = {}
+    for section, cls in SECTIONS.items():
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            assert f.name not in out and f.name not in SECTIONS, f"option {f.name} declared twice"
+            out[f.name] = (section, f, hints[f.name])
+    return out
+
+
+def option_fields() -> dict[str, tuple[dataclasses.Field, Any]]:
+    """Every option of ``mcprm label`` in help order: flat name -> (its field with its docs, its type)."""
+    return {name: (f, t) for name, (_, f, t) in _fields().items()}
+
+
+def option_default(name: str) -> Any:
+    f = _fields()[name][1]
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+
+
+def identity_fields() -> tuple[str, ...]:
+    """The options that change the meaning of labels (marked ``identity`` where they are declared)."""
+    return tuple(n for n, (_, f, _t) in _fields().items() if f.metadata.get("identity") in (True, "non-default"))
+
+
+IDENTITY_FIELDS = identity_fields()
+
+
+class LabelConfig:
+    """Every option of a run, as a tree of sections (see the module docstring), validated at construction.
+
+    ``LabelConfig(input=[...], k=4, backend="vllm")`` takes the options by their flat names (and/or whole
+    sections: ``sampling=SamplingOptions(k=4)``); ``cfg.k`` reads and ``cfg.k = 4`` sets an option in its
+    section. A wrong value raises :class:`ConfigError` naming the option."""
+
+    reading: InputConfig
+    writing: OutputConfig
+    prompting: ModelConfig
+    hf: HFOptions
+    vllm: VLLMOptions
+    openai: OpenAIOptions
+    sampling: SamplingOptions
+    labeling: StrategyConfig
+    grading: GraderOptions
+    execution: ExecutorConfig
+
+    def __init__(self, **options: Any):
+        by_section: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+        fields = _fields()
+        given_sections: dict[str, Any] = {}
+        for key, value in options.items():
+            if key in SECTIONS:
+                given_sections[key] = value
+            elif key in fields:
+                by_section[fields[key][0]][key] = value
+            else:
+                raise TypeError(f"LabelConfig got an unknown option {key!r}")
+        for section, cls in SECTIONS.items():
+            base = given_sections.get(section)
+            if base is not None and not isinstance(base, cls):
+                raise TypeError(f"LabelConfig: {section} must be a {cls.__name__}, got {type(base).__name__}")
+            # a copy: sections are never shared between two configs (cfg.k = ... changes one config only)
+            value = dataclasses.replace(base, **by_section[section]) if base is not None else cls(**by_section[section])
+            object.__setattr__(self, section, value)
+        self._validate()
+
+    # -------------------------------------------------------------- flat names
+    def __getattr__(self, name: str) -> Any:  # only called when normal lookup fails: the options
+        entry = _fields().get(name)
+        if entry is None:
+            raise AttributeError(f"LabelConfig has no option {name!r}")
+        return getattr(object.__getattribute__(self, entry[0]), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        entry = _fields().get(name)
+        if entry is not None:
+            setattr(getattr(self, entry[0]), name, value)
+        elif name in SECTIONS:
+            object.__setattr__(self, name, value)
+        else:
+            raise AttributeError(f"LabelConfig has no option {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LabelConfig) and all(getattr(self, s) == getattr(other, s) for s in SECTIONS)
+
+    def __repr__(self) -> str:
+        return "LabelConfig(" + ", ".join(f"{s}={getattr(self, s)!r}" for s in SECTIONS) + ")"
+
+    def replace(self, **options: Any) -> LabelConfig:
+        """A copy with some options changed (validated, as every config is)."""
+        return LabelConfig(**{s: getattr(self, s) for s in SECTIONS}, **options)
+
+    # -------------------------------------------------------------- validation (once, at construction)
+    def _validate(self) -> None:
+        problems: list[str] = []
+        for section in SECTIONS:
+            sec = getattr(self, section)
+            problems += sec.problems(section == self.prompting.backend) if section in BACKEND_SPECS else sec.problems()
+        if problems:
+            raise ConfigError(problems[0] if len(problems) == 1 else "; ".join(problems))
+
+    def validate(self) -> LabelConfig:
+        """Check again after options were set one by one (``cfg.k = 0``); construction already checked."""
+        self._validate()
+        return self
+
+    # -------------------------------------------------------------- derived views
+    @property
+    def backend_spec(self) -> BackendSpec:
+        """The chosen backend's description (rollouts/registry.py)."""
+        return BACKEND_SPECS[self.prompting.backend]
+
+    @property
+    def backend_options(self) -> Any:
+        """The chosen backend's options section (``cfg.vllm`` for ``--backend vllm``)."""
+        return getattr(self, self.prompting.backend)
+
+    def model_ref(self) -> ModelRef:
+        return ModelRef(model=self.prompting.model, tokenizer=self.prompting.tokenizer, dtype=self.prompting.dtype,
+                        seed=self.sampling.seed)
+
+    def resolved(self) -> LabelConfig:
+        """Fill in defaults that depend on the machine (bundled model and sample)."""
+        from pipeline import bundled
+
+        return self.replace(model=self.model or str(bundled.model_dir()),
+                            input=list(self.input) or [str(bundled.sample_path())],
+                            trust_correct=self.labeling.effective_trust_correct())
+
+    def effective_trust_correct(self) -> bool:
+        return self.labeling.effective_trust_correct()
+
+    # -------------------------------------------------------------- identity
     def identity_dict(self) -> dict[str, Any]:
-        d = {f: getattr(self, f) for f in IDENTITY_FIELDS}
+        """The identity fields of every section (flat names), the model's fingerprint and the grader version."""
+        d = {name: getattr(self, name) for name in identity_fields()
+             if self._identity_counts(name)}
         d["trust_correct"] = self.effective_trust_correct()
         d["model"] = model_fingerprint(self.model)
         if self.tokenizer:
@@ -177,15 +406,22 @@ class LabelConfig:
         d["grader_version"] = get_grader(self.grader).version
         return d
 
+    def _identity_counts(self, name: str) -> bool:
+        """``identity=True``: always hashed; ``identity="non-default"`` (options added after corpora were
+        written): hashed only when set to other than its default, so every earlier corpus keeps its identity."""
+        mode = _fields()[name][1].metadata.get("identity")
+        return mode is True or (mode == "non-default" and getattr(self, name) != option_default(name))
+
     def identity(self) -> str:
         blob = json.dumps(self.identity_dict(), sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d.pop("api_key", None)  # never write secrets into manifests
-        return d
+        """Every option by its flat name (the manifest's ``config``), without secrets."""
+        return {name: _plain(getattr(self, name)) for name, (_, f, _t) in _fields().items()
+                if not f.metadata.get("secret")}  # never write secrets (api_key) into manifests
 
+    # -------------------------------------------------------------- building from files and options
     @classmethod
     def from_file(cls, path: str, **overrides: Any) -> LabelConfig:
         """Read a YAML or JSON run file; keys are option names with ``-`` or ``_``."""
@@ -204,7 +440,8 @@ class LabelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config", **overrides: Any) -> LabelConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
+        """The tree from a mapping of option names (a run file, the CLI's options); ``overrides`` win."""
+        names = _fields()
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             name = str(key).replace("-", "_")
@@ -215,6 +452,10 @@ class LabelConfig:
         if isinstance(kwargs.get("input"), str):
             kwargs["input"] = [kwargs["input"]]
         return cls(**kwargs)
+
+
+def _plain(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
 
 
 def model_fingerprint(model: str) -> str:

@@ -457,9 +457,7 @@ def _execute(run: _Run, lock: OutputLock) -> tuple[dict[int, dict], ExecutionFac
     missing = [sh["shard"] for sh in plan["shards"] if sh["shard"] not in results]
     if missing:
         raise RuntimeError(f"shards {missing[:10]} did not finish; rerun the same command to resume")
-    gpus = 0
-    if cfg.backend == "vllm" and executor is not None:
-        gpus = executor.num_workers * cfg.tensor_parallel_size
+    gpus = int(executor.num_workers * cfg.backend_spec.gpus(cfg.backend_options)) if executor is not None else 0
     return results, ExecutionFacts(
         run_seconds=run_seconds,
         startup_seconds=min(run_seconds, float(getattr(executor, "startup_seconds", 0.0) or 0.0)),

@@ -15,34 +15,22 @@ from .base import (
     require,
 )
 from .prompts import PromptFormat, make_prompt_format
-
-BACKENDS = ("hf", "vllm", "openai")
+from .registry import BACKENDS, BackendSpec, backend_spec
 
 
 def make_backend(name: str, **kwargs) -> RolloutBackend:
-    """Build a backend by name; ``kwargs`` go to its constructor.
+    """Build a backend by name (:data:`rollouts.registry.BACKENDS`); ``kwargs`` go to its constructor.
 
     ``hf``: HFBackend(model_path, tokenizer_path=None, device="cpu", dtype=None, max_batch_rows=64,
-    prefix_reuse=True); ``vllm``: VLLMBackend(model, ..., async_engine=False); ``openai``:
+    prefix_reuse=True); ``vllm``: VLLMBackend(model, ..., engine="loop"); ``openai``:
     OpenAIBackend(base_url, model, api_key=None, max_concurrency=16, max_retries=5, timeout_s=120).
     """
-    if name == "hf":
-        from .hf import HFBackend
-
-        return HFBackend(**kwargs)
-    if name == "vllm":
-        from .vllm_backend import VLLMBackend
-
-        return VLLMBackend(**kwargs)
-    if name == "openai":
-        from .openai_backend import OpenAIBackend
-
-        return OpenAIBackend(**kwargs)
-    raise ValueError(f"Unknown rollout backend {name!r}; choose one of {', '.join(BACKENDS)}.")
+    return backend_spec(name).load()(**kwargs)
 
 
 __all__ = [
     "BACKENDS",
+    "BackendSpec",
     "BackendStats",
     "Completion",
     "GenRequest",
@@ -50,6 +38,7 @@ __all__ = [
     "PromptFormat",
     "RolloutBackend",
     "SamplingConfig",
+    "backend_spec",
     "make_backend",
     "make_prompt_format",
     "require",

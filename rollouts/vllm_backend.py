@@ -1,5 +1,5 @@
 """vLLM backend (GPU): ``vllm.LLM`` driven offline (``engine="offline"``), by mcprm's own engine loop
-(``engine="loop"``, streaming, the default for ``mcprm label``), or vLLM's ``AsyncLLM`` (``engine="async"``).
+(``engine="loop"``, streaming, the default), or vLLM's ``AsyncLLM`` (``engine="async"``).
 
 Written against vLLM 0.26 (V1 engine); ``vllm`` is imported only when a backend is built.
 
@@ -32,9 +32,10 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 
 from .base import BackendStats, Completion, GenRequest, SamplingConfig, require
+from .registry import DEFAULT_VLLM_ENGINE
+from .registry import VLLM_ENGINES as ENGINES  # the engine names are declared with the backend's options
 
 _VLLM_HINT = "pip install 'vllm==0.26.0' (needs a CUDA GPU)"
-ENGINES = ("loop", "async", "offline")  # "loop" is the default of mcprm label
 
 
 def _order_by_group(requests: Sequence[GenRequest]) -> list[int]:
@@ -81,7 +82,7 @@ class VLLMBackend:
         load_format: str = "auto",
         enable_prefix_caching: bool = True,
         seed: int = 0,
-        engine: str = "offline",
+        engine: str = DEFAULT_VLLM_ENGINE,
         **engine_kwargs,
     ):
         if engine not in ENGINES:

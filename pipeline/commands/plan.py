@@ -117,8 +117,8 @@ def plan(cfg: LabelConfig, *, pilot: int = 32, gpu_tokens_per_s: float = 20_000.
         inp = Path(tmp) / "pilot.jsonl"
         inp.write_text("".join(json.dumps({"id": s.id, "problem": s.problem, "answer": s.answer,
                                            "steps": list(s.steps)}, ensure_ascii=False) + "\n" for s in sample))
-        pcfg = dataclasses.replace(
-            cfg, input=[str(inp)], output=str(Path(tmp) / "out"), executor="local", limit=None, overwrite=False,
+        pcfg = cfg.replace(
+            input=[str(inp)], output=str(Path(tmp) / "out"), executor="local", limit=None, overwrite=False,
             skip_bad=False, input_format="jsonl", problem_field="problem", answer_field="answer",
             steps_field="steps", solution_field="solution", id_field="id", answer_extract=None, progress=False,
             num_workers=1)

@@ -171,9 +171,8 @@ class RayExecutor:
         ray = require("ray", "pip install 'ray>=2.30'")
         self.ray = ray
         init_ray(cfg.ray_address, log_to_driver=cfg.ray_logs)
-        gpus = cfg.gpus_per_worker
-        if cfg.backend == "vllm" and gpus == 0:
-            gpus = float(cfg.tensor_parallel_size)
+        spec = cfg.backend_spec  # what one worker of this backend needs (rollouts/registry.py)
+        gpus = cfg.gpus_per_worker or spec.gpus(cfg.backend_options)
         n = cfg.num_workers
         if n is None:
             res = ray.cluster_resources()
@@ -184,12 +183,9 @@ class RayExecutor:
             n = max(1, min(n, shards_hint or n))
         self.num_workers = n
         check_resources(ray, cfg, n, cfg.cpus_per_worker, gpus)
-        # vLLM's async engine takes the requests of two shards at once (no idle tail between shards);
-        # the hf backend is not thread-safe, so its actor runs one shard at a time.
-        concurrency = 2 if cfg.backend == "vllm" else 1
         actor_cls = ray.remote(
             num_cpus=cfg.cpus_per_worker, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-            max_concurrency=concurrency,
+            max_concurrency=spec.shards_per_worker,  # shards an actor labels at once
         )(_ShardActor)
         self.actor_cls = actor_cls
         self.cfg = cfg

@@ -79,7 +79,7 @@ def _check_for(key: tuple) -> PromptCheck | None:
 def prompt_check(cfg) -> PromptCheck | None:
     """The check for a run's configuration; None for the openai backend (the server's model and context are
     not known here) or when the model has no local config/tokenizer."""
-    if cfg.backend == "openai" or not cfg.model:
+    if not cfg.backend_spec.local_model or not cfg.model:
         return None
     key = (("model", cfg.model), ("tokenizer", cfg.tokenizer), ("max_model_len", cfg.max_model_len),
            ("max_new_tokens", cfg.max_new_tokens), ("prompt_format", cfg.prompt_format),

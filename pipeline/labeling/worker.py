@@ -67,25 +67,8 @@ class WorkerError(RowError, RuntimeError):
 
 
 def build_backend(cfg: LabelConfig):
-    import rollouts
-
-    if cfg.backend == "hf":
-        return rollouts.make_backend("hf", model_path=cfg.model, tokenizer_path=cfg.tokenizer, device=cfg.device,
-                                     dtype=cfg.dtype)
-    if cfg.backend == "vllm":
-        kw = dict(model=cfg.model, tokenizer=cfg.tokenizer, tensor_parallel_size=cfg.tensor_parallel_size,
-                  gpu_memory_utilization=cfg.gpu_memory_utilization, seed=cfg.seed,
-                  engine=cfg.vllm_engine)  # "loop": stream per-solution rounds (see pipeline.labeling.scheduler)
-        if cfg.max_model_len:
-            kw["max_model_len"] = cfg.max_model_len
-        if cfg.dtype:
-            kw["dtype"] = cfg.dtype
-        if cfg.load_format != "auto":
-            kw["load_format"] = cfg.load_format
-        return rollouts.make_backend("vllm", **kw)
-    if cfg.backend == "openai":
-        return rollouts.make_backend("openai", base_url=cfg.base_url, model=cfg.model, api_key=cfg.api_key)
-    raise ValueError(f"unknown backend {cfg.backend!r}")
+    """The chosen backend, built as its registry entry says (rollouts/registry.py)."""
+    return cfg.backend_spec.build(cfg.model_ref(), cfg.backend_options)
 
 
 def build_prompt_format(cfg: LabelConfig):
@@ -117,13 +100,7 @@ class ShardWorker:
         from graders import GraderConfig, grade_batch
 
         self.cfg = cfg
-        if cfg.backend == "hf" and cfg.device == "cpu":
-            try:
-                import torch
-
-                torch.set_num_threads(max(1, int(cfg.cpus_per_worker)))
-            except ImportError:  # pragma: no cover
-                pass
+        cfg.backend_spec.prepare_worker(cfg.backend_options, cfg.cpus_per_worker)  # e.g. hf on CPU: torch threads
         self.backend = backend if backend is not None else build_backend(cfg)
         self.prompt = build_prompt_format(cfg)
         self.grade = functools.partial(grade_batch, config=GraderConfig(

@@ -50,3 +50,130 @@ def test_cli_reads_config_file(tmp_path):
 def test_unknown_vllm_engine_is_refused():
     with pytest.raises(ConfigError, match="--vllm-engine must be one of loop, async, offline"):
         LabelConfig(output="x", backend="vllm", vllm_engine="turbo").validate()
+
+
+def test_missing_checks_are_made_at_construction():
+    with pytest.raises(ConfigError, match=r"--top-p must be in \(0, 1\]"):
+        LabelConfig(top_p=0)
+    with pytest.raises(ConfigError, match=r"--top-p must be in \(0, 1\]"):
+        LabelConfig(top_p=1.5)
+    assert LabelConfig(top_p=1.0).top_p == 1.0
+    with pytest.raises(ConfigError, match="--grader-timeout must be > 0"):
+        LabelConfig(grader_timeout=0)
+    with pytest.raises(ConfigError, match="--grader: no grader named 'nope'"):
+        LabelConfig(grader="nope")
+
+
+# The identity of a configuration as every corpus written so far computed it (the flat config of mcprm 0.x):
+# these 19 options, the effective trust_correct, the model's fingerprint and the grader version, as sorted JSON.
+_LEGACY_IDENTITY_FIELDS = (
+    "model", "tokenizer", "prompt_format", "prompt_template", "step_separator", "strategy", "k", "temperature",
+    "top_p", "max_new_tokens", "seed", "grader", "grader_timeout", "wave_size", "confidence_width", "trust_correct",
+    "early_stop", "load_format", "ignore_eos",
+)
+
+
+def _legacy_identity(c: LabelConfig) -> str:
+    import hashlib
+    import json
+
+    from graders import get_grader
+    from pipeline.config import model_fingerprint
+
+    d = {f: getattr(c, f) for f in _LEGACY_IDENTITY_FIELDS}
+    d["trust_correct"] = c.strategy != "per-step" if c.trust_correct is None else bool(c.trust_correct)
+    d["model"] = model_fingerprint(c.model)
+    if c.tokenizer:
+        d["tokenizer"] = model_fingerprint(c.tokenizer)
+    d["grader_version"] = get_grader(c.grader).version
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("options", [
+    {}, dict(model="m", k=4), dict(strategy="adaptive", confidence_width=0.2),
+    dict(strategy="binary-search", trust_correct=False, early_stop=False),
+    dict(model="m", tokenizer="t", top_p=0.9, temperature=0.7, seed=3, grader="exact", grader_timeout=5.0,
+         load_format="dummy", ignore_eos=True, prompt_format="chat", step_separator="\n",
+         prompt_template="P: {problem}", wave_size=4, max_new_tokens=12),
+    dict(model="m", backend="vllm", vllm_engine="async", tensor_parallel_size=2, num_workers=3, shard_size=5),
+])
+def test_identity_of_an_unchanged_configuration_is_what_it_was(options):
+    """Existing corpora resume only if the same settings hash to the same identity, byte for byte."""
+    c = LabelConfig(**options)
+    assert c.identity() == _legacy_identity(c)
+    r = c.resolved()
+    assert r.identity() == _legacy_identity(r)
+
+
+def test_identity_value_is_pinned(monkeypatch):
+    from types import SimpleNamespace
+
+    import graders
+
+    monkeypatch.setattr(graders, "get_grader", lambda name="sympy": SimpleNamespace(version="v1"))
+    assert LabelConfig(model="m").identity() == "64689128caa15f70"  # the same value as before the config tree
+
+
+def test_tree_sections_and_flat_names():
+    from pipeline.config import SECTIONS, option_fields
+
+    c = LabelConfig(input=["a.jsonl"], k=4, backend="vllm", vllm_engine="offline", grader="exact")
+    assert (c.sampling.k, c.vllm.vllm_engine, c.grading.grader, c.reading.input) == (4, "offline", "exact",
+                                                                                      ["a.jsonl"])
+    assert c.backend_options is c.vllm and c.backend_spec.name == "vllm"
+    c.k = 6  # a flat name sets the option in its section, in this config only
+    d = c.replace(seed=2)
+    assert (c.sampling.k, d.k, d.seed, c.seed) == (6, 6, 2, 0)
+    d.k = 7
+    assert c.k == 6
+    with pytest.raises(TypeError, match="unknown option"):
+        LabelConfig(kk=1)
+    with pytest.raises(AttributeError):
+        c.kk = 1
+    # every option is declared once, with its documentation
+    for name, (f, _t) in option_fields().items():
+        assert f.metadata.get("help"), name
+    assert set(SECTIONS) >= {"reading", "writing", "prompting", "sampling", "labeling", "grading", "execution",
+                             "hf", "vllm", "openai"}
+    assert "api_key" not in LabelConfig(backend="openai", base_url="http://x", api_key="secret").to_dict()
+
+
+def test_cli_and_run_file_build_the_same_tree(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import pipeline.run
+    from cli.main import app
+
+    seen = []
+
+    def fake_label(cfg):
+        seen.append(cfg)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(pipeline.run, "label", fake_label)
+    args = ["--k", "3", "--strategy", "adaptive", "--top-p", "0.5", "--backend", "vllm", "--vllm-engine", "async",
+            "--no-early-stop", "--input", "a.jsonl", "--output", str(tmp_path / "o")]
+    CliRunner().invoke(app, ["label", *args])
+    f = tmp_path / "run.yaml"
+    f.write_text(f"k: 3\nstrategy: adaptive\ntop-p: 0.5\nbackend: vllm\nvllm_engine: async\nearly-stop: false\n"
+                 f"input: a.jsonl\noutput: {tmp_path / 'o'}\n")
+    CliRunner().invoke(app, ["label", "--config", str(f)])
+    assert len(seen) == 2 and seen[0] == seen[1] and seen[0].vllm.vllm_engine == "async"
+
+
+def test_help_descriptions_come_from_the_field_docs():
+    from cli.label import option_help
+    from pipeline.config import option_fields
+
+    f, _ = option_fields()["k"]
+    assert option_help("k") == f.metadata["help"] + " (default: 8)"
+
+
+def test_config_imports_no_concrete_backend():
+    import subprocess
+    import sys
+
+    code = ("import sys, pipeline.config; "
+            "print([m for m in ('rollouts.hf', 'rollouts.vllm_backend', 'rollouts.openai_backend') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -37,7 +37,7 @@ def solution(problem, n, seed, group):
 def backend(model_dir):
     from rollouts.vllm_backend import VLLMBackend
 
-    be = VLLMBackend(model_dir, gpu_memory_utilization=0.3, max_model_len=512, enforce_eager=True)
+    be = VLLMBackend(model_dir, gpu_memory_utilization=0.3, max_model_len=512, enforce_eager=True, engine="offline")
     yield be
     be.close()
 

@@ -1,0 +1,181 @@
+"""The rollout backends, each describing itself: its name, its options (a documented dataclass, part of
+``mcprm label``'s config tree), the resources one worker needs, whether it streams, and how it is built.
+
+Executors, the worker and ``label()`` ask a backend's :class:`BackendSpec` (``BACKENDS[name]``) instead of
+branching on its name; adding a backend is one entry here. Light at import: the backend modules (torch,
+vllm, httpx) are imported only by ``load()`` / ``build()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+def option(default: Any = dataclasses.MISSING, help: str = "", *, factory: Callable[[], Any] | None = None,
+           **meta: Any) -> Any:
+    """A config field and its documentation in one place: ``help`` is what ``mcprm label --help`` says.
+
+    ``meta``: ``identity=True`` (the field changes what a label means: part of the corpus identity;
+    ``identity="non-default"`` for an option added later: part of it only when set, so that corpora written
+    before it existed keep their identity),
+    ``flags=("--input", "-i")`` (its CLI spelling, default ``--name``), ``cli=False`` (run files only),
+    ``choices`` (allowed values), ``shown`` (the default as people read it, for a None default),
+    ``envvar``."""
+    md = {"help": help, **meta}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=md)
+    return dataclasses.field(default=default, metadata=md)
+
+
+VLLM_ENGINES = ("loop", "async", "offline")  # the vllm backend's engines (rollouts/vllm_backend.py)
+DEFAULT_VLLM_ENGINE = "loop"  # streaming; measured the fastest (BENCHMARKS.md)
+
+
+@dataclass
+class HFOptions:
+    """Options of the ``hf`` backend (transformers, CPU or GPU)."""
+
+    device: str = option("cpu", "hf backend: cpu | cuda.")
+
+    def problems(self, active: bool) -> list[str]:
+        return []
+
+
+@dataclass
+class VLLMOptions:
+    """Options of the ``vllm`` backend (GPUs)."""
+
+    tensor_parallel_size: int = option(1, "vllm: GPUs per model replica (one actor each).")
+    gpu_memory_utilization: float = option(0.85, "vllm: share of each GPU's memory vLLM may take.", cli=False)
+    max_model_len: int | None = option(None, "The model's context in tokens (prompt-length check; vllm: the "
+                                             "engine's limit).", shown="the model config's", cli=False)
+    load_format: str = option("auto", "vllm: weight loading; 'dummy' = random weights (benchmarks).",
+                              identity=True, cli=False)
+    vllm_engine: str = option(DEFAULT_VLLM_ENGINE, "vllm: loop (streaming), async (vLLM's AsyncLLM) or offline "
+                                                   "(one generate call per round).", choices=VLLM_ENGINES)
+
+    def problems(self, active: bool) -> list[str]:
+        out = []
+        if self.vllm_engine not in VLLM_ENGINES:
+            out.append(f"--vllm-engine must be one of {', '.join(VLLM_ENGINES)}, got {self.vllm_engine!r}")
+        if self.tensor_parallel_size < 1:
+            out.append(f"--tensor-parallel-size must be at least 1, got {self.tensor_parallel_size}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            out.append(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        return out
+
+
+@dataclass
+class OpenAIOptions:
+    """Options of the ``openai`` backend (an OpenAI-compatible server)."""
+
+    base_url: str | None = option(None, "openai backend: server URL, e.g. http://127.0.0.1:8000/v1 (key: "
+                                        "OPENAI_API_KEY).")
+    api_key: str | None = option(None, "openai backend: API key (default: OPENAI_API_KEY); never written to "
+                                       "manifests.", cli=False, secret=True)
+
+    def problems(self, active: bool) -> list[str]:
+        if active and not self.base_url:
+            return ["--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)"]
+        return []
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """What every backend is built from, whatever its options."""
+
+    model: str
+    tokenizer: str | None
+    dtype: str | None
+    seed: int
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """One backend, described: see the module docstring."""
+
+    name: str
+    summary: str  # one line for `mcprm label --help`
+    options: type  # the options dataclass (a section of the config tree)
+    load: Callable[[], type]  # the backend class (imports the heavy module)
+    build: Callable[[ModelRef, Any], Any]  # (model, options) -> a RolloutBackend
+    gpus: Callable[[Any], float] = lambda opts: 0.0  # GPUs one worker holds (0: CPU or a remote server)
+    streaming: Callable[[Any], bool] = lambda opts: False  # has submit(): the scheduler streams rounds
+    shards_per_worker: int = 1  # shards one worker labels at once (2: no idle tail between shards)
+    local_model: bool = True  # the model is loaded here (so its context and tokenizer can be checked)
+    prepare_worker: Callable[[Any, float], None] = lambda opts, cpus: None  # before build, in the worker process
+
+
+def _hf_class():
+    from .hf import HFBackend
+
+    return HFBackend
+
+
+def _vllm_class():
+    from .vllm_backend import VLLMBackend
+
+    return VLLMBackend
+
+
+def _openai_class():
+    from .openai_backend import OpenAIBackend
+
+    return OpenAIBackend
+
+
+def _hf_build(m: ModelRef, o: HFOptions):
+    return _hf_class()(model_path=m.model, tokenizer_path=m.tokenizer, device=o.device, dtype=m.dtype)
+
+
+def _hf_prepare(o: HFOptions, cpus: float) -> None:
+    if o.device != "cpu":
+        return
+    try:
+        import torch
+
+        torch.set_num_threads(max(1, int(cpus)))  # the hf backend on CPU: torch threads = CPUs per worker
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def _vllm_build(m: ModelRef, o: VLLMOptions):
+    kw: dict[str, Any] = dict(model=m.model, tokenizer=m.tokenizer, tensor_parallel_size=o.tensor_parallel_size,
+                              gpu_memory_utilization=o.gpu_memory_utilization, seed=m.seed, engine=o.vllm_engine)
+    if o.max_model_len:
+        kw["max_model_len"] = o.max_model_len
+    if m.dtype:
+        kw["dtype"] = m.dtype
+    if o.load_format != "auto":
+        kw["load_format"] = o.load_format
+    return _vllm_class()(**kw)
+
+
+def _openai_build(m: ModelRef, o: OpenAIOptions):
+    return _openai_class()(base_url=o.base_url, model=m.model, api_key=o.api_key)
+
+
+BACKENDS: dict[str, BackendSpec] = {
+    s.name: s
+    for s in (
+        BackendSpec("hf", "transformers, CPU or GPU", HFOptions, _hf_class, _hf_build, prepare_worker=_hf_prepare),
+        BackendSpec("vllm", "GPUs", VLLMOptions, _vllm_class, _vllm_build,
+                    gpus=lambda o: float(o.tensor_parallel_size),
+                    streaming=lambda o: o.vllm_engine != "offline",
+                    # vLLM's engine takes the requests of two shards at once (no idle tail between shards);
+                    # the hf backend is not thread-safe, so its worker runs one shard at a time.
+                    shards_per_worker=2),
+        BackendSpec("openai", "an OpenAI-compatible server, --base-url", OpenAIOptions, _openai_class,
+                    _openai_build, local_model=False),
+    )
+}
+
+
+def backend_spec(name: str) -> BackendSpec:
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise ValueError(f"unknown rollout backend {name!r}; choose one of {', '.join(BACKENDS)}") from None
