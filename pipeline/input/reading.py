@@ -87,59 +87,54 @@ class GoldCheck:
         return [got[g] if g in got else self._memo[g] for g in golds]
 
 
-def _gold_checked(spec: InputSpec, rows: Iterator[tuple[RawRow, Solution | Reject]]
-                  ) -> Iterator[tuple[RawRow, Solution | Reject]]:
-    """Reject the rows whose gold answer ``spec.gold_check`` cannot read, checking golds in batches."""
-    if spec.gold_check is None:
-        yield from rows
-        return
+Checked = Iterator[tuple[RawRow, Solution | Reject]]  # rows as read, each valid (Solution) or not (Reject)
+
+
+def _batch_checked(rows: Checked, check: Callable[[list[Solution]], list[str | None]],
+                   reject: Callable[[RawRow, str], Reject]) -> Checked:
+    """Run a batch check over the valid rows (``check(solutions) -> [reason or None]``, BATCH_ROWS at a time)
+    and turn each valid row with a reason into ``reject(raw, reason)``; rows keep their order."""
     pending: list[tuple[RawRow, Solution | Reject]] = []
     n_sol = 0
 
-    def flush() -> Iterator[tuple[RawRow, Solution | Reject]]:
+    def flush() -> Checked:
         sols = [out for _, out in pending if isinstance(out, Solution)]
-        reasons = iter(spec.gold_check([s.answer for s in sols]) if sols else [])
+        reasons = iter(check(sols) if sols else [])
         for raw, out in pending:
             if isinstance(out, Solution) and (why := next(reasons)) is not None:
-                out = Reject(raw.file, raw.row, spec.answer_field,
-                             f"gold answer cannot be read by the grader: {why}", _raw_text(raw), raw.kind)
+                out = reject(raw, why)
             yield raw, out
 
     for raw, out in rows:
         pending.append((raw, out))
         n_sol += isinstance(out, Solution)
-        if n_sol >= files.BATCH_ROWS:
+        if n_sol >= files.BATCH_ROWS or len(pending) >= files.BATCH_ROWS:
             yield from flush()
             pending, n_sol = [], 0
     if pending:
         yield from flush()
 
 
-def _prompt_checked(spec: InputSpec, rows: Iterator[tuple[RawRow, Solution | Reject]]
-                    ) -> Iterator[tuple[RawRow, Solution | Reject]]:
+def _gold_checked(spec: InputSpec, rows: Checked) -> Checked:
+    """Reject the rows whose gold answer ``spec.gold_check`` cannot read, checking golds in batches."""
+    if spec.gold_check is None:
+        return rows
+    gold_check = spec.gold_check
+    return _batch_checked(rows, lambda sols: gold_check([s.answer for s in sols]), lambda raw, why: Reject(
+        raw.file, raw.row, spec.answer_field, f"gold answer cannot be read by the grader: {why}", _raw_text(raw),
+        raw.kind))
+
+
+def _prompt_checked(spec: InputSpec, rows: Checked) -> Checked:
     """Reject the rows whose prompt ``spec.prompt_check`` says cannot fit the model, in batches."""
     if spec.prompt_check is None:
-        yield from rows
-        return
-    pending: list[tuple[RawRow, Solution | Reject]] = []
+        return rows
 
-    def flush() -> Iterator[tuple[RawRow, Solution | Reject]]:
-        sols = [out for _, out in pending if isinstance(out, Solution)]
-        reasons = iter(spec.prompt_check(sols) if sols else [])
-        for raw, out in pending:
-            if isinstance(out, Solution) and (why := next(reasons)) is not None:
-                fld = spec.steps_field if isinstance(raw.data, dict) and spec.steps_field in raw.data \
-                    else spec.solution_field
-                out = Reject(raw.file, raw.row, fld, why, _raw_text(raw), raw.kind)
-            yield raw, out
+    def reject(raw: RawRow, why: str) -> Reject:
+        fld = spec.steps_field if isinstance(raw.data, dict) and spec.steps_field in raw.data else spec.solution_field
+        return Reject(raw.file, raw.row, fld, why, _raw_text(raw), raw.kind)
 
-    for item in rows:
-        pending.append(item)
-        if len(pending) >= files.BATCH_ROWS:
-            yield from flush()
-            pending = []
-    if pending:
-        yield from flush()
+    return _batch_checked(rows, spec.prompt_check, reject)
 
 
 def _validated(
