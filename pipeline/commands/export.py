@@ -47,7 +47,9 @@ from typing import Any
 from pipeline.errors import RowError
 
 FORMATS = ("trl", "math-shepherd", "qwen-prm", "openrlhf", "processbench")
-LABEL_RULES = ("hard", "threshold", "soft")
+# issue 16: the rules of pipeline.labeling.rules beyond these three export their hard labels (bool)
+COUNT_RULES = ("relative", "advantage", "er-prm", "changepoint")
+LABEL_RULES = ("hard", "threshold", "soft", *COUNT_RULES)
 FILE_FORMATS = ("parquet", "jsonl")
 
 DEFAULT_TAG = {"trl": "\n", "math-shepherd": "ки", "qwen-prm": "<extra_0>", "openrlhf": "ки", "processbench": ""}
@@ -84,6 +86,7 @@ class Row:
     labels: list[Any]
     solution_correct: bool | None = None
     has_error: bool = False  # a kept step's hard label is False
+    weight: float | None = None  # --weight-by-confidence: the row's first-error confidence (issue 16)
 
 
 @dataclass
@@ -112,6 +115,10 @@ class ExportResult:
 def row_labels(labels: Sequence[bool | None], mc_value: Sequence[float | None], opts: ExportOptions
                ) -> tuple[list[Any], list[bool | None], int]:
     """Per-step (exported label, hard decision used for cutting, number of imputed steps)."""
+    if opts.label_rule == "hard" and not opts.soft:  # the corpus's own labels, as they are
+        if len(labels) != len(mc_value):
+            raise ValueError(f"{len(labels)} labels for {len(mc_value)} mc_value entries")
+        return list(labels), list(labels), 0
     out: list[Any] = []
     hard: list[bool | None] = []
     imputed = 0
@@ -250,6 +257,54 @@ def parse_record(record: dict, problem: str, opts: ExportOptions, tokenizer=None
 # ------------------------------------------------------------------------------------------------ checks
 def _encode(tokenizer, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+class _Encoded:
+    """A tokenizer whose encodings of given texts were computed ahead in one batched call (a fast tokenizer
+    encodes a batch in Rust, many times faster than text by text; the ids are the same). Everything else is the
+    wrapped tokenizer's; texts not prepared are encoded on demand and remembered while few."""
+
+    def __init__(self, tokenizer, texts: Sequence[str] = ()):
+        self._tok = tokenizer
+        self._ids: dict[str, list[int]] = {}
+        self._small: dict[str, list[int]] = {}
+        self._chat: dict[tuple, str] = {}
+        self.prepare(texts)
+
+    def prepare(self, texts: Sequence[str]) -> None:
+        self._ids = {}
+        texts = list(dict.fromkeys(texts))
+        if texts:
+            enc = self._tok(texts, add_special_tokens=False)["input_ids"]
+            self._ids = dict(zip(texts, enc, strict=True))
+
+    def __call__(self, text, add_special_tokens=False, **kw):
+        if isinstance(text, str) and add_special_tokens is False and not kw:
+            ids = self._ids.get(text)
+            if ids is None:
+                ids = self._small.get(text)
+            if ids is None:
+                ids = list(self._tok(text, add_special_tokens=False)["input_ids"])
+                if len(text) <= 64 and len(self._small) < 1024:  # tags, reward tokens
+                    self._small[text] = ids
+            return {"input_ids": ids}
+        return self._tok(text, add_special_tokens=add_special_tokens, **kw)
+
+    def apply_chat_template(self, msgs, tokenize=False, add_generation_prompt=False, **kw):
+        if tokenize or kw:
+            return self._tok.apply_chat_template(msgs, tokenize=tokenize, add_generation_prompt=add_generation_prompt,
+                                                 **kw)
+        key = (tuple((m["role"], m["content"]) for m in msgs), add_generation_prompt)
+        text = self._chat.get(key)
+        if text is None:
+            text = self._tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=add_generation_prompt)
+            if len(self._chat) > 4096:
+                self._chat.clear()
+            self._chat[key] = text
+        return text
+
+    def __getattr__(self, name):
+        return getattr(self._tok, name)
 
 
 def single_token_id(tokenizer, token: str, what: str, row_id: str | None = None) -> int:
@@ -432,6 +487,8 @@ def export_corpus(
     overwrite: bool = False,
     verify: bool = False,
     batch_rows: int = 8192,
+    min_confidence: float | None = None,
+    weight_by_confidence: bool = False,
 ) -> ExportResult:
     """Export corpus ``out_url`` (current version by default) as ``fmt`` into folder ``output_url``.
 
@@ -467,20 +524,34 @@ def export_corpus(
         raise ExportError("--step-tag/--placeholder must not be empty")
     if reward_tokens[0] == reward_tokens[1]:
         raise ExportError(f"--reward-tokens must differ, got {reward_tokens}")
-    opts = ExportOptions(fmt, label_rule, threshold, tag or "", tuple(reward_tokens), system_prompt)
+    opts = ExportOptions(fmt, "hard" if label_rule in COUNT_RULES else label_rule, threshold, tag or "",
+                         tuple(reward_tokens), system_prompt)  # COUNT_RULES: relabeled in stream(), then "hard"
     tok = load_tokenizer(tokenizer)
 
     cols = ["id", "problem", "steps", "labels", "mc_value", "solution_correct"]
+    # issue 16: rules computed from the stored counts, and the per-row first-error confidence
+    by_counts = label_rule in COUNT_RULES or min_confidence is not None or weight_by_confidence
+    if min_confidence is not None and not 0 <= min_confidence <= 1:
+        raise ExportError(f"--min-confidence must be in [0, 1], got {min_confidence}")
+    count_cols = ["mc_correct", "mc_total", "mc_ungradable"] if by_counts else []
 
     def stream(counts: dict | None):
         """Exportable rows in corpus order, batch by batch; ``counts`` (when given) collects what was
         skipped, cut and imputed, and the corpus rows read."""
         skipped = counts["skipped"] if counts is not None else {}
         cut = counts["cut"] if counts is not None else {}
-        for b in iter_corpus(out_url, version, cols, batch_rows=batch_rows, verify=verify):
+        for b in iter_corpus(out_url, version, cols + count_cols, batch_rows=batch_rows, verify=verify):
             if counts is not None:
                 counts["corpus_rows"] += b.num_rows
-            for rid, problem, steps, lab, mc, sc in zip(*(b.column(c).to_pylist() for c in cols), strict=True):
+            extra = [b.column(c).to_pylist() for c in count_cols] or [[None] * b.num_rows]
+            for rid, problem, steps, lab, mc, sc, *cnt in zip(*(b.column(c).to_pylist() for c in cols), *extra,
+                                                              strict=True):
+                weight = None
+                if by_counts:  # issue 16
+                    lab, mc, weight = _by_counts(lab, mc, sc, cnt, label_rule)
+                    if min_confidence is not None and weight < min_confidence:
+                        skipped["low_confidence"] = skipped.get("low_confidence", 0) + 1
+                        continue
                 labels, hard, imp = row_labels(lab, mc, opts)
                 if counts is not None:
                     counts["imputed"] += imp
@@ -493,9 +564,11 @@ def export_corpus(
                     row.labels = ([True] * len(hard) if fe == -1
                                   else [True] * fe + [False] + [None] * (len(hard) - fe - 1))
                     row.has_error = fe != -1
+                    row.weight = weight
                     yield row
                     continue
                 row = _cut(row, hard, drop_after_first_error, cut)
+                row.weight = weight
                 if not row.steps:
                     skipped["first_step_unlabeled"] = skipped.get("first_step_unlabeled", 0) + 1
                     continue
@@ -518,6 +591,8 @@ def export_corpus(
     # when every record passed do they replace the output's shards, so a failed check still writes nothing.
     staging = CorpusStore(output_url.rstrip("/") + f".mcprm-staging-{uuid.uuid4().hex[:12]}")
     schema = _schema(fmt, opts.soft)
+    if weight_by_confidence:  # issue 16: one more column, the row's first-error confidence
+        schema = schema.append(pa.field("weight", pa.float64()))
     names: list[str] = []
     chunk: list[dict] = []
     n_rows = n_steps = pos = n_labeled = unlabeled = 0
@@ -528,19 +603,28 @@ def export_corpus(
             import pyarrow.parquet as pq
 
             buf = io.BytesIO()
-            pq.write_table(pa.Table.from_pylist(chunk, schema=schema), buf, compression="zstd")
+            table = pa.Table.from_pydict({f.name: [r[f.name] for r in chunk] for f in schema}, schema=schema)
+            pq.write_table(table, buf, compression="zstd")
             staging.write_bytes(name, buf.getvalue())
         else:
             staging.write_bytes(name, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chunk).encode())
         names.append(name)
         chunk.clear()
 
-    try:
-        for i, row in enumerate(stream(counts)):
-            if keep is not None and not keep[i]:
-                continue
-            rec = format_row(row, opts, tok)
-            check_row(rec, row, opts, tok)
+    encoded = _Encoded(tok) if tok is not None and fmt not in ("processbench", "trl") else None
+    text_key = "text" if fmt == "qwen-prm" else "input"
+
+    def add(group: list[Row]) -> None:
+        nonlocal n_rows, n_steps, pos, n_labeled, unlabeled
+        checker = encoded if encoded is not None else tok
+        recs = [format_row(row, opts, checker) for row in group]
+        if encoded is not None:
+            encoded.prepare([r[text_key] for r in recs]
+                            + ([r["label"] for r in recs] if fmt == "math-shepherd" else []))
+        for rec, row in zip(recs, group, strict=True):
+            check_row(rec, row, opts, checker)
+            if weight_by_confidence:
+                rec["weight"] = row.weight
             chunk.append(rec)
             n_rows += 1
             n_steps += len(row.steps)
@@ -552,6 +636,17 @@ def export_corpus(
                     pos += (y > 0) if opts.soft else (y is True)
             if len(chunk) >= shard_rows:
                 flush()
+
+    try:
+        group: list[Row] = []
+        for i, row in enumerate(stream(counts)):
+            if keep is not None and not keep[i]:
+                continue
+            group.append(row)
+            if len(group) >= batch_rows:
+                add(group)
+                group = []
+        add(group)
         if chunk or not names:
             flush()
         if existing:  # --overwrite: the earlier export's shards go only now
@@ -608,3 +703,21 @@ def load_export(output_url: str) -> list[dict]:
             else:
                 out.extend(json.loads(line) for line in f.read().decode().splitlines() if line.strip())
     return out
+
+
+def _by_counts(labels, mc_value, solution_correct, counts, rule: str):
+    """Issue 16: (labels, mc_value, first-error confidence) of one row under ``rule`` from its stored counts.
+    Rules of :data:`COUNT_RULES` give their hard labels (exported as ``hard``); the others keep the corpus's.
+    The confidence is the changepoint posterior of its first error under ``changepoint``, else
+    :func:`pipeline.labeling.rules.first_error_confidence` of the (relabeled) first error."""
+    from pipeline.labeling.rules import apply_rule, first_error_confidence, row_steps
+
+    row = {"labels": labels, "mc_value": mc_value, "solution_correct": solution_correct,
+           "mc_correct": counts[0], "mc_total": counts[1], "mc_ungradable": counts[2]}
+    if rule in COUNT_RULES:
+        res = apply_rule(row, rule)
+        if rule == "changepoint":
+            return res.labels, mc_value, res.extra["confidence"]
+        return res.labels, mc_value, first_error_confidence(row_steps(row), res.first_error)
+    fe = next((i for i, x in enumerate(labels) if x is False), -1)
+    return labels, mc_value, first_error_confidence(row_steps(row), fe)

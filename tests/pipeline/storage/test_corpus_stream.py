@@ -119,7 +119,7 @@ def test_iter_and_scan_are_the_corpus(corpus):
     assert scan_corpus(corpus).collect().to_arrow().to_pylist() == whole.to_pylist()
 
 
-def _export_in_memory(url: str, fmt: str, *, label_rule="hard", balance=None, drop=True, seed=0):
+def _export_in_memory(url: str, fmt: str, *, label_rule="hard", balance=None, drop=True, seed=0, tok=None):
     """``export_corpus``'s rows as they were computed before streaming (the whole corpus as Row objects)."""
     opts = ExportOptions(fmt, label_rule)
     rows, skipped, cut = [], {}, {}
@@ -144,8 +144,8 @@ def _export_in_memory(url: str, fmt: str, *, label_rule="hard", balance=None, dr
         rows = _balance(rows, seed, skipped)
     records = []
     for row in rows:
-        rec = format_row(row, opts)
-        check_row(rec, row, opts)
+        rec = format_row(row, opts, tok)
+        check_row(rec, row, opts, tok)
         records.append(rec)
     return records, skipped, cut
 
@@ -202,3 +202,14 @@ def test_report_figures_from_streamed_counts(corpus, tmp_path):
     for s in ("per-step", "binary-search"):
         sel = [r for r in t if r["strategy"] == s]
         assert agg.by[s] == [sum(r["rollouts"] for r in sel), sum(r["rollout_tokens"] for r in sel), len(sel)]
+
+
+@pytest.mark.parametrize("fmt", ["qwen-prm", "math-shepherd", "openrlhf"])
+def test_streamed_export_with_tokenizer_equals_in_memory(corpus, tmp_path, fmt):
+    from tests.pipeline.prm_fixtures import char_tokenizer
+
+    tok = char_tokenizer()
+    want, skipped, cut = _export_in_memory(corpus, fmt, tok=tok)
+    res = export_corpus(corpus, fmt, str(tmp_path / "e"), tokenizer=tok, batch_rows=29)
+    assert res.tokenizer_checked and load_export(str(tmp_path / "e")) == want
+    assert res.skipped == skipped and res.cut == cut
