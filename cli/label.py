@@ -79,13 +79,20 @@ def _signature() -> inspect.Signature:
 
 
 def option_table() -> str:
-    """README's option table (Markdown), made from the same field docs as ``--help``."""
+    """README's option table (Markdown), made from the same field docs as ``--help``: every option of a run,
+    those without a command-line flag marked "run file only"."""
     rows = ["| option | meaning (default) |", "| --- | --- |"]
     for name, (f, _) in option_fields().items():
+        text = option_help(name).replace("|", "\\|")
         if f.metadata.get("cli", True):
-            text = option_help(name).replace("|", "\\|")
             rows.append(f"| `--{name.replace('_', '-')}` | {text} |")
+        else:
+            rows.append(f"| `{name}` (run file only) | {text} |")
     return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # python -m cli.label: print README's option table
+    print(option_table(), end="")
 
 
 def register(app: typer.Typer) -> None:

@@ -51,7 +51,7 @@ class VLLMOptions:
     tensor_parallel_size: int = option(1, "vllm: GPUs per model replica (one actor each).")
     gpu_memory_utilization: float = option(0.85, "vllm: share of each GPU's memory vLLM may take.", cli=False)
     max_model_len: int | None = option(None, "The model's context in tokens (prompt-length check; vllm: the "
-                                             "engine's limit).", shown="the model config's", cli=False)
+                                             "engine's limit).", shown="the model config's")
     load_format: str = option("auto", "vllm: weight loading; 'dummy' = random weights (benchmarks).",
                               identity=True, cli=False)
     vllm_engine: str = option(DEFAULT_VLLM_ENGINE, "vllm: loop (streaming), async (vLLM's AsyncLLM) or offline "

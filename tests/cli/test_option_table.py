@@ -1,0 +1,30 @@
+"""README's option table is the one `python -m cli.label` makes from the option declarations (no second copy)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_option_table_matches_the_field_docs():
+    from cli.label import option_table
+
+    m = re.search(r"<!-- options:[^\n]*-->\n(.*?)<!-- /options -->", README.read_text(), re.S)
+    assert m, "README has no generated option table"
+    assert m.group(1) == option_table(), "README's option table is stale: regenerate it with `python -m cli.label`"
+
+
+def test_every_label_option_has_its_help_from_the_config():
+    import typer
+
+    from cli.label import option_help
+    from cli.main import app
+    from pipeline.config import option_fields
+
+    cmd = typer.main.get_command(app).commands["label"]
+    helps = {p.name: p.help for p in cmd.params}
+    for name, (f, _t) in option_fields().items():
+        if f.metadata.get("cli", True):
+            assert helps[name] == option_help(name), name
