@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import FatalError
-from pipeline.input.spec import ANSWER_EXTRACTORS, FORMATS
+from pipeline.input.spec import ANSWER_EXTRACTORS, FORMATS, InputSpec
 from pipeline.input.split import SPLIT_MODES
 from rollouts.registry import BACKENDS as BACKEND_SPECS
 from rollouts.registry import (
@@ -87,6 +87,13 @@ class InputConfig:
     skip_bad: bool = option(False, "Write bad rows (invalid, too long for the model) to rejects/ and label the "
                                    "rest.", shown="off: a bad row stops the run")
     limit: int | None = option(None, "Label only the first N valid solutions.", shown="all")
+
+    def spec(self, **checks: Any) -> InputSpec:
+        """What the reader needs (:class:`pipeline.input.InputSpec`): this section's fields of the same name, the
+        paths and the format; ``checks``: its gold_check / prompt_check."""
+        same = {f.name for f in dataclasses.fields(InputSpec)} & {f.name for f in dataclasses.fields(self)}
+        return InputSpec(paths=tuple(self.input), format=self.input_format, **{n: getattr(self, n) for n in same},
+                         **checks)
 
     def problems(self) -> list[str]:
         out: list[str] = []

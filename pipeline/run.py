@@ -53,21 +53,7 @@ class RunResult:
 
 
 def input_spec(cfg: LabelConfig):
-    from pipeline.input import InputSpec
-
-    return InputSpec(
-        paths=tuple(cfg.input),
-        problem_field=cfg.problem_field,
-        answer_field=cfg.answer_field,
-        steps_field=cfg.steps_field,
-        solution_field=cfg.solution_field,
-        id_field=cfg.id_field,
-        splitter=cfg.splitter,
-        split_regex=cfg.split_regex,
-        max_step_chars=cfg.max_step_chars,
-        max_steps=cfg.max_steps,
-        format=cfg.input_format,
-        answer_extract=cfg.answer_extract,
+    return cfg.reading.spec(
         gold_check=gold_check(cfg.grader, cfg.grader_timeout),
         prompt_check=_prompt_check(cfg),  # issue 14: rows too long for the model, before any rollout
     )
