@@ -141,17 +141,22 @@ def row_labels(labels: Sequence[bool | None], mc_value: Sequence[float | None], 
 
 
 def _cut(row: Row, hard: list[bool | None], drop_after_first_error: bool, cut: dict[str, int]) -> Row:
+    # list.index/in compare with ==: labels are bool/float/None and hard decisions bool/None, so "None" finds
+    # exactly the None entries and "False" exactly the False hard decisions (0.0 never enters ``hard``)
     n = len(row.steps)
-    end = next((i for i, y in enumerate(row.labels) if y is None), n)
+    labels = row.labels
+    end = labels.index(None) if None in labels else n
     if end < n:
         cut["unlabeled"] = cut.get("unlabeled", 0) + n - end
-    if drop_after_first_error:
-        fe = next((i for i, h in enumerate(hard[:end]) if h is False), -1)
-        if fe != -1 and fe + 1 < end:
+    kept = hard[:end] if end < n else hard
+    if drop_after_first_error and False in kept:
+        fe = kept.index(False)
+        if fe + 1 < end:
             cut["after_first_error"] = cut.get("after_first_error", 0) + end - fe - 1
             end = fe + 1
-    return Row(row.id, row.problem, row.steps[:end], row.labels[:end], row.solution_correct,
-               has_error=any(h is False for h in hard[:end]))
+            kept = hard[:end]
+    return Row(row.id, row.problem, row.steps[:end] if end < n else row.steps, labels[:end] if end < n else labels,
+               row.solution_correct, has_error=False in kept)
 
 
 # ------------------------------------------------------------------------------------------------ formats
@@ -637,13 +642,15 @@ def export_corpus(
             if len(chunk) >= shard_rows:
                 flush()
 
+    # rows checked together; token checks batch-encode a group, whose encodings (offsets, masks) weigh more
+    group_rows = min(batch_rows, 1024) if encoded is not None else batch_rows
     try:
         group: list[Row] = []
         for i, row in enumerate(stream(counts)):
             if keep is not None and not keep[i]:
                 continue
             group.append(row)
-            if len(group) >= batch_rows:
+            if len(group) >= group_rows:
                 add(group)
                 group = []
         add(group)
