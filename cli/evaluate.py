@@ -21,12 +21,17 @@ def eval_cmd(
     version: Annotated[int | None, typer.Option(help="A committed version (default: current).")] = None,
     neutral_is_error: Annotated[bool, typer.Option(help="PRM800K: count rating 0 as an error.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    label_rule: Annotated[str | None, typer.Option(help="Relabel from the stored counts first: hard, threshold, "
+                                                        "soft, relative, advantage, er-prm, changepoint, or 'all' "
+                                                        "(one table row per rule; README: Labels).")] = None,
 ) -> None:
     """First-error F1 (ProcessBench), step accuracy/precision/recall, Brier score, rollout tokens spent."""
     from pipeline.commands.evaluate import evaluate
 
+    if label_rule == "all":
+        return _eval_all_rules(output, reference, version, neutral_is_error, as_json)
     with user_errors(extra=(ValueError,)):  # a bad reference file names its row
-        m = evaluate(output, reference, version, neutral_is_error)
+        m = evaluate(output, reference, version, neutral_is_error, label_rule=label_rule)
     if as_json:
         print(json.dumps(m, indent=2))
         return
@@ -37,3 +42,25 @@ def eval_cmd(
         v = m[key]
         rows.append((key, "n/a" if v is None else (f"{v:.4f}" if isinstance(v, float) else f"{v:,}")))
     print_table(f"{output} vs {reference} (strategy {m['strategy']}, K={m['k']})", rows)
+
+
+def _eval_all_rules(output, reference, version, neutral_is_error, as_json) -> None:
+    """``--label-rule all``: one row per label rule, computed from the same stored counts (issue 16)."""
+    from pipeline.commands.evaluate import evaluate_rules
+
+    with user_errors(extra=(ValueError,)):
+        ms = evaluate_rules(output, reference, version, neutral_is_error)
+    if as_json:
+        print(json.dumps(ms, indent=2))
+        return
+
+    def f(v, se=None):
+        if v is None:
+            return "n/a"
+        return f"{v:.3f}" + (f" ±{se:.3f}" if se is not None else "")
+
+    print(f"{output} vs {reference} (strategy {ms[0]['strategy']}, K={ms[0]['k']}, {ms[0]['solutions']} solutions)")
+    print(f"{'rule':12} {'F1':>14} {'acc_error':>10} {'acc_correct':>11} {'step_acc':>14} {'brier':>14}")
+    for m in ms:
+        print(f"{m['label_rule']:12} {f(m['f1'], m['f1_se']):>14} {f(m['acc_error']):>10} {f(m['acc_correct']):>11} "
+              f"{f(m['step_accuracy'], m['step_accuracy_se']):>14} {f(m['brier'], m['brier_se']):>14}")

@@ -19,8 +19,14 @@ def export_cmd(
     fmt: Annotated[str, typer.Option("--format", help="trl | math-shepherd | qwen-prm | openrlhf | processbench")] = "trl",
     output: Annotated[str, typer.Option(help="Export folder (any fsspec URL); part-NNNNN shards go there.")] = "./mcprm-export",
     label_rule: Annotated[str, typer.Option(help="hard (mc_value > 0) | threshold (mc_value >= --threshold) | "
-                                                 "soft (mc_value as a float; qwen-prm and openrlhf only)")] = "hard",
+                                                 "soft (mc_value as a float; qwen-prm and openrlhf only) | relative | advantage | "
+                                                 "er-prm | changepoint (hard labels from the stored counts; "
+                                                 "README: Labels)")] = "hard",
     threshold: Annotated[float, typer.Option(help="For --label-rule threshold.")] = 0.5,
+    min_confidence: Annotated[float | None, typer.Option(help="Drop rows whose first-error confidence is below "
+                                                               "this (README: Labels).")] = None,
+    weight_by_confidence: Annotated[bool, typer.Option(help="Add a 'weight' column: the row's first-error "
+                                                            "confidence.")] = False,
     drop_after_first_error: Annotated[bool, typer.Option(
         help="Keep steps only up to the first negative one (PRM800K / ProcessBench / Qwen convention).")] = True,
     balance: Annotated[str | None, typer.Option(help="'downsample': as many error-free solutions as solutions "
@@ -53,7 +59,8 @@ def export_cmd(
                             drop_after_first_error=drop_after_first_error, balance=balance, seed=seed,
                             step_tag=step_tag, placeholder=placeholder, reward_tokens=toks,  # type: ignore[arg-type]
                             tokenizer=tokenizer, file_format=file_format, shard_rows=shard_rows,
-                            overwrite=overwrite)
+                            overwrite=overwrite, min_confidence=min_confidence,
+                            weight_by_confidence=weight_by_confidence)
     if as_json:
         print(json.dumps(dataclasses.asdict(res), indent=2))
         return

@@ -26,6 +26,9 @@ def stats_cmd(
 
     with user_errors():
         s = corpus_stats(output, version, verify=verify)
+        from pipeline.labeling.rules import corpus_uncertainty  # issue 16
+
+        s["uncertainty"] = corpus_uncertainty(output, version)
     if as_json:
         print(json.dumps(s, indent=2))
         return
@@ -44,6 +47,7 @@ def stats_cmd(
         ("no final answer (counted incorrect)", _no_answer_text(s)),
         ("rollout tokens", f"{s['rollout_tokens']:,}"),
         ("rollouts per solution", "n/a" if s["rollouts_per_solution"] is None else f"{s['rollouts_per_solution']:.1f}"),
+        *_uncertainty_rows(s["uncertainty"]),
     ]
     print_table(f"{output} (version {s['version']}, strategy {s['strategy']}, K={s['k']})", rows)
 
@@ -53,3 +57,12 @@ def _no_answer_text(s: dict) -> str:
         return "n/a (older schema)"
     rate = "" if s.get("no_answer_rate") is None else f" ({s['no_answer_rate']:.1%} of rollouts)"
     return f"{s['no_answer']:,}{rate}"
+
+
+def _uncertainty_rows(u: dict) -> list[tuple[str, str]]:
+    """Issue 16: how many labels are uncertain (their 95% Wilson interval straddles the threshold)."""
+    rate = "" if u["uncertain_rate"] is None else f" ({u['uncertain_rate']:.1%})"
+    conf = "n/a" if u["mean_first_error_confidence"] is None else f"{u['mean_first_error_confidence']:.3f}"
+    return [(f"uncertain labels (95% interval straddles {u['threshold']:g})",
+             f"{u['uncertain_steps']:,} of {u['sampled_labeled_steps']:,} sampled steps{rate}"),
+            ("first-error confidence: mean / rows below 0.5", f"{conf} / {u['low_confidence_rows']:,}")]

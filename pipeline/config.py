@@ -40,7 +40,7 @@ from rollouts.registry import (
 
 DEFAULT_K = 8  # continuations per step prefix: the one default of k (SamplingOptions, StrategyParams)
 
-STRATEGIES = ("per-step", "binary-search", "adaptive")
+STRATEGIES = ("per-step", "binary-search", "adaptive", "sequential")
 BACKENDS = tuple(BACKEND_SPECS)  # hf, vllm, openai (rollouts/registry.py)
 EXECUTORS = ("auto", "ray", "local")
 PROMPT_FORMATS = ("plain", "chat")
@@ -181,10 +181,20 @@ class StrategyConfig:
                                         shown="on for binary-search/adaptive, off for per-step")
     early_stop: bool = option(True, "binary-search: stop a probe at its first success (off = K per probe, "
                                     "OmegaPRM's original).", identity=True)
+    # issue 16 (sequential strategy; pipeline/labeling/strategies.py)
+    target_confidence: float = option(0.9, "sequential: stop when the first error's posterior probability "
+                                           "reaches this.", identity="non-default")
+    max_tokens_per_solution: int | None = option(None, "sequential: stop sampling a solution once its "
+                                                       "continuations generated this many tokens.",
+                                                 identity="non-default",
+                                                 shown="off")
 
     def problems(self) -> list[str]:
         out: list[str] = []
         _one_of(out, "strategy", self.strategy, STRATEGIES)
+        if not 0 < self.target_confidence < 1:
+            out.append(f"--target-confidence must be in (0, 1), got {self.target_confidence}")
+        _at_least(out, "max_tokens_per_solution", self.max_tokens_per_solution, 1)
         _at_least(out, "wave_size", self.wave_size, 1)
         if self.confidence_width is not None and not 0 < self.confidence_width < 1:
             out.append(f"--confidence-width must be in (0, 1), got {self.confidence_width}")

@@ -35,7 +35,8 @@ from pipeline.storage.store import CorpusStore
 log = logging.getLogger("mcprm")
 
 # What each schema version changed (for the message that refuses to mix versions in one corpus).
-_SCHEMA_CHANGES = {2: "it adds mc_no_answer and counts a continuation with no final answer as incorrect"}
+_SCHEMA_CHANGES = {2: "it adds mc_no_answer and counts a continuation with no final answer as incorrect",
+                   3: "it adds mc_low, mc_high, first_error_confidence and label_status"}
 
 
 @dataclass
@@ -335,7 +336,9 @@ def _plan(cfg: LabelConfig, store: CorpusStore) -> _Run:
         if not cfg.overwrite:
             raise ConfigError(
                 f"{cfg.output} holds a corpus written with schema version {old_schema}; this mcprm writes "
-                f"version {SCHEMA_VERSION} ({_SCHEMA_CHANGES.get(SCHEMA_VERSION, 'other columns')}), and the "
+                f"version {SCHEMA_VERSION} ("
+                + ("; ".join(_SCHEMA_CHANGES[v] for v in range(old_schema + 1, SCHEMA_VERSION + 1)
+                             if v in _SCHEMA_CHANGES) or "other columns") + "), and the "
                 "two cannot be mixed in one corpus version. Use another --output, or pass --overwrite to "
                 "relabel everything as a new corpus version there (the old versions stay readable until "
                 "`mcprm prune`)."

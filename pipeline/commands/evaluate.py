@@ -89,7 +89,9 @@ def _load_reference_rows(ref: str, neutral_is_error: bool) -> tuple[dict, dict]:
 
 
 def evaluate(output: str, reference: str = "synthetic", version: int | None = None,
-             neutral_is_error: bool = False) -> dict:
+             neutral_is_error: bool = False, label_rule: str | None = None) -> dict:
+    """Metrics of one corpus against ``reference``. ``label_rule`` (pipeline.labeling.rules) relabels every row
+    from its stored counts first (None: the stored labels); ``label_rule="all"``: use :func:`evaluate_rules`."""
     from pipeline.storage.corpus import iter_corpus, open_manifest
 
     _, manifest = open_manifest(output, version)
@@ -98,9 +100,13 @@ def evaluate(output: str, reference: str = "synthetic", version: int | None = No
     def corpus_rows():  # streamed batch by batch: memory bounded by a batch, not by the corpus
         nonlocal n_rows, rollouts, rollout_tokens
         for b in iter_corpus(output, version, ["id", "problem", "steps", "labels", "mc_value", "first_error",
-                                               "rollouts", "rollout_tokens"]):
+                                               "rollouts", "rollout_tokens"]
+                             + (_RULE_COLUMNS if label_rule else [])):
             n_rows += b.num_rows
-            yield from b.to_pylist()
+            if label_rule:  # issue 16: the labels of another rule, from the same counts
+                yield from (_relabel(r, label_rule) for r in b.to_pylist())
+            else:
+                yield from b.to_pylist()
 
     rows = corpus_rows()
     if reference == "synthetic":
@@ -123,9 +129,11 @@ def evaluate(output: str, reference: str = "synthetic", version: int | None = No
     brier_sum = 0.0
     brier_n = 0
     matched = 0
+    brier_sq = tok_sq = 0.0  # sums of squares, for standard errors
     for r in rows:
         rollouts += r["rollouts"]
         rollout_tokens += r["rollout_tokens"]
+        tok_sq += float(r["rollout_tokens"]) ** 2
         ref = lookup(r)
         if ref is None:
             continue
@@ -144,6 +152,7 @@ def evaluate(output: str, reference: str = "synthetic", version: int | None = No
                 continue
             if val is not None:
                 brier_sum += (val - (1.0 if truth else 0.0)) ** 2
+                brier_sq += (val - (1.0 if truth else 0.0)) ** 4
                 brier_n += 1
             if lab is None:
                 continue
@@ -188,4 +197,54 @@ def evaluate(output: str, reference: str = "synthetic", version: int | None = No
         "brier": ratio(brier_sum, brier_n),
         "rollouts": int(rollouts),
         "rollout_tokens": int(rollout_tokens),
+        "label_rule": label_rule or "stored",
+        **_standard_errors(acc_error, n_err, acc_correct, n_ok, ratio(step_hit, step_n), step_n,
+                           brier_sum, brier_sq, brier_n, rollout_tokens, tok_sq, n_rows),
     }
+
+
+# ------------------------------------------------------------------ issue 16: label rules, standard errors
+_RULE_COLUMNS = ["mc_correct", "mc_total", "mc_ungradable", "solution_correct"]
+
+
+def _relabel(row: dict, rule: str) -> dict:
+    from pipeline.labeling.rules import apply_rule
+
+    res = apply_rule(row, rule)
+    return {**row, "labels": res.labels, "first_error": res.first_error,
+            "mc_value": [None if s is None else s for s in res.scores]}
+
+
+def _standard_errors(acc_error, n_err, acc_correct, n_ok, step_acc, step_n, brier_sum, brier_sq, brier_n,
+                     tokens, tok_sq, n_rows) -> dict:
+    """Standard errors: binomial for the accuracies (steps treated as independent, so step_accuracy_se is a lower
+    bound), the delta method for F1 (the two accuracies come from disjoint solutions), sample SEs of the mean
+    for Brier and tokens per solution."""
+    import math
+
+    def binom(p, n):
+        return math.sqrt(p * (1 - p) / n) if p is not None and n else None
+
+    def mean_se(s, sq, n):
+        if n < 2:
+            return None
+        m = s / n
+        return math.sqrt(max(0.0, sq / n - m * m) / (n - 1))
+
+    se_e, se_c = binom(acc_error, n_err), binom(acc_correct, n_ok)
+    f1_se = None
+    if se_e is not None and se_c is not None and acc_error + acc_correct > 0:
+        d = (acc_error + acc_correct) ** 2
+        f1_se = math.sqrt((2 * acc_correct ** 2 / d * se_e) ** 2 + (2 * acc_error ** 2 / d * se_c) ** 2)
+    return {"acc_error_se": se_e, "acc_correct_se": se_c, "f1_se": f1_se,
+            "step_accuracy_se": binom(step_acc, step_n), "brier_se": mean_se(brier_sum, brier_sq, brier_n),
+            "tokens_per_solution": tokens / n_rows if n_rows else None,
+            "tokens_per_solution_se": mean_se(tokens, tok_sq, n_rows)}
+
+
+def evaluate_rules(output: str, reference: str = "synthetic", version: int | None = None,
+                   neutral_is_error: bool = False, rules: list[str] | None = None) -> list[dict]:
+    """:func:`evaluate` once per label rule (default: every rule), the same corpus and counts."""
+    from pipeline.labeling.rules import RULES
+
+    return [evaluate(output, reference, version, neutral_is_error, label_rule=name) for name in (rules or RULES)]

@@ -394,6 +394,7 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
         ("right answer, wrong process", f"{stats['right_answer_wrong_process']:,}"
                                         + ("" if rawp is None else f" ({rawp:.1%} of right answers)")),
         ("rollouts / rollout tokens", f"{stats['rollouts']:,} / {stats['rollout_tokens']:,}"),
+        _uncertainty_row(out_url, version),  # issue 16
     ]
     parts = [f"<h1>mcprm corpus report</h1>{_table(summary)}"]
     if metrics is not None:
@@ -414,3 +415,13 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
     store.write_bytes("report.html", page.encode())
     return ReportResult(html=store.uri("report.html"), figures=urls, stats=stats, metrics=metrics)
+
+
+def _uncertainty_row(out_url: str, version: int | None) -> tuple[str, str]:
+    """Issue 16: labels whose 95% interval straddles the threshold (pipeline.labeling.rules.corpus_uncertainty)."""
+    from pipeline.labeling.rules import corpus_uncertainty
+
+    u = corpus_uncertainty(out_url, version)
+    return (f"uncertain labels (95% interval straddles {u['threshold']:g}) / mean first-error confidence",
+            f"{u['uncertain_steps']:,} of {u['sampled_labeled_steps']:,} sampled steps "
+            f"({_fmt(u['uncertain_rate'])}) / {_fmt(u['mean_first_error_confidence'])}")

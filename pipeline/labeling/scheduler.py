@@ -137,6 +137,7 @@ class Scheduler:
                 rollouts=st.rollouts,
                 rollout_tokens=st.tokens,
                 strategy=self.strategy,
+                extra=dict(getattr(oc, "extra", None) or {}),
             )
             if self.on_solution is not None:
                 self.on_solution(out[idx])

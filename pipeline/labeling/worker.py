@@ -90,7 +90,9 @@ def sampling_config(cfg: LabelConfig, prompt=None) -> SamplingConfig:
 
 def strategy_params(cfg: LabelConfig) -> StrategyParams:
     return StrategyParams(k=cfg.k, wave_size=cfg.wave_size, confidence_width=cfg.confidence_width,
-                          trust_correct=cfg.effective_trust_correct(), early_stop=cfg.early_stop)
+                          trust_correct=cfg.effective_trust_correct(), early_stop=cfg.early_stop,
+                          target_confidence=cfg.target_confidence,
+                          max_tokens_per_solution=cfg.max_tokens_per_solution)
 
 
 class ShardWorker:

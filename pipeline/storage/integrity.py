@@ -35,10 +35,11 @@ def _expected_schema(schema_version: int | None):
 
     from pipeline.storage.schema import arrow_schema
 
+    from pipeline.storage.schema import ADDED_IN
+
     s = arrow_schema()
-    if (schema_version or 2) < 2 and "mc_no_answer" in s.names:
-        s = pa.schema([f for f in s if f.name != "mc_no_answer"])
-    return s
+    v = schema_version or 2
+    return pa.schema([f for f in s if ADDED_IN.get(f.name, 1) <= v])
 
 
 def load_shard(store: CorpusStore, rel: str, expect: dict | None = None, schema_version: int | None = None):

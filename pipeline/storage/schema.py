@@ -15,7 +15,12 @@ from pipeline.labeling.types import LabeledSolution
 
 # 2: mc_no_answer added; a continuation with no final answer counts as incorrect (in version 1 it was
 #    ungradable and left out of mc_value). Corpora of different versions are never mixed (pipeline.run).
-SCHEMA_VERSION = 2
+# 3: uncertainty (issue 16): mc_low / mc_high (95% Wilson interval of each step's success probability),
+#    first_error_confidence and label_status (pipeline.labeling.rules); older corpora stay readable.
+SCHEMA_VERSION = 3
+
+# columns each schema version added (readers of an older corpus leave them out: pipeline.storage.integrity)
+ADDED_IN = {"mc_no_answer": 2, "mc_low": 3, "mc_high": 3, "first_error_confidence": 3, "label_status": 3}
 
 _FIELDS = [
     ("id", "string", False),
@@ -31,7 +36,11 @@ _FIELDS = [
     ("mc_ungradable", "list<int32>", False),
     ("mc_no_answer", "list<int32>", False),
     ("mc_value", "list<float32>", False),
+    ("mc_low", "list<float32>", False),  # 95% Wilson interval of the success probability; null: not estimated
+    ("mc_high", "list<float32>", False),
     ("first_error", "int32", False),
+    ("first_error_confidence", "float32", True),  # pipeline.labeling.rules.first_error_confidence
+    ("label_status", "string", True),  # sequential: decided | budget | exhausted, ",tie" appended on a tie
     ("solution_correct", "bool", True),
     ("rollouts", "int64", False),
     ("rollout_tokens", "int64", False),
@@ -51,6 +60,7 @@ def arrow_schema():
         "list<int32>": pa.list_(pa.int32()),
         "list<float32>": pa.list_(pa.float32()),
         "int32": pa.int32(),
+        "float32": pa.float32(),
         "int64": pa.int64(),
         "bool": pa.bool_(),
     }
@@ -64,10 +74,14 @@ COLUMNS = [name for name, _, _ in _FIELDS]
 
 
 def to_record(ls: LabeledSolution, k: int) -> dict:
+    from pipeline.labeling.rules import StepCount, first_error_confidence, wilson
+
     s = ls.solution
     mc_value = []
     for i, st in enumerate(ls.stats):
         mc_value.append(last_step_value(st, ls.solution_correct) if i == len(ls.stats) - 1 else st.value)
+    ivs = [wilson(st.correct, st.graded) for st in ls.stats]
+    counts = [StepCount(st.correct, st.graded, v, lab) for st, v, lab in zip(ls.stats, mc_value, ls.labels)]
     return {
         "id": s.id,
         "key": s.key,
@@ -82,7 +96,11 @@ def to_record(ls: LabeledSolution, k: int) -> dict:
         "mc_ungradable": [st.ungradable for st in ls.stats],
         "mc_no_answer": [st.no_answer for st in ls.stats],
         "mc_value": mc_value,
+        "mc_low": [None if iv is None else iv[0] for iv in ivs],
+        "mc_high": [None if iv is None else iv[1] for iv in ivs],
         "first_error": ls.first_error,
+        "first_error_confidence": first_error_confidence(counts, ls.first_error),
+        "label_status": ls.extra.get("label_status"),
         "solution_correct": ls.solution_correct,
         "rollouts": ls.rollouts,
         "rollout_tokens": ls.rollout_tokens,

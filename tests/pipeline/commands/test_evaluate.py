@@ -85,3 +85,35 @@ def test_bad_reference_is_named(tmp_path):
     ref.write_text('{"id": "zzz", "steps": ["q"], "label": 0}\n')
     with pytest.raises(ValueError, match="no row"):
         evaluate(str(out), str(ref))
+
+
+def test_label_rules_from_the_stored_counts(tmp_path):
+    """Issue 16: one corpus scored under every rule; hand-computed for hard and changepoint."""
+    from pipeline.commands.evaluate import evaluate_rules
+    from pipeline.labeling.rules import RULES
+
+    out = tmp_path / "out"
+    make_corpus(out, [
+        ("a", 3, [True, False, False], [1.0, 0.0, 0.0]),   # 4/4, 0/4, 0/4
+        ("b", 3, [True, True, False], [1.0, 0.5, 0.0]),    # 4/4, 2/4, 0/4
+        ("c", 3, [True, True, True], [1.0, 1.0, 1.0]),
+        ("d", 3, [False, True, True], [0.0, 0.75, 1.0]),   # 0/4 then live steps: not an error for changepoint
+    ])
+    ref = tmp_path / "ref.jsonl"
+    ref.write_text("".join(json.dumps({"id": i, "steps": [f"{i} step {j}" for j in range(3)], "label": lab}) + "\n"
+                           for i, lab in (("a", 1), ("b", 1), ("c", -1), ("d", -1))))
+    stored = evaluate(str(out), str(ref))
+    hard = evaluate(str(out), str(ref), label_rule="hard")
+    assert stored["label_rule"] == "stored" and hard["label_rule"] == "hard"
+    assert (hard["f1"], hard["step_accuracy"]) == (stored["f1"], stored["step_accuracy"]) == (0.5, pytest.approx(0.8))
+    # changepoint: a -> 1 (hit), b -> 2 (miss), c -> -1, d -> -1 (hit): acc_error 0.5, acc_correct 1.0
+    cp = evaluate(str(out), str(ref), label_rule="changepoint")
+    assert cp["acc_error"] == 0.5 and cp["acc_correct"] == 1.0 and cp["f1"] == pytest.approx(2 / 3)
+    assert cp["acc_error_se"] == pytest.approx((0.25 / 2) ** 0.5) and cp["acc_correct_se"] == 0.0
+    # F1 by the delta method: dF1/d(acc_error) = 2 acc_correct^2 / (sum)^2 = 2/2.25
+    assert cp["f1_se"] == pytest.approx(2 / 2.25 * (0.25 / 2) ** 0.5)
+    assert cp["tokens_per_solution"] == 100 and cp["tokens_per_solution_se"] == 0.0
+    ms = evaluate_rules(str(out), str(ref))
+    assert [m["label_rule"] for m in ms] == list(RULES)
+    with pytest.raises(ValueError, match="unknown label rule"):
+        evaluate(str(out), str(ref), label_rule="nope")

@@ -225,3 +225,22 @@ def test_cli_export(corpus, tmp_path):
     r = CliRunner().invoke(app, ["export", corpus, "--format", "trl", "--output", str(tmp_path / "x"),
                                  "--label-rule", "soft"])
     assert r.exit_code == 1 and "int()" in r.output
+
+
+def test_export_label_rules_from_counts_and_confidence(corpus, tmp_path):
+    """Issue 16: --label-rule changepoint, --min-confidence, --weight-by-confidence."""
+    # s3: 0 of 4 at step 0, step 1 unsampled, own answer wrong. Changepoint: L(e=0) = 0.98^4 = 0.92237,
+    # L(e=1) = L(e=2) = P(0 of 4 | alive ~ Beta(.5,.5)) = 0.27344  ->  first error 0, confidence 0.62780
+    res = export_corpus(corpus, "processbench", str(tmp_path / "pb"), label_rule="changepoint",
+                        weight_by_confidence=True)
+    rows = {r["id"]: r for r in load_export(str(tmp_path / "pb"))}
+    assert rows["s3"]["label"] == 0 and rows["s3"]["weight"] == pytest.approx(0.92237 / (0.92237 + 2 * 0.27344),
+                                                                              abs=1e-4)
+    assert rows["s5"]["label"] == -1 and res.rows + sum(res.skipped.values()) == res.corpus_rows
+    # hard labels: only the trust-correct row (no rollouts: nothing uncertain) has confidence 1
+    res = export_corpus(corpus, "trl", str(tmp_path / "trl"), min_confidence=1.0, weight_by_confidence=True)
+    got = load_export(str(tmp_path / "trl"))
+    assert [r["id"] for r in got] == ["s5"] and got[0]["weight"] == 1.0
+    assert res.skipped["low_confidence"] == 5
+    with pytest.raises(ExportError, match="min-confidence"):
+        export_corpus(corpus, "trl", str(tmp_path / "bad"), min_confidence=2.0)

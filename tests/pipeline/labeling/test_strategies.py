@@ -118,3 +118,35 @@ def test_adaptive_confidence_width_keeps_sampling_positive_steps():
     assert all(2 <= s.total <= 16 for s in oc.stats[:2])
     oc2, rollouts2, _ = drive("adaptive", [True, True, True], True, k=16, wave_size=2)
     assert rollouts2 == 4 and rollouts > rollouts2
+
+
+def test_sequential_bisects_and_stops_when_decided():
+    # wrong final answer, every interior prefix alive: the posterior's most uncertain step is the bisection point
+    # (step 1 of e in 0..4), then 2, then 3; one wave of 2 each decides "first error = the last step"
+    oc, rollouts, rounds = drive("sequential", [True] * 5, False, k=8, wave_size=2)
+    assert (rollouts, rounds) == (6, 3) and [s.total for s in oc.stats] == [0, 2, 2, 2, 0]
+    assert oc.labels == [True, True, True, True, False] and oc.first_error == 4
+    assert oc.extra["label_status"] == "decided" and oc.extra["posterior"] >= 0.9
+
+
+def test_sequential_records_exhaustion_and_budget():
+    # a dead step 2 after live steps: 0 of 8 is weak evidence under the Jeffreys alive prior, so the uncertain
+    # steps reach K = 8 without 0.9 confidence; the answer is still the most probable first error, flagged
+    oc, rollouts, rounds = drive("sequential", [True, True, False, False, False], False, k=8, wave_size=2)
+    assert (rollouts, rounds) == (24, 12) and [s.total for s in oc.stats] == [0, 8, 8, 8, 0]
+    assert oc.labels == [True, True, False, None, None] and oc.first_error == 2
+    assert oc.extra["label_status"] == "exhausted" and oc.extra["posterior"] < 0.9
+    # a token budget (10 tokens per rollout in this fake): stops after the wave that crosses it; steps 3 and 4
+    # are then equally probable first errors -> the earlier is reported and the tie recorded
+    oc, rollouts, rounds = drive("sequential", [True] * 5, False, k=8, wave_size=2, max_tokens_per_solution=30)
+    assert (rollouts, rounds) == (4, 2) and oc.extra["label_status"] == "budget,tie" and oc.first_error == 3
+    oc, rollouts, rounds = drive("sequential", [True] * 3, None, k=8, max_tokens_per_solution=0)
+    assert (rollouts, rounds) == (0, 0) and oc.extra["label_status"] == "budget,tie"
+
+
+def test_sequential_trust_correct_and_correct_solutions():
+    oc, rollouts, rounds = drive("sequential", [True] * 4, True, k=8, trust_correct=True)
+    assert (rollouts, rounds) == (0, 0) and oc.first_error == -1
+    # without trust, a right final answer alone makes "no error" the most probable (prior 1/5 vs eps for others)
+    oc, rollouts, _ = drive("sequential", [True] * 4, True, k=8)
+    assert rollouts == 0 and oc.first_error == -1 and oc.extra["label_status"] == "decided"

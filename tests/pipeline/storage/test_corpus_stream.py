@@ -19,7 +19,7 @@ from pipeline.commands.export import (
     row_labels,
 )
 from pipeline.storage.corpus import corpus_stats, iter_corpus, read_corpus, scan_corpus
-from pipeline.storage.schema import arrow_schema
+from pipeline.storage.schema import SCHEMA_VERSION, arrow_schema
 from pipeline.storage.store import CorpusStore
 
 
@@ -68,7 +68,7 @@ def corpus(tmp_path_factory):
         rel = f"data/v00001/part-{s:05d}.parquet"
         d = store.write_table(rel, pa.Table.from_pylist(rows[a:b], schema=arrow_schema()))
         shards.append({"path": rel, "rows": b - a, **d})
-    store.commit({"version": 1, "strategy": "per-step", "k": 8, "shards": shards, "schema_version": 2})
+    store.commit({"version": 1, "strategy": "per-step", "k": 8, "shards": shards, "schema_version": SCHEMA_VERSION})
     return str(path)
 
 
