@@ -178,4 +178,4 @@ def backend_spec(name: str) -> BackendSpec:
     try:
         return BACKENDS[name]
     except KeyError:
-        raise ValueError(f"unknown rollout backend {name!r}; choose one of {', '.join(BACKENDS)}") from None
+        raise ValueError(f"Unknown rollout backend {name!r}; choose one of {', '.join(BACKENDS)}.") from None
