@@ -115,7 +115,7 @@ def test_help_has_descriptions_defaults_and_choices():
                          ("--strategy", "per-step"), ("--backend", "hf")):
         block = _option_block(text, opt)
         assert f"(default: {default})" in block, block
-    assert "<hf|vllm|openai>" in text and "<per-step|binary-search|adaptive>" in text and "gsm8k" in text
+    assert "<hf|vllm|openai>" in text and "<per-step|binary-search|adaptive|sequential>" in text and "gsm8k" in text
     flag_lines = [x for x in text.splitlines() if "--no-" in x]
     assert flag_lines and not any("<bool>" in x for x in flag_lines)
 
