@@ -124,7 +124,8 @@ def build_input(path: Path, rows: int, seed: int = 1) -> float:
         for i in range(rows):
             b = base[i % len(base)]
             # a distinct problem text per copy: "Compute EXPR + 0*i." keeps the value and the checker happy
-            f.write(b.replace('", "answer"', f' + 0 * {i // len(base)}.", "answer"', 1) + "\n")
+            f.write(f'{{"id": "r{i}", ' + b[1:].replace('", "answer"', f' + 0 * {i // len(base)}.", "answer"', 1)
+                    + "\n")
     return time.perf_counter() - t0
 
 
@@ -195,6 +196,11 @@ def child(spec: dict) -> dict:
 
         cfg = LabelConfig(input=[corpus], model=str(MODEL_DIR), k=2, max_new_tokens=32)
         res = plan(cfg, pilot=4).solutions
+    elif cmd == "plan-input":  # plan's input pass alone (validate, count unique, draw the pilot sample)
+        from pipeline.config import LabelConfig
+
+        mod = mods["legacy_plan"] if engine == "legacy" else __import__("pipeline.commands.plan", fromlist=["x"])
+        res = mod.sample_solutions(LabelConfig(input=[corpus]).resolved(), 32)[0]
     else:
         raise SystemExit(f"unknown command {cmd}")
     return {"seconds": time.perf_counter() - t0, "result": res}
@@ -246,7 +252,8 @@ def main() -> None:
     ap.add_argument("--big-commands", default=None,
                     help="Commands at sizes above 3 M (default: all of --commands).")
     ap.add_argument("--plan-rows", type=int, default=10_000_000, help="Input rows for `plan` (0: skip).")
-    ap.add_argument("--plan-legacy", action="store_true", help="Also run the old `plan` on that input.")
+    ap.add_argument("--plan-legacy", action="store_true",
+                    help="Also measure plan's input pass alone, old and new (the old pilot needs the old config).")
     ap.add_argument("--workdir", default="/tmp/mcprm-bench-corpus")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--keep", action="store_true")
@@ -303,9 +310,10 @@ def main() -> None:
             s = build_input(inp, a.plan_rows)
             print(f"# built input of {a.plan_rows:,} rows ({inp.stat().st_size / 2**20:,.0f} MiB) in {s:.0f} s",
                   flush=True)
-            for engine in (["legacy", "new"] if a.plan_legacy else ["new"]):
-                report(a.plan_rows, "plan", engine, measure({"workdir": str(work), "corpus": str(inp), "out": "",
-                                                             "engine": engine, "cmd": "plan"}, a.timeout))
+            for cmd, engine in ([("plan-input", "legacy"), ("plan-input", "new")] if a.plan_legacy else []) + [
+                    ("plan", "new")]:
+                report(a.plan_rows, cmd, engine, measure({"workdir": str(work), "corpus": str(inp), "out": "",
+                                                          "engine": engine, "cmd": cmd}, a.timeout))
     finally:
         if a.json:
             Path(a.json).write_text(json.dumps(rows_out, indent=2))
