@@ -60,9 +60,8 @@ def main() -> None:
     a = ap.parse_args()
     from pipeline.commands.evaluate import evaluate
     from pipeline.config import LabelConfig
-    from pipeline.run import label
-
     from pipeline.labeling.rules import RULES
+    from pipeline.run import label
 
     rules = [None] + (list(RULES) if a.rules == "all" else a.rules.split(",") if a.rules else [])
     tmp = Path(tempfile.mkdtemp(prefix="mcprm-bench-strat-"))

@@ -33,9 +33,7 @@ class ManifestError(FatalError, RuntimeError):
 def _expected_schema(schema_version: int | None):
     import pyarrow as pa
 
-    from pipeline.storage.schema import arrow_schema
-
-    from pipeline.storage.schema import ADDED_IN
+    from pipeline.storage.schema import ADDED_IN, arrow_schema
 
     s = arrow_schema()
     v = schema_version or 2

@@ -6,9 +6,22 @@ import math
 
 import pytest
 
-from pipeline.labeling.rules import (RULES, RuleParams, StepCount, apply_rule, beta_cdf, changepoint,
-                                     changepoint_posterior, first_error_confidence, get_rule, intervals, p_below,
-                                     straddles, uncertain_steps, wilson)
+from pipeline.labeling.rules import (
+    RULES,
+    RuleParams,
+    StepCount,
+    apply_rule,
+    beta_cdf,
+    changepoint,
+    changepoint_posterior,
+    first_error_confidence,
+    get_rule,
+    intervals,
+    p_below,
+    straddles,
+    uncertain_steps,
+    wilson,
+)
 
 # counts: step 0 0/8, step 1 2/8, step 2 0/8, last step = the solution's own (wrong) answer
 STEPS = [StepCount(0, 8, 0.0, False), StepCount(2, 8, 0.25, True), StepCount(0, 8, 0.0, False),
