@@ -167,20 +167,21 @@ def _fig_cost_counts(rollouts: Counter, tokens: Counter, by: dict[str, list[int]
     n = sum(rollouts.values())
     fig = _figure(9.0, 3.6)
     a1, a2 = fig.subplots(1, 2)
-    rv = sorted(rollouts)
-    a1.hist(rv, bins=min(30, max(1, len(rv))), weights=[rollouts[v] for v in rv], color="#6a1b9a",
-            edgecolor="white")
-    a1.set_xlabel("rollouts per solution")
-    a1.set_ylabel("solutions")
-    a1.set_title(f"Rollouts per solution (mean {sum(v * c for v, c in rollouts.items()) / max(1, n):.1f})")
+
+    def per_solution(ax, counts: Counter, color: str, what: str, mean_fmt: str) -> None:
+        """Histogram of ``counts`` ({value: solutions}) titled with its mean per solution."""
+        vs = sorted(counts)
+        ax.hist(vs, bins=min(30, max(1, len(vs))), weights=[counts[v] for v in vs], color=color,
+                edgecolor="white")
+        ax.set_xlabel(f"{what} per solution")
+        ax.set_ylabel("solutions")
+        mean = sum(v * c for v, c in counts.items()) / max(1, n)
+        ax.set_title(f"{what[0].upper()}{what[1:]} per solution (mean {mean:{mean_fmt}})")
+
+    per_solution(a1, rollouts, "#6a1b9a", "rollouts", ".1f")
     names = sorted(by)
     if len(names) < 2:
-        tv = sorted(tokens)
-        a2.hist(tv, bins=min(30, max(1, len(tv))), weights=[tokens[v] for v in tv], color="#ef6c00",
-                edgecolor="white")
-        a2.set_xlabel("rollout tokens per solution")
-        a2.set_ylabel("solutions")
-        a2.set_title(f"Rollout tokens per solution (mean {sum(v * c for v, c in tokens.items()) / max(1, n):,.0f})")
+        per_solution(a2, tokens, "#ef6c00", "rollout tokens", ",.0f")
         return fig
     mean_r = [by[s][0] / by[s][2] for s in names]
     mean_t = [by[s][1] / by[s][2] for s in names]

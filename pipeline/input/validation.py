@@ -75,13 +75,18 @@ def validate(raw: RawRow, spec: InputSpec) -> Solution | Reject:
             f"--{_flag(spec, name)}-field if it has another name",
         )
 
+    def present(name: str, what: str, null: str):
+        """The field's value, or the Reject for a field that is absent or null."""
+        if name not in data:
+            return missing(name, what)
+        value = data[name]
+        return reject(name, null) if value is None else value
+
     # problem
     pf = spec.problem_field
-    if pf not in data:
-        return missing(pf, "problem")
-    problem = data[pf]
-    if problem is None:
-        return reject(pf, "problem is null")
+    problem = present(pf, "problem", "problem is null")
+    if isinstance(problem, Reject):
+        return problem
     if not isinstance(problem, str):
         return reject(pf, f"expected the problem as text, got {_type_name(problem)}")
     problem = problem.strip()
@@ -92,11 +97,9 @@ def validate(raw: RawRow, spec: InputSpec) -> Solution | Reject:
 
     # gold answer
     af = spec.answer_field
-    if af not in data:
-        return missing(af, "gold answer")
-    answer = data[af]
-    if answer is None:
-        return reject(af, "missing gold answer (null)")
+    answer = present(af, "gold answer", "missing gold answer (null)")
+    if isinstance(answer, Reject):
+        return answer
     if not isinstance(answer, str):
         num = _number_text(answer)
         if num is None:

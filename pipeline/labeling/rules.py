@@ -148,8 +148,13 @@ def _first_false(labels: Sequence[bool | None]) -> int:
     return next((i for i, x in enumerate(labels) if x is False), -1)
 
 
-def _pointwise(steps: Sequence[StepCount], f: Callable[[float, float], tuple[bool, float]]) -> RuleResult:
-    """Apply ``f(v_i, v_prev) -> (label, score)`` to every estimated step; unestimated steps keep their label."""
+def _pointwise(
+    steps: Sequence[StepCount],
+    f: Callable[[float, float], tuple[bool, float]],
+    first: Callable[[float], tuple[bool, float]] | None = None,
+) -> RuleResult:
+    """Apply ``f(v_i, v_prev) -> (label, score)`` to every estimated step; unestimated steps keep their label.
+    The first estimated step gets ``first(v)`` when given, else ``f(v, v)``; scores are clipped to [0, 1]."""
     labels: list[bool | None] = []
     scores: list[float | None] = []
     prev: float | None = None
@@ -158,7 +163,10 @@ def _pointwise(steps: Sequence[StepCount], f: Callable[[float, float], tuple[boo
             labels.append(s.label)
             scores.append(None if s.label is None else float(s.label))
             continue
-        lab, score = f(s.value, s.value if prev is None else prev)
+        if prev is None:
+            lab, score = first(s.value) if first is not None else f(s.value, s.value)
+        else:
+            lab, score = f(s.value, prev)
         labels.append(lab)
         scores.append(min(1.0, max(0.0, score)))
         prev = s.value
@@ -180,23 +188,12 @@ def soft(steps, solution_correct=None, params: RuleParams | None = None) -> Rule
 
 def relative(steps, solution_correct=None, params: RuleParams | None = None) -> RuleResult:
     delta = (params or RuleParams()).delta
-    labels: list[bool | None] = []
-    scores: list[float | None] = []
-    prev: float | None = None
-    for s in steps:
-        if s.value is None:
-            labels.append(s.label)
-            scores.append(None if s.label is None else float(s.label))
-            continue
-        if prev is None:
-            labels.append(s.value > 0)
-            scores.append(0.5)
-        else:
-            d = s.value - prev
-            labels.append(d > -delta and not (s.value == 0 and prev > 0))
-            scores.append(min(1.0, max(0.0, (1 + d) / 2)))
-        prev = s.value
-    return RuleResult(labels, scores, _first_false(labels))
+
+    def f(v, prev):
+        d = v - prev
+        return d > -delta and not (v == 0 and prev > 0), (1 + d) / 2
+
+    return _pointwise(steps, f, first=lambda v: (v > 0, 0.5))
 
 
 def advantage(steps, solution_correct=None, params: RuleParams | None = None) -> RuleResult:
