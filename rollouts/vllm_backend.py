@@ -1,5 +1,6 @@
-"""vLLM backend (GPU): ``vllm.LLM`` driven offline (``engine="offline"``), by mcprm's own engine loop
-(``engine="loop"``, streaming, the default), or vLLM's ``AsyncLLM`` (``engine="async"``).
+"""vLLM backend (GPU): ``vllm.LLM`` driven offline (``engine="offline"``, :class:`OfflineVLLMBackend`), by
+mcprm's own engine loop (``engine="loop"``, streaming, the default, :class:`LoopVLLMBackend`), or vLLM's
+``AsyncLLM`` (``engine="async"``, :class:`AsyncVLLMBackend`); ``VLLMBackend(..., engine=...)`` builds the one named.
 
 Written against vLLM 0.26 (V1 engine); ``vllm`` is imported only when a backend is built.
 
@@ -67,9 +68,25 @@ def _prefix_cache_counters() -> tuple[float, float] | None:
 
 
 class VLLMBackend:
-    """Rollouts with vLLM; see the module docstring. ``engine_kwargs`` go to ``vllm.LLM`` / ``AsyncEngineArgs``."""
+    """Rollouts with vLLM; see the module docstring. ``engine_kwargs`` go to ``vllm.LLM`` / ``AsyncEngineArgs``.
+
+    ``VLLMBackend(model, ..., engine=...)`` builds the engine's own class (``ENGINE_CLASSES``):
+    :class:`OfflineVLLMBackend`, :class:`LoopVLLMBackend` or :class:`AsyncVLLMBackend`. This base holds what they
+    share: the sampling parameters, the completions and their counters, the prefix-cache counters."""
 
     name = "vllm"
+    engine_mode: str = ""
+    streaming = True  # has submit(); the scheduler then streams rounds
+    llm = None  # vllm.LLM (offline, loop)
+    engine = None  # vllm AsyncLLM (async)
+
+    def __new__(cls, *args, engine: str | None = None, **kwargs):
+        if cls is VLLMBackend:
+            engine = DEFAULT_VLLM_ENGINE if engine is None else engine
+            if engine not in ENGINE_CLASSES:
+                raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+            cls = ENGINE_CLASSES[engine]
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -82,52 +99,37 @@ class VLLMBackend:
         load_format: str = "auto",
         enable_prefix_caching: bool = True,
         seed: int = 0,
-        engine: str = DEFAULT_VLLM_ENGINE,
+        engine: str | None = None,
         **engine_kwargs,
     ):
-        if engine not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        if engine is not None and engine != self.engine_mode:
+            raise ValueError(f"{type(self).__name__} runs engine={self.engine_mode!r}, got {engine!r}")
         self._vllm = require("vllm", _VLLM_HINT)
         self.model = str(model)
-        self.engine_mode = engine
-        self.streaming = engine != "offline"  # has submit(); the scheduler then streams rounds
         self.stats = BackendStats()
         self._ids = itertools.count()
         self._lock = threading.Lock()
-        args = dict(
-            model=self.model,
-            tokenizer=tokenizer,
-            tensor_parallel_size=tensor_parallel_size,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            dtype=dtype,
-            load_format=load_format,
-            enable_prefix_caching=enable_prefix_caching,
-            seed=seed,
-            disable_log_stats=False,  # keeps the Prometheus counters (prefix-cache hits) in process
-            **engine_kwargs,
+        self._last_refresh = 0.0
+        self._start(
+            dict(
+                model=self.model,
+                tokenizer=tokenizer,
+                tensor_parallel_size=tensor_parallel_size,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=max_model_len,
+                dtype=dtype,
+                load_format=load_format,
+                enable_prefix_caching=enable_prefix_caching,
+                seed=seed,
+                disable_log_stats=False,  # keeps the Prometheus counters (prefix-cache hits) in process
+                **engine_kwargs,
+            )
         )
-        self.llm = self.engine = self._loop = self._steps = None
-        self._inflight, self._busy_since, self._last_refresh = 0, 0.0, 0.0
-        if engine != "async":
-            self.llm = self._vllm.LLM(**args)
-            self._counters0 = _prefix_cache_counters()
-            if engine == "loop":
-                self._steps = _EngineLoop(self)
-            return
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
-
-        # The engine lives on an event loop in a background thread; submit() hands it coroutines.
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="mcprm-vllm-loop", daemon=True)
-        self._thread.start()
-
-        async def _make():
-            return AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
-
-        self.engine = asyncio.run_coroutine_threadsafe(_make(), self._loop).result()
         self._counters0 = _prefix_cache_counters()
+
+    def _start(self, args: dict) -> None:
+        """Build the engine from the engine arguments."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ helpers
 
@@ -188,8 +190,42 @@ class VLLMBackend:
     def generate(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[list[Completion]]:
         """All completions of a batch; with a streaming engine the batch shares the engine with whatever
         else was submitted."""
-        if self.streaming:
-            return [f.result() for f in self.submit(requests, sampling)]
+        return [f.result() for f in self.submit(requests, sampling)]
+
+    def submit(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[Future]:
+        """Queue requests on the streaming engine; one Future (-> ``list[Completion]``) per request, in order.
+
+        Needs ``engine="loop"`` or ``"async"``. A group's requests are added back to back so they share the
+        prefix cache.
+        """
+        raise RuntimeError('submit() needs VLLMBackend(..., engine="loop" or "async"); use generate() otherwise.')
+
+    def reset_prefix_cache(self) -> bool:
+        """Drop the engine's cached prefixes (benchmarks: each measured mode starts cold)."""
+        return self.llm.reset_prefix_cache()
+
+    def prefix_cache_totals(self) -> dict:
+        """Engine-wide prefix-cache counters since start (tokens): queries, hits, hit_rate."""
+        c = _prefix_cache_counters()
+        if c is None:
+            return {}
+        return {"queries": int(c[0]), "hits": int(c[1]), "hit_rate": round(c[1] / c[0], 4) if c[0] else None}
+
+    def close(self) -> None:
+        self._refresh_cache_stats()
+        self.llm = None
+
+
+class OfflineVLLMBackend(VLLMBackend):
+    """``engine="offline"``: each ``generate`` is one ``LLM.generate`` of the whole batch; no ``submit``."""
+
+    engine_mode = "offline"
+    streaming = False
+
+    def _start(self, args: dict) -> None:
+        self.llm = self._vllm.LLM(**args)
+
+    def generate(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[list[Completion]]:
         t0 = time.perf_counter()
         order = [i for i in _order_by_group(requests) if requests[i].n > 0]
         results: list[list[Completion]] = [[] for _ in requests]
@@ -205,16 +241,48 @@ class VLLMBackend:
         self._refresh_cache_stats()
         return results
 
-    def submit(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[Future]:
-        """Queue requests on the streaming engine; one Future (-> ``list[Completion]``) per request, in order.
 
-        Needs ``engine="loop"`` or ``"async"``. A group's requests are added back to back so they share the
-        prefix cache.
-        """
-        if not self.streaming:
-            raise RuntimeError('submit() needs VLLMBackend(..., engine="loop" or "async"); use generate() otherwise.')
+class LoopVLLMBackend(VLLMBackend):
+    """``engine="loop"`` (the default): a ``vllm.LLM`` stepped by mcprm's own thread (:class:`_EngineLoop`)."""
+
+    engine_mode = "loop"
+    _steps: _EngineLoop | None = None
+
+    def _start(self, args: dict) -> None:
+        self.llm = self._vllm.LLM(**args)
+        self._steps = _EngineLoop(self)
+
+    def submit(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[Future]:
+        return self._steps.submit(requests, sampling)
+
+    def close(self) -> None:
         if self._steps is not None:
-            return self._steps.submit(requests, sampling)
+            self._steps.stop()
+            self._steps = None
+        super().close()
+
+
+class AsyncVLLMBackend(VLLMBackend):
+    """``engine="async"``: vLLM's ``AsyncLLM`` on an event loop in a background thread; ``submit`` hands it
+    coroutines."""
+
+    engine_mode = "async"
+
+    def _start(self, args: dict) -> None:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        self._inflight, self._busy_since = 0, 0.0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="mcprm-vllm-loop", daemon=True)
+        self._thread.start()
+
+        async def _make():
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+
+        self.engine = asyncio.run_coroutine_threadsafe(_make(), self._loop).result()
+
+    def submit(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[Future]:
         futures: list[Future | None] = [None] * len(requests)
         for i in _order_by_group(requests):
             futures[i] = asyncio.run_coroutine_threadsafe(self._agenerate(requests[i], sampling), self._loop)
@@ -243,30 +311,23 @@ class VLLMBackend:
                 self._refresh_cache_stats()
 
     def reset_prefix_cache(self) -> bool:
-        """Drop the engine's cached prefixes (benchmarks: each measured mode starts cold)."""
-        if self.engine is not None:
-            return asyncio.run_coroutine_threadsafe(self.engine.reset_prefix_cache(), self._loop).result()
-        return self.llm.reset_prefix_cache()
-
-    def prefix_cache_totals(self) -> dict:
-        """Engine-wide prefix-cache counters since start (tokens): queries, hits, hit_rate."""
-        c = _prefix_cache_counters()
-        if c is None:
-            return {}
-        return {"queries": int(c[0]), "hits": int(c[1]), "hit_rate": round(c[1] / c[0], 4) if c[0] else None}
+        return asyncio.run_coroutine_threadsafe(self.engine.reset_prefix_cache(), self._loop).result()
 
     def close(self) -> None:
-        if self._steps is not None:
-            self._steps.stop()
-            self._steps = None
         self._refresh_cache_stats()
         if self.engine is not None:
             self.engine.shutdown()
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
             self.engine = None
-        if self.llm is not None:
-            self.llm = None
+
+
+ENGINE_CLASSES: dict[str, type[VLLMBackend]] = {
+    "offline": OfflineVLLMBackend,
+    "loop": LoopVLLMBackend,
+    "async": AsyncVLLMBackend,
+}
+assert tuple(sorted(ENGINE_CLASSES)) == tuple(sorted(ENGINES)), "one class per engine name of the registry"
 
 
 class _EngineLoop:
@@ -277,7 +338,7 @@ class _EngineLoop:
     ``LLM.generate``. An engine error fails every pending future and every later ``submit``.
     """
 
-    def __init__(self, backend: VLLMBackend):
+    def __init__(self, backend: LoopVLLMBackend):
         import queue
 
         self.backend = backend
