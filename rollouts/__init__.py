@@ -8,6 +8,7 @@ from __future__ import annotations
 from .base import (
     BackendStats,
     Completion,
+    Counters,
     GenRequest,
     MissingDependency,
     RolloutBackend,
@@ -33,6 +34,7 @@ __all__ = [
     "BackendSpec",
     "BackendStats",
     "Completion",
+    "Counters",
     "GenRequest",
     "MissingDependency",
     "PromptFormat",

@@ -53,34 +53,54 @@ class Completion:
 
 
 @dataclass
-class BackendStats:
-    """Counters a backend keeps over its lifetime (reported in the manifest)."""
+class Counters:
+    """The one counters type: what a backend counts over its lifetime, and what a scheduler counts over the
+    solutions it labels (one shard). Each reader takes its own view: :meth:`as_dict` (a backend's, in the
+    manifest's ``worker_stats``) and :meth:`shard_dict` (a shard's, in the worker's result)."""
 
-    requests: int = 0
-    samples: int = 0
+    requests: int = 0  # requests generated (backend) / sent (scheduler)
+    rounds: int = 0  # scheduler rounds
+    rollouts: int = 0  # completions (a backend's "samples")
+    rollout_tokens: int = 0  # tokens generated (a backend's "generated_tokens")
     prompt_tokens: int = 0
-    generated_tokens: int = 0
     cached_prompt_tokens: int = 0  # prompt tokens served from a (prefix / KV) cache
+    ungradable: int = 0  # verdicts with correct None (an answer the grader could not decide)
+    no_answer: int = 0  # continuations with no final answer (graded incorrect)
     generate_seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
+    grade_seconds: float = 0.0
+    per_round_requests: list[int] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # a backend's own figures (prefix-cache hit rate, throughput)
+
+    # A backend's names for the same counts.
+    samples = property(lambda self: self.rollouts, lambda self, v: setattr(self, "rollouts", v))
+    generated_tokens = property(lambda self: self.rollout_tokens, lambda self, v: setattr(self, "rollout_tokens", v))
 
     def as_dict(self) -> dict:
+        """A backend's counters (reported in the manifest)."""
         d = {
             "requests": self.requests,
-            "samples": self.samples,
+            "samples": self.rollouts,
             "prompt_tokens": self.prompt_tokens,
-            "generated_tokens": self.generated_tokens,
+            "generated_tokens": self.rollout_tokens,
             "cached_prompt_tokens": self.cached_prompt_tokens,
             "generate_seconds": round(self.generate_seconds, 3),
         }
         d.update(self.extra)
         return d
 
+    def shard_dict(self) -> dict:
+        """A shard's counters (in the worker's result for the shard)."""
+        return {k: getattr(self, k) for k in _SHARD_KEYS}
+
+
+_SHARD_KEYS = ("rollouts", "rollout_tokens", "ungradable", "no_answer", "rounds", "generate_seconds", "grade_seconds")
+BackendStats = Counters  # the name backends and their tests have used
+
 
 @runtime_checkable
 class RolloutBackend(Protocol):
     name: str
-    stats: BackendStats
+    stats: Counters
 
     def generate(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[list[Completion]]:
         """Return ``len(requests)`` lists; list i holds exactly ``requests[i].n`` completions."""

@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .base import BackendStats, Completion, GenRequest, SamplingConfig, require
+from .base import Completion, Counters, GenRequest, SamplingConfig, require
 
 _TORCH_HINT = "pip install torch --index-url https://download.pytorch.org/whl/cpu  (or a CUDA build on GPU)"
 
@@ -71,7 +71,7 @@ class HFBackend:
         self.device = torch.device(device)
         self.max_batch_rows = max_batch_rows
         self.prefix_reuse = prefix_reuse
-        self.stats = BackendStats()
+        self.stats = Counters()
 
         try:  # no "Loading weights" progress bars in mcprm's output
             transformers.utils.logging.disable_progress_bar()

@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from .base import BackendStats, Completion, GenRequest, SamplingConfig
+from .base import Completion, Counters, GenRequest, SamplingConfig
 
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 
@@ -74,7 +74,7 @@ class OpenAIBackend:
         self.timeout_s = timeout_s
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
-        self.stats = BackendStats()
+        self.stats = Counters()
         self.stats.extra["retries"] = 0
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_concurrency, thread_name_prefix="mcprm-openai")

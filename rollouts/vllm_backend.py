@@ -32,7 +32,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from .base import BackendStats, Completion, GenRequest, SamplingConfig, require
+from .base import Completion, Counters, GenRequest, SamplingConfig, require
 from .registry import DEFAULT_VLLM_ENGINE
 from .registry import VLLM_ENGINES as ENGINES  # the engine names are declared with the backend's options
 
@@ -106,7 +106,7 @@ class VLLMBackend:
             raise ValueError(f"{type(self).__name__} runs engine={self.engine_mode!r}, got {engine!r}")
         self._vllm = require("vllm", _VLLM_HINT)
         self.model = str(model)
-        self.stats = BackendStats()
+        self.stats = Counters()
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._last_refresh = 0.0

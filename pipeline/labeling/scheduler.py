@@ -17,13 +17,13 @@ import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pipeline.faults import fault_raise
 from pipeline.labeling.last_step import is_no_answer, own_correct, own_response
 from pipeline.labeling.strategies import Probe, ProbeResult, StrategyParams, make_strategy
 from pipeline.labeling.types import LabeledSolution, Solution, StepStats
-from rollouts.base import GenRequest, RolloutBackend, SamplingConfig
+from rollouts.base import Counters, GenRequest, RolloutBackend, SamplingConfig
 
 
 def derive_seed(run_seed: int, key: str, step: int, draw: int) -> int:
@@ -40,19 +40,6 @@ class PromptBuilder:
 
 
 Grader = Callable[[Sequence[tuple[str, str]]], list]  # pairs (gold, response) -> verdicts with .correct
-
-
-@dataclass
-class SchedulerStats:
-    rounds: int = 0
-    requests: int = 0
-    rollouts: int = 0
-    rollout_tokens: int = 0
-    ungradable: int = 0  # verdicts with correct None (an answer the grader could not decide)
-    no_answer: int = 0  # continuations with no final answer (graded incorrect)
-    generate_seconds: float = 0.0
-    grade_seconds: float = 0.0
-    per_round_requests: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -86,7 +73,7 @@ class Scheduler:
         self.params = params
         self.seed = seed
         self.max_batch_requests = max_batch_requests
-        self.stats = SchedulerStats()
+        self.stats = Counters()
         self.on_solution: Callable[[LabeledSolution], None] | None = None  # each finished solution (progress)
         # Stream per-solution rounds when the backend can take requests while others are in flight.
         self.streaming = getattr(backend, "streaming", False) if streaming is None else streaming

@@ -138,13 +138,7 @@ class ShardWorker:
             "bytes": written["bytes"],
             "sha256": written["sha256"],
             "steps": sum(len(s.steps) for s in solutions),
-            "rollouts": st.rollouts,
-            "rollout_tokens": st.rollout_tokens,
-            "ungradable": st.ungradable,
-            "no_answer": st.no_answer,
-            "rounds": st.rounds,
-            "generate_seconds": st.generate_seconds,
-            "grade_seconds": st.grade_seconds,
+            **st.shard_dict(),
             "seconds": time.perf_counter() - t0,
         }
 
