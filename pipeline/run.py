@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pipeline.config import ConfigError, LabelConfig
+from pipeline.execution.sizing import planned_workers, shard_sizes
 from pipeline.labeling.types import Solution
 from pipeline.storage.lock import OutputLock
 from pipeline.storage.manifest import ExecutionFacts, InputCounts, build_manifest
@@ -369,12 +370,17 @@ def _plan(cfg: LabelConfig, store: CorpusStore) -> _Run:
         "version": version,
         "shard_size": cfg.shard_size,
         "identity_fields": cfg.identity_dict(),  # names what differs when a re-run has other settings
-        "shards": [
-            {"shard": i, "keys": new_keys[s : s + cfg.shard_size]}
-            for i, s in enumerate(range(0, len(new_keys), cfg.shard_size))
-        ],
+        "shards": _shards(new_keys, shard_sizes(len(new_keys), cfg.shard_size, planned_workers(cfg))),
     }
     return run
+
+
+def _shards(keys: list[str], sizes: list[int]) -> list[dict]:
+    out, at = [], 0
+    for i, n in enumerate(sizes):
+        out.append({"shard": i, "keys": keys[at : at + n]})
+        at += n
+    return out
 
 
 def _resume(run: _Run) -> None:
