@@ -44,6 +44,9 @@ def export_cmd(
     verify: Annotated[bool, typer.Option("--verify", help="Check every shard's sha256, schema and rows first.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace an earlier export in --output.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    consensus: Annotated[str | None, typer.Option(
+        metavar="JUDGE-ID", help="Keep only rows where this judge (`mcprm judge`; 'auto': the only one) and MC "
+                                 "agree on the first error; null and unjudged rows are dropped.")] = None,
 ) -> None:
     """Write the corpus as TRL / Math-Shepherd / Qwen-PRM / OpenRLHF / ProcessBench rows, checked row by row."""
     import dataclasses
@@ -60,7 +63,7 @@ def export_cmd(
                             step_tag=step_tag, placeholder=placeholder, reward_tokens=toks,  # type: ignore[arg-type]
                             tokenizer=tokenizer, file_format=file_format, shard_rows=shard_rows,
                             overwrite=overwrite, min_confidence=min_confidence,
-                            weight_by_confidence=weight_by_confidence)
+                            weight_by_confidence=weight_by_confidence, consensus=consensus)
     if as_json:
         print(json.dumps(dataclasses.asdict(res), indent=2))
         return

@@ -29,6 +29,10 @@ def stats_cmd(
         from pipeline.labeling.rules import corpus_uncertainty  # issue 16
 
         s["uncertainty"] = corpus_uncertainty(output, version)
+        from pipeline.commands.judge import judge_summaries  # issue 16: LLM-judge agreement, when judged
+
+        if judges := judge_summaries(output, version):
+            s["judges"] = judges
     if as_json:
         print(json.dumps(s, indent=2))
         return
@@ -48,6 +52,7 @@ def stats_cmd(
         ("rollout tokens", f"{s['rollout_tokens']:,}"),
         ("rollouts per solution", "n/a" if s["rollouts_per_solution"] is None else f"{s['rollouts_per_solution']:.1f}"),
         *_uncertainty_rows(s["uncertainty"]),
+        *_judge_rows(s.get("judges") or []),
     ]
     print_table(f"{output} (version {s['version']}, strategy {s['strategy']}, K={s['k']})", rows)
 
@@ -66,3 +71,13 @@ def _uncertainty_rows(u: dict) -> list[tuple[str, str]]:
     return [(f"uncertain labels (95% interval straddles {u['threshold']:g})",
              f"{u['uncertain_steps']:,} of {u['sampled_labeled_steps']:,} sampled steps{rate}"),
             ("first-error confidence: mean / rows below 0.5", f"{conf} / {u['low_confidence_rows']:,}")]
+
+
+def _judge_rows(judges: list[dict]) -> list[tuple[str, str]]:
+    """Issue 16: each judge's agreement with MC on the first error, and its unparseable replies."""
+    out = []
+    for j in judges:
+        rate = "n/a" if j["agreement_rate"] is None else f"{j['agreement_rate']:.1%}"
+        out.append((f"judge {j['judge_id']}: agreement with MC / judged / unparseable",
+                    f"{rate} / {j['judged']:,} of {j['rows']:,} / {j['unparseable']:,}"))
+    return out

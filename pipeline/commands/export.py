@@ -494,6 +494,7 @@ def export_corpus(
     batch_rows: int = 8192,
     min_confidence: float | None = None,
     weight_by_confidence: bool = False,
+    consensus: str | None = None,
 ) -> ExportResult:
     """Export corpus ``out_url`` (current version by default) as ``fmt`` into folder ``output_url``.
 
@@ -539,13 +540,20 @@ def export_corpus(
     if min_confidence is not None and not 0 <= min_confidence <= 1:
         raise ExportError(f"--min-confidence must be in [0, 1], got {min_confidence}")
     count_cols = ["mc_correct", "mc_total", "mc_ungradable"] if by_counts else []
+    agree, judge_cols = None, []
+    if consensus is not None:  # issue 16: rows where MC and an LLM judge agree (pipeline.commands.judge)
+        from pipeline.commands.judge import ConsensusFilter
+
+        agree = ConsensusFilter(out_url, consensus)
+        judge_cols = [c for c in agree.columns if c not in cols + count_cols]
 
     def stream(counts: dict | None):
         """Exportable rows in corpus order, batch by batch; ``counts`` (when given) collects what was
         skipped, cut and imputed, and the corpus rows read."""
         skipped = counts["skipped"] if counts is not None else {}
         cut = counts["cut"] if counts is not None else {}
-        for b in iter_corpus(out_url, version, cols + count_cols, batch_rows=batch_rows, verify=verify):
+        batches = iter_corpus(out_url, version, cols + count_cols + judge_cols, batch_rows=batch_rows, verify=verify)
+        for b in (batches if agree is None else agree.batches(batches, counts)):
             if counts is not None:
                 counts["corpus_rows"] += b.num_rows
             extra = [b.column(c).to_pylist() for c in count_cols] or [[None] * b.num_rows]
@@ -675,6 +683,9 @@ def export_corpus(
     if tok is None and fmt != "processbench":
         notes.append("no --tokenizer: only text checks ran (tag once per step, labels == steps, records parse "
                      "back); pass the trainer's tokenizer to check the tag encodes to a single token")
+    if agree is not None:
+        notes.append(f"consensus with judge {agree.judge_id}: {agree.kept:,} rows where judge and MC agree on the "
+                     "first error kept; the rest are counted above as 'consensus: ...'")
     if imputed:
         notes.append(f"{imputed} steps had no MC estimate (labeled without rollouts) and kept their hard label")
     res = ExportResult(output=output_url, format=fmt, file_format=file_format, files=files, rows=n_rows,
@@ -689,7 +700,8 @@ def export_corpus(
             "tokenizer": tokenizer if isinstance(tokenizer, str) else getattr(tok, "name_or_path", None),
             "rows": res.rows, "steps": res.steps, "positives": res.positives, "negatives": res.negatives,
             "unlabeled": res.unlabeled, "corpus_rows": res.corpus_rows,
-            "skipped": skipped, "cut": cut, "imputed": imputed, "files": [posixpath.basename(f) for f in files]}
+            "skipped": skipped, "cut": cut, "imputed": imputed, "files": [posixpath.basename(f) for f in files],
+            "consensus": None if agree is None else agree.judge_id}
     store.write_json(META_FILE, meta)
     return res
 
