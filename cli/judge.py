@@ -97,13 +97,12 @@ def judge_cmd(
         settings = J.JudgeSettings(model=model, backend=backend, tokenizer=tokenizer, prompt_format=prompt_format,
                                    template=template, temperature=temperature, top_p=top_p,
                                    max_new_tokens=max_new_tokens, samples=samples, seed=seed)
-        from rollouts.registry import backend_spec
-
-        backend_spec(backend)  # an unknown backend: its error, before anything else
+        options = dict(base_url=base_url, device=device, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
+                       max_model_len=max_model_len)
+        J.backend_options(settings, **options)  # an unknown backend, a missing --base-url: before anything else
 
         def make():
-            return J.build_backend(settings, base_url=base_url, device=device, dtype=dtype,
-                                   tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len)
+            return J.build_backend(settings, **options)
 
         def progress(judged: int, parts: int) -> None:
             if not as_json:

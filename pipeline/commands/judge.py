@@ -495,19 +495,30 @@ def _sampling(s: JudgeSettings):
     return SamplingConfig(temperature=t, top_p=s.top_p, max_new_tokens=s.max_new_tokens)
 
 
-def build_backend(s: JudgeSettings, **options: Any):
-    """The rollout backend for the judge, through the registry (``options``: the backend's option fields,
-    e.g. base_url, device, tensor_parallel_size, max_model_len; others are ignored)."""
+def backend_options(s: JudgeSettings, **options: Any):
+    """(spec, options) of the judge's rollout backend, checked (``options``: the backend's option fields, e.g.
+    base_url, device, tensor_parallel_size, max_model_len; others are ignored). Raises JudgeError."""
     import dataclasses
 
-    from rollouts.registry import ModelRef, backend_spec
+    from rollouts.registry import backend_spec
 
-    spec = backend_spec(s.backend)
+    try:
+        spec = backend_spec(s.backend)
+    except ValueError as e:
+        raise JudgeError(str(e)) from None
     names = {f.name for f in dataclasses.fields(spec.options)}
     opts = spec.options(**{k: v for k, v in options.items() if k in names and v is not None})
     bad = opts.problems(True)
     if bad:
         raise JudgeError("; ".join(bad))
+    return spec, opts
+
+
+def build_backend(s: JudgeSettings, **options: Any):
+    """The rollout backend for the judge, through the registry (see :func:`backend_options`)."""
+    from rollouts.registry import ModelRef
+
+    spec, opts = backend_options(s, **options)
     return spec.build(ModelRef(s.model, s.tokenizer, options.get("dtype"), s.seed), opts)
 
 

@@ -1,9 +1,13 @@
 """A real (small) OpenAI-compatible ``/v1/completions`` server over a socket, backed by the HF backend.
 
-Usage: python _fake_openai_server.py MODEL_DIR [--fail-first N] [--fail-status 503]
+Usage: python _fake_openai_server.py MODEL_DIR [--fail-first N] [--fail-status 503] [--script FILE]
 Prints ``PORT <n>`` on stdout once listening on 127.0.0.1. The first N POSTs answer ``--fail-status`` (to
 exercise client retries); ``GET /arm-failures/N`` makes the next N POSTs fail the same way, ``GET /stats``
 returns how many POSTs arrived. Used by tests/rollouts/test_openai.py.
+
+``--script FILE`` (a scripted judge, tests/integration/test_judge.py): no model is loaded; FILE is JSON
+``{"rules": [{"contains": [TEXT, ...], "reply": TEXT}, ...], "default": TEXT}`` and every choice of a request is
+the reply of the first rule whose texts all occur in the prompt (else the default).
 """
 
 from __future__ import annotations
@@ -26,12 +30,15 @@ def main() -> None:
     ap.add_argument("model")
     ap.add_argument("--fail-first", type=int, default=0)
     ap.add_argument("--fail-status", type=int, default=503)
+    ap.add_argument("--script", default=None)
     args = ap.parse_args()
 
-    import torch
+    script = json.loads(Path(args.script).read_text()) if args.script else None
+    if script is None:
+        import torch
 
-    torch.set_num_threads(1)
-    backend = HFBackend(args.model)
+        torch.set_num_threads(1)
+        backend = HFBackend(args.model)
     lock = threading.Lock()
     state = {"posts": 0, "fail_until": args.fail_first}
 
@@ -65,6 +72,12 @@ def main() -> None:
                 stop=tuple(body.get("stop") or ()),
             )
             req = GenRequest(body["prompt"], n=int(body.get("n", 1)), seed=int(body.get("seed", 0)))
+            if script is not None:
+                reply = next((r["reply"] for r in script["rules"] if all(t in req.prompt for t in r["contains"])),
+                             script.get("default", ""))
+                return self._send(200, {"object": "text_completion", "model": "tiny", "choices": [
+                    {"index": i, "text": reply, "finish_reason": "stop"} for i in range(req.n)],
+                    "usage": {"prompt_tokens": len(req.prompt) // 4, "completion_tokens": req.n * len(reply) // 4}})
             with lock:  # one generation at a time on the shared model
                 comps = backend.generate([req], sampling)[0]
             prompt_tokens = len(backend.tokenizer(req.prompt)["input_ids"])
