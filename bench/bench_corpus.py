@@ -36,13 +36,14 @@ sys.path.insert(0, str(ROOT))
 LEGACY_REV = "7a70437"  # the last commit before the streamed commands
 LEGACY_FILES = {"legacy_corpus": "pipeline/storage/corpus.py", "legacy_export": "pipeline/commands/export.py",
                 "legacy_report": "pipeline/commands/report.py", "legacy_evaluate": "pipeline/commands/evaluate.py",
-                "legacy_plan": "pipeline/commands/plan.py"}
+                "legacy_plan": "pipeline/commands/plan.py", "legacy_synthetic": "pipeline/bundled/synthetic.py"}
 COMMANDS = ("stats", "export-trl", "export-qwen-tok", "eval", "report")
 
 
 # ------------------------------------------------------------------------------------------------ corpus
 def _base_rows(n: int, seed: int) -> list[dict]:
     from pipeline.bundled.synthetic import generate_problems
+    from pipeline.labeling.rules import StepCount, first_error_confidence, wilson
     from pipeline.labeling.types import content_key
 
     rng = random.Random(seed)
@@ -64,11 +65,16 @@ def _base_rows(n: int, seed: int) -> list[dict]:
             labels.append(c > 0), mc.append(c / 8), correct.append(c), total.append(8)
         fe = next((s for s, y in enumerate(labels) if y is False), -1)
         rollouts = sum(total)
+        ivs = [wilson(c, t) for c, t in zip(correct, total)]  # schema 3 (issue 16): the uncertainty columns
+        counts = [StepCount(c, t, v, y) for c, t, v, y in zip(correct, total, mc, labels)]
         rows.append({
             "id": f"b{seed}-{i}", "key": content_key(p["problem"], p["answer"], steps), "problem": p["problem"],
             "answer": p["answer"], "steps": steps, "prompt": p["problem"], "completions": steps, "labels": labels,
             "mc_correct": correct, "mc_total": total, "mc_ungradable": [0] * m,
             "mc_no_answer": [rng.randint(0, 1) if t else 0 for t in total], "mc_value": mc, "first_error": fe,
+            "mc_low": [None if iv is None else iv[0] for iv in ivs],
+            "mc_high": [None if iv is None else iv[1] for iv in ivs],
+            "first_error_confidence": first_error_confidence(counts, fe), "label_status": None,
             "solution_correct": (fe == -1) if rng.random() < 0.9 else (fe != -1), "rollouts": rollouts,
             "rollout_tokens": rollouts * rng.randint(20, 60), "strategy": strategy, "k": 8,
             "source": "bench.jsonl",
@@ -147,6 +153,8 @@ def _load_legacy(workdir: Path):
     import pipeline.commands.evaluate as ev
 
     ev.evaluate = mods["legacy_evaluate"].evaluate
+    # the old eval judges rows with the old exact checker (issue 17 made the checker faster, same verdicts)
+    sys.modules["pipeline.bundled.synthetic"] = mods["legacy_synthetic"]
     return mods
 
 
@@ -201,6 +209,13 @@ def child(spec: dict) -> dict:
 
         mod = mods["legacy_plan"] if engine == "legacy" else __import__("pipeline.commands.plan", fromlist=["x"])
         res = mod.sample_solutions(LabelConfig(input=[corpus]).resolved(), 32)[0]
+    elif cmd == "label-plan":  # label's plan step alone: the one pass that validates, de-duplicates and shards
+        from pipeline.config import LabelConfig
+        from pipeline.run import _plan
+        from pipeline.storage.store import CorpusStore
+
+        shards = _plan(LabelConfig(input=[corpus], output=out).resolved(), CorpusStore(out)).plan["shards"]
+        res = sum(sh["rows"] if "rows" in sh else len(sh["keys"]) for sh in shards)
     else:
         raise SystemExit(f"unknown command {cmd}")
     return {"seconds": time.perf_counter() - t0, "result": res}
@@ -252,6 +267,9 @@ def main() -> None:
     ap.add_argument("--big-commands", default=None,
                     help="Commands at sizes above 3 M (default: all of --commands).")
     ap.add_argument("--plan-rows", type=int, default=10_000_000, help="Input rows for `plan` (0: skip).")
+    ap.add_argument("--plan-commands", default="plan",
+                    help="Input-side commands at --plan-rows: plan, plan-input (its input pass), label-plan (label's "
+                         "plan step: validate, de-duplicate, stage the shards).")
     ap.add_argument("--plan-legacy", action="store_true",
                     help="Also measure plan's input pass alone, old and new (the old pilot needs the old config).")
     ap.add_argument("--workdir", default="/tmp/mcprm-bench-corpus")
@@ -311,9 +329,11 @@ def main() -> None:
             print(f"# built input of {a.plan_rows:,} rows ({inp.stat().st_size / 2**20:,.0f} MiB) in {s:.0f} s",
                   flush=True)
             for cmd, engine in ([("plan-input", "legacy"), ("plan-input", "new")] if a.plan_legacy else []) + [
-                    ("plan", "new")]:
-                report(a.plan_rows, cmd, engine, measure({"workdir": str(work), "corpus": str(inp), "out": "",
-                                                          "engine": engine, "cmd": cmd}, a.timeout))
+                    (c, "new") for c in a.plan_commands.split(",") if c]:
+                report(a.plan_rows, cmd, engine, measure({"workdir": str(work), "corpus": str(inp),
+                                                          "out": str(work / f"out-{cmd}"), "engine": engine,
+                                                          "cmd": cmd}, a.timeout))
+                shutil.rmtree(work / f"out-{cmd}", ignore_errors=True)
     finally:
         if a.json:
             Path(a.json).write_text(json.dumps(rows_out, indent=2))

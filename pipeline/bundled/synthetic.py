@@ -50,6 +50,7 @@ import random
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 
 PROMPT_TEMPLATE = "Problem: {problem}\nSolution:\n"
 STEP_SEPARATOR = "\n"
@@ -91,6 +92,7 @@ _LATEX_NUM_RE = re.compile(
 )
 
 
+@lru_cache(maxsize=65_536)  # Fractions are immutable; step values repeat (cuts eval's checker time)
 def _parse_value(s: str) -> Fraction | None:
     if "/" in s:
         num, den = s.split("/")
@@ -152,14 +154,77 @@ def _render(node) -> str:
 _TOKEN_RE = re.compile(r"\s*(?:(\d+)|(.))")
 
 
+_PROBLEM_RE = re.compile(r"^Compute\s+(.+?)\s*\.?$", re.S)
+_PLAIN_RE = re.compile(r"[0-9+\-*/() ]*")  # ASCII digits, operators, parentheses and spaces only
+_PLAIN_TOKEN_RE = re.compile(r"[0-9]+|[-+*/()]")
+_LEAF: dict[str, Fraction] = {}
+
+
+def _plain_expr(text: str):
+    """The tree of a plain expression (see _PLAIN_RE) by the grammar of :func:`parse_problem`, or None for
+    anything else, which the full parser then parses or explains. Same trees, several times faster."""
+    if not _PLAIN_RE.fullmatch(text):
+        return None
+    toks = _PLAIN_TOKEN_RE.findall(text)  # the tokens parse_problem's tokenizer gives such a text
+    toks.append("")  # end marker
+    try:
+        node, i = _plain_sum(toks, 0)
+    except (ValueError, IndexError):
+        return None
+    return node if i == len(toks) - 1 else None
+
+
+def _plain_sum(toks: list[str], i: int):
+    node, i = _plain_product(toks, i)
+    while toks[i] == "+" or toks[i] == "-":
+        op = toks[i]
+        right, i = _plain_product(toks, i + 1)
+        node = (op, node, right)
+    return node, i
+
+
+def _plain_product(toks: list[str], i: int):
+    node, i = _plain_factor(toks, i)
+    while toks[i] == "*" or toks[i] == "/":
+        op = toks[i]
+        right, i = _plain_factor(toks, i + 1)
+        node = (op, node, right)
+    return node, i
+
+
+def _plain_factor(toks: list[str], i: int):
+    tok = toks[i]
+    if tok == "(":
+        node, i = _plain_sum(toks, i + 1)
+        if toks[i] != ")":
+            raise ValueError
+        return node, i + 1
+    neg = tok == "-"
+    if neg:
+        i += 1
+        tok = toks[i]
+    if not tok.isdigit():
+        raise ValueError
+    v = _LEAF.get(tok)
+    if v is None:
+        v = Fraction(int(tok))
+        if len(_LEAF) < 4096:
+            _LEAF[tok] = v
+    return (-v if neg else v), i + 1
+
+
+@lru_cache(maxsize=4096)  # trees are immutable; a corpus holds many solutions of one problem
 def parse_problem(problem: str):
     """Parse ``Compute <expression>.`` into an expression tree; ValueError says what is wrong."""
     text = problem.strip()
-    m = re.match(r"^Compute\s+(.+?)\s*\.?$", text, re.S)
+    m = _PROBLEM_RE.match(text)
     if not m:
         raise ValueError(
             f"not a synthetic arithmetic problem (expected 'Compute <expression>.'): {problem[:80]!r}"
         )
+    tree = _plain_expr(m.group(1))
+    if tree is not None:
+        return tree
     tokens: list[str] = []
     for num, other in _TOKEN_RE.findall(m.group(1)):
         if num:
@@ -213,19 +278,29 @@ def parse_problem(problem: str):
     return tree
 
 
-def _ready_reductions(node, op: str, a: Fraction, b: Fraction):
-    """Yield every tree obtained by reducing one ready sub-expression ``a op b`` (or ``b op a`` if commutative)."""
-    if isinstance(node, Fraction):
-        return
+def _ready_reductions(node, op: str, a, b, value: Fraction) -> list:
+    """Every tree obtained by reducing one ready sub-expression ``a op b`` (or ``b op a`` if commutative) to
+    ``value`` (= ``a op b``), those in the left subtree first."""
+    # the checker's hot path: a node is a Fraction or a tuple, so ``type(...) is tuple`` is the test
+    # isinstance(..., Fraction) makes without the ABC machinery of numbers.Rational; lists, not generators;
+    # ``a``/``b`` may be ints (see _key), which Fraction.__eq__ compares without that machinery too
+    if type(node) is not tuple:
+        return []
     nop, left, right = node
-    if isinstance(left, Fraction) and isinstance(right, Fraction):
+    lt, rt = type(left) is tuple, type(right) is tuple
+    if not lt and not rt:
         if nop == op and ((left, right) == (a, b) or (op in _COMMUTATIVE and (left, right) == (b, a))):
-            yield _apply(nop, left, right)
-        return
-    for new_left in _ready_reductions(left, op, a, b):
-        yield (nop, new_left, right)
-    for new_right in _ready_reductions(right, op, a, b):
-        yield (nop, left, new_right)
+            return [value]
+        return []
+    out = [(nop, new_left, right) for new_left in _ready_reductions(left, op, a, b, value)] if lt else []
+    if rt:
+        out += [(nop, left, new_right) for new_right in _ready_reductions(right, op, a, b, value)]
+    return out
+
+
+def _key(v: Fraction):
+    """``v`` as an int when it is whole (equal to ``v``, and compared with a Fraction faster), else ``v``."""
+    return v.numerator if v.denominator == 1 else v
 
 
 def _reference_steps(node, out: list[str]) -> Fraction:
@@ -264,61 +339,62 @@ def check_steps(problem: str, steps: list[str] | tuple[str, ...]) -> CheckResult
     Works from the problem text alone (see the module docstring for the rules). Raises ValueError if
     ``problem`` is not a synthetic problem.
     """
-    states = {parse_problem(problem)}
+    states = [parse_problem(problem)]  # the possible trees so far, distinct
     correct: list[bool] = []
     reason = ""
     answered = False
     for i, step in enumerate(steps):
-        reason = _judge(step, states, answered)
+        reason, after = _judge(step, states, answered)
         if reason:
             correct.extend([False] * (len(steps) - i))
             return CheckResult(i, correct, False, f"step {i}: {reason}")
-        if _ANSWER_RE.match(step):
+        if after is None:  # the answer line
             answered = True
         else:
-            states = _advance(step, states)
+            states = after
         correct.append(True)
     return CheckResult(-1, correct, answered, "")
 
 
-def _judge(step: str, states: set, answered: bool) -> str:
-    """Return "" if ``step`` is correct in at least one of ``states``, else a short reason."""
+def _judge(step: str, states: list, answered: bool) -> tuple[str, list | None]:
+    """("", the states after ``step``; None after the answer line) if ``step`` is correct in at least one of
+    ``states``, else (a short reason, None). The reductions that make the step possible are the next states,
+    so they are computed once."""
     if answered:
-        return "step after the answer line"
+        return "step after the answer line", None
     m = _ANSWER_RE.match(step)
     if m:
         done = [s for s in states if isinstance(s, Fraction)]
         if not done:
-            return "answer line before all operations are done"
+            return "answer line before all operations are done", None
         boxed = parse_latex_value(m.group(1))
         if boxed is None:
-            return f"unparseable boxed answer {m.group(1)!r}"
+            return f"unparseable boxed answer {m.group(1)!r}", None
         return (
             ""
             if boxed == done[0]
             else f"boxed {format_value(boxed)} but the result is {format_value(done[0])}"
-        )
+        ), None
     m = _STEP_RE.match(step)
     if not m:
-        return f"not a step of the form 'a op b = c': {step[:60]!r}"
-    a, b, c = (_parse_value(m.group(k)) for k in (1, 3, 4))
-    op = m.group(2)
+        return f"not a step of the form 'a op b = c': {step[:60]!r}", None
+    a, op, b, c = m.groups()
+    a, b, c = _parse_value(a), _parse_value(b), _parse_value(c)
     if a is None or b is None or c is None:
-        return "zero denominator in a number"
+        return "zero denominator in a number", None
     if op == "/" and b == 0:
-        return "division by zero"
-    if not any(True for s in states for _ in _ready_reductions(s, op, a, b)):
-        return f"'{format_value(a)} {op} {format_value(b)}' is not an operation that can be done next"
-    expected = _apply(op, a, b)
+        return "division by zero", None
+    expected = _apply(op, a, b)  # what a ready ``a op b`` (or ``b op a``) reduces to
+    ka, kb = _key(a), _key(b)
+    after = [new for s in states for new in _ready_reductions(s, op, ka, kb, expected)]
+    if len(after) > 1:  # the same sub-expression twice: every choice is tracked, each distinct state once
+        after = list(dict.fromkeys(after))
+    if not after:
+        return f"'{format_value(a)} {op} {format_value(b)}' is not an operation that can be done next", None
     if expected != c:
-        return f"arithmetic: {format_value(a)} {op} {format_value(b)} is {format_value(expected)}, not {format_value(c)}"
-    return ""
-
-
-def _advance(step: str, states: set) -> set:
-    m = _STEP_RE.match(step)
-    a, b = _parse_value(m.group(1)), _parse_value(m.group(3))
-    return {new for s in states for new in _ready_reductions(s, m.group(2), a, b)}
+        return (f"arithmetic: {format_value(a)} {op} {format_value(b)} is {format_value(expected)}, "
+                f"not {format_value(c)}"), None
+    return "", after
 
 
 def prefix_prompt(problem: str, steps: list[str] | tuple[str, ...], upto: int) -> str:

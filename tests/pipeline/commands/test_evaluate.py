@@ -117,3 +117,19 @@ def test_label_rules_from_the_stored_counts(tmp_path):
     assert [m["label_rule"] for m in ms] == list(RULES)
     with pytest.raises(ValueError, match="unknown label rule"):
         evaluate(str(out), str(ref), label_rule="nope")
+
+
+def test_exact_checker_fast_parse_gives_the_full_parsers_trees():
+    """Issue 17: parse_problem's fast path (plain ASCII text) gives the trees of the full parser, which a tab
+    forces; texts outside the grammar still raise the full parser's errors."""
+    from fractions import Fraction
+
+    from pipeline.bundled.synthetic import generate_problems, parse_problem
+
+    for p in generate_problems(200, 4, "hard") + generate_problems(200, 5, "easy"):
+        text = p["problem"]
+        assert parse_problem(text) == parse_problem(text.replace(" ", "\t"))
+    assert parse_problem("Compute 2 - -3 * (4).") == ("-", Fraction(2), ("*", Fraction(-3), Fraction(4)))
+    for bad in ("Compute -(3).", "Compute --3.", "Compute 2 ^ 3.", "Compute (2 + 3.", "Compute 2 3."):
+        with pytest.raises(ValueError, match="synthetic problem"):
+            parse_problem(bad)
