@@ -556,12 +556,10 @@ def judge_corpus(url: str, settings: JudgeSettings, backend_factory: Callable[[]
     judged = parts = repaired = tokens = 0
     backend = None
     with OutputLock(jstore) as lock:
-        old = jstore.read_json(JUDGE_META)
-        if old is None:
-            try:
-                jstore.create_json(JUDGE_META, meta)
-            except FileExistsError:  # pragma: no cover - we hold the lock
-                old = jstore.read_json(JUDGE_META)
+        old = jstore.read_json(JUDGE_META)  # written with the first part: a run that judged nothing leaves none
+        if old is None and _part_names(jstore):
+            raise JudgeError(f"{judge_url(url, jid)} has judge parts but no {JUDGE_META} (deleted?): which judge "
+                             "wrote them is unknown; move the folder away or use another --judge-id")
         if old is not None and old.get("identity") != ihash:
             raise JudgeError(f"judge {jid!r} at {judge_url(url, jid)} holds the judgments of another judge (model "
                              f"{old.get('model')!r}, prompt {old.get('prompt_hash')}, settings {old.get('settings')}); "
@@ -614,6 +612,8 @@ def judge_corpus(url: str, settings: JudgeSettings, backend_factory: Callable[[]
                              "judge_first_error": idx, "status": status, "votes": [p[0] for p in parsed],
                              "replies": [c.text for c in comps], "mc_first_error": r["first_error"],
                              "generated_tokens": gen})
+            if not jstore.exists(JUDGE_META):
+                jstore.create_json(JUDGE_META, meta)
             _write_part(jstore, f"part-{next_part:05d}.parquet", rows)
             lock.check()
             next_part += 1

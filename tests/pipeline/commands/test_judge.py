@@ -218,6 +218,15 @@ def test_bad_input_writes_nothing(tmp_path):
     with pytest.raises(J.JudgeError, match="judge id"):
         J.judge_corpus(out, _settings(), lambda: None, judge_id="../escape")
     assert not os.path.exists(tmp_path / "out" / "judge")
+
+    class Down(Scripted):
+        def generate(self, requests, sampling):
+            raise RuntimeError("server down")
+
+    down = Down({})
+    with pytest.raises(RuntimeError, match="server down"):
+        J.judge_corpus(out, _settings(), lambda: down, judge_id="mine")
+    assert down.closed and J.list_judges(out) == []  # a run that judged nothing leaves no judge behind
     # another judge under a taken id is refused; the first one's judgments stay
     res = J.judge_corpus(out, _settings(), lambda: Scripted(SCRIPT), judge_id="mine")
     with pytest.raises(J.JudgeError, match="holds the judgments of another judge"):
