@@ -189,6 +189,13 @@ def child(spec: dict) -> dict:
         res = export(corpus, "trl", out, overwrite=True, balance="downsample").rows
     elif cmd == "export-qwen-tok":
         res = export(corpus, "qwen-prm", out, tokenizer=tok, overwrite=True).rows
+    elif cmd.startswith("export-"):  # export-FORMAT[-tok], e.g. export-math-shepherd-tok, export-processbench
+        fmt = cmd[len("export-"):].removesuffix("-tok")
+        if cmd.endswith("-tok"):
+            from tests.pipeline.prm_fixtures import char_tokenizer
+
+            tok = char_tokenizer()
+        res = export(corpus, fmt, out, tokenizer=tok, overwrite=True).rows
     elif cmd == "eval":
         res = evaluate(corpus, "synthetic")["solutions"]
     elif cmd == "report":
