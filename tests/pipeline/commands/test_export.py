@@ -244,3 +244,33 @@ def test_export_label_rules_from_counts_and_confidence(corpus, tmp_path):
     assert res.skipped["low_confidence"] == 5
     with pytest.raises(ExportError, match="min-confidence"):
         export_corpus(corpus, "trl", str(tmp_path / "bad"), min_confidence=2.0)
+
+
+def test_batch_encoding_gives_the_tokenizers_own_ids():
+    """Issue 17: the Rust backend's encode_batch_fast is used only where it gives the wrapper's ids; a backend
+    with truncation on, or a tokenizer without a Rust backend, is encoded by the wrapper itself."""
+    from pipeline.commands.export import _Encoded
+
+    texts = ["3 + 4 = 7 <extra_0>", "ки\nx ки", "", "The answer is \\boxed{5}.<extra_0>" * 3]
+    tok = char_tokenizer()
+    want = [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    enc = _Encoded(tok, texts)
+    assert enc._backend is not None
+    assert [enc(t)["input_ids"] for t in texts] == want
+
+    short = char_tokenizer()
+    short._tokenizer.enable_truncation(5)
+    enc = _Encoded(short, texts)
+    assert enc._backend is None
+    assert [enc(t)["input_ids"] for t in texts] == [list(x) for x in short(texts, add_special_tokens=False)[
+        "input_ids"]]
+
+    class Plain:  # no Rust backend: called as it is
+        def __call__(self, text, add_special_tokens=False):
+            ids = [[len(w) for w in t.split()] for t in text] if isinstance(text, list) else [len(w) for w in
+                                                                                                text.split()]
+            return {"input_ids": ids}
+
+    enc = _Encoded(Plain(), texts)
+    assert enc._backend is None and [enc(t)["input_ids"] for t in texts] == [[len(w) for w in t.split()]
+                                                                              for t in texts]

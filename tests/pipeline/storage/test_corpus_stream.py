@@ -213,3 +213,46 @@ def test_streamed_export_with_tokenizer_equals_in_memory(corpus, tmp_path, fmt):
     res = export_corpus(corpus, fmt, str(tmp_path / "e"), tokenizer=tok, batch_rows=29)
     assert res.tokenizer_checked and load_export(str(tmp_path / "e")) == want
     assert res.skipped == skipped and res.cut == cut
+
+
+def test_streamed_eval_against_the_checker_equals_a_reference_file(tmp_path):
+    """Issue 17: ``evaluate(..., "synthetic")`` (rows streamed over several shards, each judged by the exact
+    checker) gives the metrics of the same corpus against a ProcessBench file of the checker's verdicts."""
+    import json
+
+    import pyarrow as pa
+
+    from pipeline.bundled.synthetic import check_steps, generate_problems
+    from pipeline.commands.evaluate import evaluate
+
+    rng = random.Random(7)
+    rows, ref = [], []
+    for i, p in enumerate(generate_problems(240, 9)):
+        steps = list(p["steps"])
+        if rng.random() < 0.5:
+            steps[rng.randrange(len(steps))] += "1"
+        truth = check_steps(p["problem"], steps).first_error
+        fe = truth if rng.random() < 0.7 else rng.randrange(-1, len(steps))
+        labels = [True] * len(steps) if fe == -1 else [True] * fe + [False] + [None] * (len(steps) - fe - 1)
+        mc = [None if y is None else rng.choice([0.0, 0.5, 1.0]) if y else 0.0 for y in labels]
+        rows.append({"id": f"p{i}", "key": f"k{i}", "problem": p["problem"], "answer": p["answer"], "steps": steps,
+                     "prompt": p["problem"], "completions": steps, "labels": labels, "mc_value": mc,
+                     "mc_correct": [int(2 * (v or 0)) for v in mc], "mc_total": [2] * len(steps),
+                     "mc_ungradable": [0] * len(steps), "mc_no_answer": [0] * len(steps), "first_error": fe,
+                     "solution_correct": truth == -1, "rollouts": 2 * len(steps), "rollout_tokens": 30 * len(steps),
+                     "strategy": "per-step", "k": 2, "source": None})
+        ref.append({"id": f"p{i}", "steps": steps, "label": truth})
+    store = CorpusStore(str(tmp_path / "c"))
+    shards = []
+    for s, (a, b) in enumerate([(0, 100), (100, 101), (101, 240)]):
+        rel = f"data/v00001/part-{s:05d}.parquet"
+        shards.append({"path": rel, "rows": b - a,
+                       **store.write_table(rel, pa.Table.from_pylist(rows[a:b], schema=arrow_schema()))})
+    store.commit({"version": 1, "strategy": "per-step", "k": 2, "shards": shards, "schema_version": SCHEMA_VERSION})
+    (tmp_path / "ref.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ref))
+    for rule in (None, "threshold"):
+        got = evaluate(str(tmp_path / "c"), "synthetic", label_rule=rule)
+        want = evaluate(str(tmp_path / "c"), str(tmp_path / "ref.jsonl"), label_rule=rule)
+        assert {k: v for k, v in got.items() if k != "reference"} == {k: v for k, v in want.items()
+                                                                      if k != "reference"}
+        assert got["solutions"] == 240 and got["unmatched"] == 0 and 0 < got["acc_error"] < 1
