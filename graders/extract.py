@@ -119,6 +119,13 @@ def last_box(text: str) -> str | None:
     return boxes[-1][2] if boxes else None
 
 
+def hash_answer(text: str) -> str | None:
+    """GSM8K's marked answer: the text after the last ``####``, stripped (None when there is no ``####``).
+    Used for gold answers and solution lines written in GSM8K's format (``pipeline.input``)."""
+    k = text.rfind("####")
+    return None if k < 0 else text[k + 4 :].strip()
+
+
 def _box_group(text: str, boxes: list[tuple[int, int, str]], last: int) -> tuple[int, str]:
     """The box ``last`` joined with the boxes written just before it (``\\boxed{1}, \\boxed{4}``)."""
     first = last

@@ -2,14 +2,15 @@
 
 Under the output's lock (one writer at a time), four steps, one function each:
 
-1. :func:`_plan`: validate every input row before any rollout (bad rows stop the run, or with ``skip_bad``
-   go to ``rejects/vNNNNN.jsonl``), de-duplicate by content key, keep only solutions the corpus does not
-   hold yet (a refresh labels what is new; the rest is reused), and cut them into deterministic shards
-   (input order, ``shard_size`` each).
+1. :func:`_plan`: read the input once (:func:`_read_input`): validate every row before any rollout (bad
+   rows stop the run, or with ``skip_bad`` go to ``rejects/vNNNNN.jsonl``), de-duplicate by content key,
+   keep only solutions the corpus does not hold yet (a refresh labels what is new; the rest is reused), and
+   stage them as deterministic shards (input order, sizes from ``shard_sizes``) beside the output
+   (:mod:`pipeline.input.staging`). The plan records per shard its staged file, count and key digest.
 2. :func:`_resume`: write the plan, or, if an uncommitted run of the same work exists (a killed run), take
    over its plan and its finished shards, each verified.
-3. :func:`_execute`: stream the remaining shards through the executor (Ray actors or in-process) with
-   bounded memory.
+3. :func:`_execute`: stream the remaining shards, read from their staged files (never the input again),
+   through the executor (Ray actors or in-process) with bounded memory.
 4. :func:`_commit`: write the new version's manifest (:mod:`pipeline.storage.manifest`), then replace
    ``manifest.json`` (the atomic commit point).
 """
@@ -17,7 +18,6 @@ Under the output's lock (one writer at a time), four steps, one function each:
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import sys
@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pipeline.config import ConfigError, LabelConfig
-from pipeline.execution.sizing import planned_workers, shard_sizes
+from pipeline.execution.sizing import planned_workers
 from pipeline.labeling.types import Solution
 from pipeline.storage.lock import OutputLock
 from pipeline.storage.manifest import ExecutionFacts, InputCounts, build_manifest
@@ -78,10 +78,6 @@ def gold_check(grader: str, timeout_s: float):
     from pipeline.input import GoldCheck
 
     return GoldCheck(functools.partial(check_golds, config=GraderConfig(timeout_s=timeout_s)))
-
-
-def _digest(keys: list[str]) -> str:
-    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
 
 
 class _Progress:
@@ -138,60 +134,16 @@ class _Progress:
             self.bar.stop()
 
 
-def _scan_inputs(cfg: LabelConfig, store: CorpusStore, version: int, observe=None):
-    """Pass 1: validate all rows, return (ordered unique keys, rejects, duplicates)."""
-    from pipeline.input import iter_solutions
+def _iter_shards(run: _Run, skip: set[int]) -> Iterator[tuple[int, list[Solution]]]:
+    """The planned shards not done yet, in order, each read from its staged file (never from the input)."""
+    from pipeline.input.staging import read_staged
 
-    rejects: list = []
-    keys: list[str] = []
-    seen: set[str] = set()
-    dup = 0
-    for sol in iter_solutions(input_spec(cfg), skip_bad=cfg.skip_bad, on_reject=rejects.append):
-        if observe is not None:
-            observe(sol)
-        k = sol.key
-        if k in seen:
-            dup += 1
-            continue
-        seen.add(k)
-        keys.append(k)
-        if cfg.limit is not None and len(keys) >= cfg.limit:
-            break
-    if rejects:
-        lines = []
-        for r in rejects:
-            d = r.as_dict() if hasattr(r, "as_dict") else dict(r.__dict__)
-            lines.append(json.dumps(d, ensure_ascii=False, default=str))
-        store.write_bytes(f"rejects/v{version:05d}.jsonl", ("\n".join(lines) + "\n").encode())
-    return keys, rejects, dup
+    for sh in run.plan["shards"]:
+        if sh["shard"] not in skip:
+            yield sh["shard"], read_staged(run.store, run.vdir, sh)
 
 
-def _iter_shards(cfg: LabelConfig, plan: dict, skip: set[int]) -> Iterator[tuple[int, list[Solution]]]:
-    """Pass 2: stream the planned solutions in shard order, skipping finished shards."""
-    from pipeline.input import iter_solutions
-
-    where: dict[str, int] = {}
-    for sh in plan["shards"]:
-        for k in sh["keys"]:
-            where[k] = sh["shard"]
-    pending: dict[int, list[Solution]] = {}
-    expected = {sh["shard"]: len(sh["keys"]) for sh in plan["shards"]}
-    next_shard = 0
-    for sol in iter_solutions(input_spec(cfg), skip_bad=True, on_reject=lambda r: None):
-        s = where.pop(sol.key, None)  # pop: a duplicate row is labeled once
-        if s is None or s in skip:
-            continue
-        pending.setdefault(s, []).append(sol)
-        while next_shard in expected and (next_shard in skip or len(pending.get(next_shard, ())) == expected[next_shard]):
-            if next_shard not in skip:
-                yield next_shard, pending.pop(next_shard)
-            next_shard += 1
-    if where:
-        raise RuntimeError(f"{len(where)} planned solutions vanished from the input while the run was going on; "
-                           "the input must not change during a run. Rerun the same command.")
-
-
-def label(config: LabelConfig) -> RunResult:
+def label(config: LabelConfig, executor=None) -> RunResult:
     """Label, commit a new version, return what was done. A storage error (disk full, read-only, permission)
     becomes a :class:`pipeline.storage.store.StorageError` naming the file and saying whether an earlier version is
     there to stay intact."""
@@ -199,7 +151,7 @@ def label(config: LabelConfig) -> RunResult:
     from pipeline.storage.store import is_storage_failure
 
     try:
-        return _label(config)
+        return _label(config, executor)
     except OSError as e:
         raise _storage_message(config, e) from e
     except WorkerError:
@@ -250,10 +202,11 @@ def _next_version(store: CorpusStore, manifest: dict | None) -> int:
     return max([manifest["version"] if manifest else 0] + store.versions()) + 1
 
 
-def _verified_base(store: CorpusStore, base: dict | None) -> tuple[dict | None, set[str]]:
-    """The base version with its damaged shards left out (their rows are labeled again), and its keys."""
+def _verified_base(store: CorpusStore, base: dict | None):
+    """The base version with its damaged shards left out (their rows are labeled again), and its content keys
+    (a sorted numpy uint64 array, None without a base)."""
     if not base:
-        return base, set()
+        return base, None
     from pipeline.storage.integrity import base_keys
 
     keys, bad = base_keys(store, base)
@@ -264,12 +217,19 @@ def _verified_base(store: CorpusStore, base: dict | None) -> tuple[dict | None, 
 
 
 def _resume_shards(store: CorpusStore, plan: dict, version: int) -> dict[int, dict]:
-    """Finished shards of an unfinished run, each verified in full against its checksum (else relabeled)."""
+    """Finished shards of an unfinished run, each verified in full against its checksum and the keys of its
+    staged file (else relabeled)."""
+    from pipeline.input.staging import staged_keys
     from pipeline.storage.integrity import kept_shard
 
+    vdir = store.version_dir(version)
+    written = set(store.ls_shards(version))
     done: dict[int, dict] = {}
     for sh in plan["shards"]:
-        got = kept_shard(store, store.shard_rel(version, sh["shard"]), sh["keys"])
+        rel = store.shard_rel(version, sh["shard"])
+        if rel.rsplit("/", 1)[-1] not in written:
+            continue
+        got = kept_shard(store, rel, staged_keys(store, vdir, sh))
         if got is not None:
             done[sh["shard"]] = dict(got, shard=sh["shard"])
     return done
@@ -287,7 +247,7 @@ class _Run:
     version: int  # the version this run commits
     counts: InputCounts
     input_notes: object
-    new_keys: list[str] = field(default_factory=list)
+    added: int = 0  # solutions to label: new to the corpus
     plan: dict = field(default_factory=dict)
     done_shards: dict[int, dict] = field(default_factory=dict)  # finished shards of a killed run, verified
 
@@ -296,7 +256,7 @@ class _Run:
         return self.store.version_dir(self.version)
 
 
-def _label(config: LabelConfig) -> RunResult:
+def _label(config: LabelConfig, executor=None) -> RunResult:
     from pipeline.faults import fault_point
 
     t0 = time.perf_counter()
@@ -305,13 +265,13 @@ def _label(config: LabelConfig) -> RunResult:
     with OutputLock(store) as lock:
         fault_point("locked")
         run = _plan(cfg, store)
-        if not run.new_keys and run.base is not None:
+        if not run.added and run.base is not None:
             prev_version = run.manifest["version"] if run.manifest else 0
             log.info("corpus %s is up to date (version %d): nothing new to label", cfg.output, prev_version)
             return RunResult(cfg.output, prev_version, 0, run.counts.reused, run.counts.rejected, run.manifest,
                              time.perf_counter() - t0)
         _resume(run)
-        results, facts = _execute(run, lock)
+        results, facts = _execute(run, lock, executor)
         return _commit(run, lock, results, facts, t0)
 
 
@@ -349,53 +309,80 @@ def _plan(cfg: LabelConfig, store: CorpusStore) -> _Run:
         base = None
     version = _next_version(store, manifest)
 
-    from pipeline.notes import InputNotes  # issue 14: warnings about the input
-
-    input_notes = InputNotes()
-    keys, rejects, dup = _scan_inputs(cfg, store, version, observe=input_notes.observe)
-    if not keys and base is None:
-        raise ConfigError(f"no valid solutions in {', '.join(cfg.input)}; nothing to label")
     base, existing = _verified_base(store, base)
-    new_keys = [k for k in keys if k not in existing]
-    counts = InputCounts(reused=len(keys) - len(new_keys), rejected=len(rejects), duplicates=dup)
-    if base is not None and base.get("_damaged") and not new_keys:
+    run = _Run(cfg, store, manifest, base, version, InputCounts(), None)
+    shards, digest, stats = _read_input(run, existing)
+    if not stats.solutions and base is None:
+        raise ConfigError(f"no valid solutions in {', '.join(cfg.input)}; nothing to label")
+    run.added = sum(sh["rows"] for sh in shards)
+    run.counts = InputCounts(reused=stats.known, rejected=stats.rejected,
+                             duplicates=stats.duplicates + stats.same_content)
+    if base is not None and base.get("_damaged") and not run.added:
         from pipeline.storage.store import ShardError
 
         raise ShardError(f"damaged shards {', '.join(base['_damaged'])} and the input no longer holds their "
                          "rows: nothing to label them again from. Restore the files from a backup, or run the "
                          "input that holds those rows; `mcprm verify` lists what is damaged.")
-    run = _Run(cfg, store, manifest, base, version, counts, input_notes, new_keys)
     run.plan = {
         "identity": identity,
         "version": version,
         "shard_size": cfg.shard_size,
         "identity_fields": cfg.identity_dict(),  # names what differs when a re-run has other settings
-        "shards": _shards(new_keys, shard_sizes(len(new_keys), cfg.shard_size, planned_workers(cfg))),
+        "solutions": run.added,
+        "keys": digest,  # of every new content key in order: the same work whatever the shard boundaries
+        "shards": shards,  # each: its staged file, rows and a digest of its keys (pipeline.input.staging)
     }
     return run
 
 
-def _shards(keys: list[str], sizes: list[int]) -> list[dict]:
-    out, at = [], 0
-    for i, n in enumerate(sizes):
-        out.append({"shard": i, "keys": keys[at : at + n]})
-        at += n
-    return out
+def _read_input(run: _Run, known):
+    """The one pass over the input: validate every row (rejects to ``rejects/vNNNNN.jsonl`` with
+    ``--skip-bad``, else an error naming them before anything is labeled), each content once, leave out what
+    the corpus holds (``known``), and stage the rest as the run's shards (sizes from ``shard_sizes``, shard i
+    takes the next ``sizes[i]`` solutions in input order). Returns (shard entries, digest of the keys, stats)."""
+    from pipeline.input import IngestStats, RejectsWriter, iter_keyed_solutions
+    from pipeline.input.staging import Stager
+    from pipeline.notes import InputNotes  # issue 14: warnings about the input
+
+    cfg, store = run.cfg, run.store
+    run.input_notes = InputNotes()
+    stats = IngestStats()
+    rejects_rel = f"rejects/v{run.version:05d}.jsonl"
+    rejects = RejectsWriter(store.uri(rejects_rel)) if cfg.skip_bad else None
+    stager = Stager(store, run.vdir, cfg.shard_size, planned_workers(cfg))
+    try:
+        for key, sol in iter_keyed_solutions(input_spec(cfg), cfg.skip_bad, rejects, stats, limit=cfg.limit,
+                                             known=known, on_solution=run.input_notes.observe):
+            stager.add(key, sol)
+        shards, digest = stager.finish()
+    except BaseException:
+        stager.discard()
+        if rejects is not None:
+            rejects.close(publish=False)
+        raise
+    if rejects is not None:
+        rejects.close()
+    if not stats.rejected:
+        store.delete(rejects_rel)  # a killed earlier attempt's, for an input fixed since
+    return shards, digest, stats
 
 
 def _resume(run: _Run) -> None:
     """Write the plan, or take over the plan of an unfinished run of the same work and its finished shards."""
     from pipeline.faults import fault_point
+    from pipeline.input.staging import staged_names
 
     cfg, store, vdir, plan = run.cfg, run.store, run.vdir, run.plan
+    staged = staged_names(store, vdir)
     try:
         old_plan = store.read_json(f"{vdir}/_plan.json")
     except RuntimeError as e:  # a damaged plan: the unfinished run is started again
         log.warning("%s; discarding the unfinished run", e)
-        store.delete(vdir, recursive=True)
+        _discard(store, vdir, plan)
         old_plan = None
     if (old_plan is not None and old_plan != plan and old_plan.get("identity") == plan["identity"]
-            and [k for sh in old_plan["shards"] for k in sh["keys"]] == run.new_keys):
+            and old_plan.get("keys") == plan["keys"] and old_plan.get("solutions") == plan["solutions"]
+            and all(sh.get("staged") in staged for sh in old_plan["shards"])):
         # Same work, other --shard-size: keep the unfinished run's shard boundaries and its finished shards.
         log.info("resuming with the unfinished run's shard size %s", old_plan.get("shard_size"))
         run.plan = plan = old_plan
@@ -411,30 +398,54 @@ def _resume(run: _Run) -> None:
                         "configuration (%s)", store.uri(vdir), diff)
         else:
             log.warning("discarding an unfinished run in %s whose input differs", store.uri(vdir))
-        store.delete(vdir, recursive=True)
+        _discard(store, vdir, plan)
         old_plan = None
     if old_plan is None:
-        store.write_json(f"{vdir}/_plan.json", plan)
+        store.write_bytes(f"{vdir}/_plan.json", json.dumps(plan, separators=(",", ":")).encode() + b"\n")
         fault_point("plan-written")
     else:
         run.done_shards = _resume_shards(store, plan, run.version)
         if run.done_shards:
             log.info("resuming: %d of %d shards already done", len(run.done_shards), len(plan["shards"]))
+    _drop_staged(store, vdir, staged - {sh["staged"] for sh in plan["shards"]})
 
 
-def _execute(run: _Run, lock: OutputLock) -> tuple[dict[int, dict], ExecutionFacts]:
-    """Label the shards not done yet through the executor; every shard's result, and how it ran."""
+def _discard(store: CorpusStore, vdir: str, plan: dict) -> None:
+    """Remove an unfinished run's files from ``vdir``, but not the staged shards ``plan`` reads."""
+    from pipeline.input.staging import STAGED, staged_names
+
+    try:
+        entries = store.fs.ls(store.path(vdir), detail=False)
+    except FileNotFoundError:
+        return
+    for e in entries:
+        name = e.rstrip("/").rsplit("/", 1)[-1]
+        if name != STAGED:
+            store.delete(f"{vdir}/{name}", recursive=True)
+    _drop_staged(store, vdir, staged_names(store, vdir) - {sh["staged"] for sh in plan["shards"]})
+
+
+def _drop_staged(store: CorpusStore, vdir: str, names) -> None:
+    from pipeline.input.staging import STAGED
+
+    for name in names:
+        store.delete(f"{vdir}/{STAGED}/{name}.parquet")
+
+
+def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict], ExecutionFacts]:
+    """Label the shards not done yet through the executor (``executor``: one kept across runs, e.g.
+    ``RayExecutor.borrow()``; else one made for this run); every shard's result, and how it ran."""
     cfg, plan, done_shards = run.cfg, run.plan, run.done_shards
     results: dict[int, dict] = dict(done_shards)
-    todo = len(run.new_keys) - sum(r["rows"] for r in done_shards.values())
+    todo = run.added - sum(r["rows"] for r in done_shards.values())
     progress = _Progress(todo, cfg.progress)
     t_run = time.perf_counter()
-    executor = None
     worker_stats: list[dict] = []
     if todo > 0:
         from pipeline.execution.executors import make_executor
 
-        executor = make_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
+        if executor is None:
+            executor = make_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
         try:
             def on_done(res: dict) -> None:
                 results[res["shard"]] = res
@@ -443,7 +454,11 @@ def _execute(run: _Run, lock: OutputLock) -> tuple[dict[int, dict], ExecutionFac
 
             executor.on_solution = progress.solution  # live counts from the workers, where supported
             progress.start()
-            executor.run(run.version, _iter_shards(cfg, plan, set(done_shards)), on_done)
+            shards = _iter_shards(run, set(done_shards))
+            if getattr(executor, "cfg", cfg) is cfg:
+                executor.run(run.version, shards, on_done)
+            else:  # a kept executor: its workers label with this run's settings
+                executor.run(run.version, shards, on_done, cfg)
             worker_stats = executor.backend_stats()
         finally:
             progress.close()
@@ -469,9 +484,12 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
     new_manifest.update(run_notes(cfg, store, [results[sh["shard"]]["path"] for sh in plan["shards"]],
                                   run.input_notes))
     store.commit(new_manifest, fence=lock.check)
+    from pipeline.input.staging import STAGED
+
+    store.delete(f"{run.vdir}/{STAGED}", recursive=True)  # the staged input is labeled and committed now
     store.delete(f"{run.vdir}/_plan.json")
     return RunResult(
-        cfg.output, run.version, len(run.new_keys), run.counts.reused, run.counts.rejected, new_manifest,
+        cfg.output, run.version, run.added, run.counts.reused, run.counts.rejected, new_manifest,
         time.perf_counter() - t0, shards_run=len(results) - len(run.done_shards),
         shards_resumed=len(run.done_shards), shard_results=[results[i] for i in sorted(results)],
     )

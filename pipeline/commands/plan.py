@@ -17,7 +17,6 @@ import json
 import random
 import tempfile
 import time
-from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,45 +74,24 @@ def _estimate(xs: list[float], n_total: int, confidence: float, seed: int, scale
 
 
 def sample_solutions(cfg: LabelConfig, pilot: int, seed: int = 0):
-    """(number of unique valid solutions, the pilot sample in input order)."""
-    from pipeline.input import iter_solutions
+    """(number of unique valid solutions, the pilot sample in input order), in the one pass over the input
+    that a run makes (:func:`pipeline.input.iter_keyed_solutions`: repeated contents skipped there, with
+    compact indexes, so nothing here grows with the input but the ``pilot`` sampled solutions)."""
+    from pipeline.input import IngestStats, iter_keyed_solutions
     from pipeline.run import input_spec
 
-    rejects: list = []
-    # Content keys seen, to count unique solutions: 16 hex digits, kept as 8-byte integers (80 MB for 10 M
-    # rows) rather than a set of strings (~1 GB), and counted once at the end; a --limit needs the running
-    # count, and bounds the set it keeps instead.
-    keys = array("Q")
-    seen: set[str] = set()
+    stats = IngestStats()
     heap: list[tuple[int, int, object]] = []  # max-heap on hash via negation: keeps the `pilot` smallest
-    in_heap: set[str] = set()
-    for i, sol in enumerate(iter_solutions(input_spec(cfg), skip_bad=cfg.skip_bad, on_reject=rejects.append)):
-        key = sol.key
-        if cfg.limit is not None or len(key) > 16:
-            if key in seen:
-                continue
-            seen.add(key)
-        else:
-            keys.append(int(key, 16))
-        if key in in_heap:  # a duplicate of a sampled solution (others hash as high as the first copy did)
-            continue
+    solutions = iter_keyed_solutions(input_spec(cfg), cfg.skip_bad, lambda r: None, stats, limit=cfg.limit)
+    for i, (key, sol) in enumerate(solutions):
         h = int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:8], "big")
         item = (-h, i, sol)
         if len(heap) < pilot:
             heapq.heappush(heap, item)
-            in_heap.add(key)
         elif -h > heap[0][0]:
-            in_heap.discard(heapq.heapreplace(heap, item)[2].key)
-            in_heap.add(key)
-        if cfg.limit is not None and len(seen) >= cfg.limit:
-            break
-    n_unique = len(seen)
-    if keys:
-        import numpy as np
-
-        n_unique += len(np.unique(np.frombuffer(keys, dtype=np.uint64)))
+            heapq.heapreplace(heap, item)
     sample = [sol for _, _, sol in sorted(heap, key=lambda t: t[1])]
-    return n_unique, sample
+    return stats.solutions, sample
 
 
 def plan(cfg: LabelConfig, *, pilot: int = 32, gpu_tokens_per_s: float = 20_000.0, seed: int = 0,

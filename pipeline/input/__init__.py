@@ -12,9 +12,9 @@ it the id is :func:`pipeline.labeling.types.content_key` of (problem, answer, st
 same id whatever file or format it comes from.
 
 Validation never drops a row silently. A bad row becomes a :class:`Reject` (file, row, field, reason, raw
-text); without ``skip_bad`` the whole input is checked first and :class:`InputError` names every bad row
-(the first few in full) before anything is labeled; with ``skip_bad`` rejects go to a JSONL rejects file
-and the rest proceeds. Row numbers: JSON Lines rows are named by 1-based ``line N`` (as in an editor);
+text); without ``skip_bad`` the whole input is checked and :class:`InputError` names the bad rows (the
+first few in full) at the end of the pass, before anything is labeled; with ``skip_bad`` rejects go to a
+JSONL rejects file and the rest proceeds. Row numbers: JSON Lines rows are named by 1-based ``line N`` (as in an editor);
 Parquet rows and JSON-array items by 0-based ``row N``. ``Solution.source`` is ``"{file}:{row}"`` with the
 0-based index.
 
@@ -25,25 +25,18 @@ like any other bad row (field: the answer field), before any rollout.
 Duplicates: two rows with the same id and different content are an error naming both rows. Rows with the
 same id *and* the same content (exact duplicates, e.g. the same solution listed twice) are not errors: the
 first is kept, later copies are skipped, counted in :class:`IngestStats` ``duplicates`` and logged as a
-warning. The id index costs about 150 bytes per solution (~150 MB for a million); everything else streams
-(JSON Lines in 1 MiB chunks, Parquet by record batches of the needed columns only).
+warning; a row with another id but the content of an earlier row is skipped too (``same_content``): a
+solution is labeled once. The whole input is read in one pass (:func:`iter_keyed_solutions`); what it keeps
+is about 40 bytes a row (ids by 64-bit hash and checked in full, content keys as 64-bit numbers, places),
+everything else streams (JSON Lines in 1 MiB chunks, Parquet by record batches of the needed columns only).
 """
 
 from pipeline.input.files import file_format, iter_rows, resolve_files
-from pipeline.input.reading import (
-    GoldCheck,
-    IngestStats,
-    LoadResult,
-    RejectsWriter,
-    check_inputs,
-    iter_solutions,
-    load_solutions,
-)
+from pipeline.input.reading import GoldCheck, IngestStats, RejectsWriter, iter_keyed_solutions, iter_solutions
 from pipeline.input.spec import PRESETS, InputError, InputSpec, RawRow, Reject
 from pipeline.input.validation import validate
 
 __all__ = [
-    "PRESETS", "GoldCheck", "IngestStats", "InputError", "InputSpec", "LoadResult", "RawRow", "Reject",
-    "RejectsWriter", "check_inputs", "file_format", "iter_rows", "iter_solutions", "load_solutions",
-    "resolve_files", "validate",
+    "PRESETS", "GoldCheck", "IngestStats", "InputError", "InputSpec", "RawRow", "Reject", "RejectsWriter",
+    "file_format", "iter_keyed_solutions", "iter_rows", "iter_solutions", "resolve_files", "validate",
 ]

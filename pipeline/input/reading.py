@@ -1,5 +1,6 @@
-"""The input as a stream of valid solutions: rows decoded, validated, gold answers and prompt lengths checked
-in batches, ids checked for uniqueness; rejects raised together or written to a rejects file."""
+"""The input as one stream of valid solutions, each content once: rows decoded, validated, gold answers and
+prompt lengths checked in batches, ids checked for uniqueness and contents de-duplicated with compact indexes
+(about 40 bytes a solution), in one pass; rejects raised together at the end or passed on one by one."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import json
 import logging
 from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pipeline.input import files
 from pipeline.input.files import iter_rows, resolve_files
@@ -16,7 +18,18 @@ from pipeline.input.validation import _raw_text, validate
 from pipeline.labeling.types import Solution
 from pipeline.storage.atomic import AtomicFile
 
+if TYPE_CHECKING:
+    import numpy as np
+
 logger = logging.getLogger(__name__)
+
+_U64 = (1 << 64) - 1
+_MERGE_AT = 1 << 18  # index entries kept in a dict before they are merged into the sorted arrays
+
+
+def _id_hash(sid: str) -> int:
+    """An id's 64-bit hash (Python's string hash: stable within the pass, which is all it must be)."""
+    return hash(sid) & _U64
 
 
 @dataclass
@@ -25,46 +38,19 @@ class IngestStats:
 
     files: int = 0
     rows: int = 0  # rows read (blank JSONL lines are not rows)
-    solutions: int = 0  # valid, unique solutions
+    solutions: int = 0  # valid solutions, each content once (new and known)
     rejected: int = 0  # rows (or whole files) rejected
     duplicates: int = 0  # exact duplicates skipped (same id and content as an earlier row)
+    same_content: int = 0  # rows skipped for the content of an earlier row with another id
+    known: int = 0  # solutions left out because their content key is in ``known`` (e.g. the corpus's)
     first_duplicate: str = ""  # "X duplicates Y" for the first one, for messages
-
-
-class _IdIndex:
-    """id -> (content hash, where) of every accepted solution, compact (~150 bytes per id)."""
-
-    def __init__(self):
-        self._ids: dict[str, int] = {}
-        self._keys = array("Q")
-        self._files = array("I")
-        self._rows = array("q")
-        self._file_names: list[tuple[str, str]] = []
-        self._file_index: dict[str, int] = {}
-
-    def check(self, sol: Solution, raw: RawRow, key_hex: str) -> str | None:
-        """None if new (and record it), "dup:<where>" for an exact duplicate, else the earlier row's place."""
-        key = int(key_hex, 16)
-        j = self._ids.get(sol.id)
-        if j is not None:
-            file, kind = self._file_names[self._files[j]]
-            return ("dup:" if self._keys[j] == key else "") + _where(file, self._rows[j], kind)
-        fi = self._file_index.get(raw.file)
-        if fi is None:
-            fi = self._file_index[raw.file] = len(self._file_names)
-            self._file_names.append((raw.file, raw.kind))
-        self._ids[sol.id] = len(self._keys)
-        self._keys.append(key)
-        self._files.append(fi)
-        self._rows.append(raw.row)
-        return None
 
 
 class GoldCheck:
     """A batch gold-answer check (``check(golds) -> [reason or None]``) with a bounded memo of its answers.
 
-    A run validates its input more than once (check, scan, shard pass) and many solutions share a problem's
-    gold answer: each distinct gold is read once.
+    Many solutions share a problem's gold answer: each distinct gold is read once (``mcprm plan`` and the
+    run's own pass share the memo through :func:`pipeline.run.gold_check`).
     """
 
     def __init__(self, check: Callable[[list[str]], list[str | None]], max_cached: int = 1 << 17):
@@ -137,48 +123,164 @@ def _prompt_checked(spec: InputSpec, rows: Checked) -> Checked:
     return _batch_checked(rows, spec.prompt_check, reject)
 
 
-def _validated(
-    spec: InputSpec, stats: IngestStats, files: list[str] | None = None
-) -> Iterator[Solution | Reject]:
-    files = resolve_files(spec) if files is None else files
-    stats.files = len(files)
-    index = _IdIndex()
 
-    def checked_rows() -> Iterator[tuple[RawRow, Solution | Reject]]:
-        for raw in iter_rows(spec, files):
-            if raw.row is not None:
-                stats.rows += 1
-            yield raw, validate(raw, spec)
+def key_numbers(keys) -> np.ndarray:
+    """Content keys (16 hex digits) as a sorted numpy uint64 array without repeats: 8 bytes a key, for
+    :func:`iter_keyed_solutions`' ``known``."""
+    import numpy as np
 
-    for raw, out in _prompt_checked(spec, _gold_checked(spec, checked_rows())):
-        if isinstance(out, Solution):  # ids must be unique; exact duplicates are skipped (module doc)
-            derived = raw.data.get(spec.id_field) is None  # then the id already is the content key
-            prev = index.check(out, raw, out.id if derived else out.key)
-            if prev is not None:
-                if prev.startswith("dup:"):
+    return np.unique(np.fromiter((int(k, 16) for k in keys), np.uint64))
+
+
+class _KeyMap:
+    """64-bit keys -> int, compact: a sorted numpy array (12 bytes an entry) and a dict of the latest entries,
+    merged into the array every ``merge_at`` entries. Looked up a batch at a time (:meth:`main`) plus one
+    dict lookup a row, so a row costs no numpy call of its own."""
+
+    def __init__(self, merge_at: int | None = None):
+        import numpy as np
+
+        self._np = np
+        self.keys = np.empty(0, np.uint64)
+        self.vals = np.empty(0, np.uint32)
+        self.recent: dict[int, int] = {}
+        self.merge_at = merge_at or _MERGE_AT
+
+    def main(self, keys) -> list[int]:
+        """The value of each key (a uint64 array) in the merged part, -1 where absent."""
+        np = self._np
+        if not len(self.keys):
+            return [-1] * len(keys)
+        pos = np.searchsorted(self.keys, keys)
+        pos[pos == len(self.keys)] = 0
+        return np.where(self.keys[pos] == keys, self.vals[pos].astype(np.int64), -1).tolist()
+
+    def get(self, key: int, main: int) -> int | None:
+        return main if main >= 0 else self.recent.get(key)
+
+    def settle(self) -> None:
+        """Merge the latest entries in (between batches only: :meth:`main` answers for the merged part)."""
+        if len(self.recent) < self.merge_at:
+            return
+        np = self._np
+        k = np.fromiter(self.recent.keys(), np.uint64, len(self.recent))
+        v = np.fromiter(self.recent.values(), np.uint32, len(self.recent))
+        order = np.argsort(k)
+        k, v = k[order], v[order]
+        at = np.searchsorted(self.keys, k)
+        self.keys, self.vals = np.insert(self.keys, at, k), np.insert(self.vals, at, v)
+        self.recent.clear()
+
+
+class _Seen:
+    """Every accepted row's id, content key and place, to refuse an id used again for other content and to
+    skip repeated contents, in about 40 bytes a row (10 M rows: ~400 MB) instead of a dict of strings.
+
+    Ids are found by a 64-bit hash and then compared in full (given ids are kept as UTF-8 bytes, derived ids
+    are the content key itself), so a hash collision never merges two ids; content keys are 64-bit
+    numbers (``content_key`` is 16 hex digits), compared exactly."""
+
+    def __init__(self):
+        self.key = array("Q")  # content key of accepted row j
+        self.file = array("I")
+        self.row = array("q")
+        self.id_end = array("Q", [0])  # given ids: id_bytes[id_end[j]:id_end[j+1]]; empty for a derived id
+        self.id_bytes = bytearray()
+        self.files: list[tuple[str, str]] = []
+        self._file_index: dict[str, int] = {}
+        self.ids = _KeyMap()  # hash(id) -> j
+        self.collided: dict[str, int] = {}  # ids whose hash an earlier, other id has
+        self.contents = _KeyMap()  # content key -> j of its first row
+
+    def id_of(self, j: int) -> str:
+        a, b = self.id_end[j], self.id_end[j + 1]
+        return self.id_bytes[a:b].decode() if b > a else format(self.key[j], "016x")
+
+    def where(self, j: int) -> str:
+        file, kind = self.files[self.file[j]]
+        return _where(file, self.row[j], kind)
+
+    def add(self, sol: Solution, raw: RawRow, key: int, derived: bool) -> int:
+        fi = self._file_index.get(raw.file)
+        if fi is None:
+            fi = self._file_index[raw.file] = len(self.files)
+            self.files.append((raw.file, raw.kind))
+        j = len(self.key)
+        self.key.append(key)
+        self.file.append(fi)
+        self.row.append(raw.row)
+        if not derived:
+            self.id_bytes += sol.id.encode()
+        self.id_end.append(len(self.id_bytes))
+        return j
+
+
+def _unique(spec: InputSpec, rows: Checked, seen: _Seen, stats: IngestStats, known
+            ) -> Iterator[tuple[RawRow, Solution | Reject | None, str, bool]]:
+    """Check ids and contents against every earlier row, a batch of rows at a time (lookups), one row at a time
+    (updates: rows after the one a consumer stops at are never recorded). Yields ``(raw, out, key, is_known)``:
+    ``out`` a Solution seen for the first time (``key``: its content key), a Reject, or None for a repeat."""
+    import numpy as np
+
+    batch: list[tuple[RawRow, Solution | Reject]] = []
+
+    def flush() -> Iterator[tuple[RawRow, Solution | Reject | None, str, bool]]:
+        valid = [(raw, out) for raw, out in batch if isinstance(out, Solution)]
+        derived = [raw.data.get(spec.id_field) is None for raw, _ in valid]  # then the id is the content key
+        hexes = [out.id if d else out.key for (_, out), d in zip(valid, derived, strict=True)]
+        keys = [int(k, 16) for k in hexes]
+        hashes = [_id_hash(out.id) for _, out in valid]
+        karr = np.array(keys, np.uint64)
+        id_main = seen.ids.main(np.array(hashes, np.uint64))
+        key_main = seen.contents.main(karr)
+        if known is not None and len(known) and valid:
+            pos = np.minimum(np.searchsorted(known, karr), len(known) - 1)
+            in_known = (known[pos] == karr).tolist()
+        else:
+            in_known = [False] * len(valid)
+        n = 0
+        for raw, out in batch:
+            if not isinstance(out, Solution):
+                yield raw, out, "", False
+                continue
+            i, n = n, n + 1
+            h, key = hashes[i], keys[i]
+            j = seen.ids.get(h, id_main[i])
+            collided = j is not None and seen.id_of(j) != out.id
+            if collided:
+                j = seen.collided.get(out.id)
+            if j is not None:
+                if seen.key[j] == key:  # the same id and content: an exact duplicate, skipped
                     stats.duplicates += 1
                     if not stats.first_duplicate:
-                        stats.first_duplicate = f"{raw.where} duplicates {prev[4:]}"
-                    continue
-                out = Reject(
-                    raw.file,
-                    raw.row,
-                    spec.id_field,
-                    f"id {out.id!r} is already used by {prev} for different content; ids must be unique",
-                    _raw_text(raw),
-                    raw.kind,
-                )
-        if isinstance(out, Solution):
-            stats.solutions += 1
-        else:
-            stats.rejected += 1
-        yield out
-    if stats.duplicates:
-        logger.warning(
-            "skipped %d exact duplicate row(s) (same id and content as an earlier row; first: %s)",
-            stats.duplicates,
-            stats.first_duplicate,
-        )
+                        stats.first_duplicate = f"{raw.where} duplicates {seen.where(j)}"
+                    yield raw, None, "", False
+                else:
+                    yield raw, Reject(raw.file, raw.row, spec.id_field, f"id {out.id!r} is already used by "
+                                      f"{seen.where(j)} for different content; ids must be unique", _raw_text(raw),
+                                      raw.kind), "", False
+                continue
+            j = seen.add(out, raw, key, derived[i])
+            if collided:
+                seen.collided[out.id] = j
+            else:
+                seen.ids.recent[h] = j
+            if seen.contents.get(key, key_main[i]) is not None:  # another id, the same content
+                stats.same_content += 1
+                yield raw, None, "", False
+                continue
+            seen.contents.recent[key] = j
+            yield raw, out, hexes[i], in_known[i]
+        seen.ids.settle()
+        seen.contents.settle()
+
+    for item in rows:
+        batch.append(item)
+        if len(batch) >= files.BATCH_ROWS:
+            yield from flush()
+            batch = []
+    if batch:
+        yield from flush()
 
 
 def _error_message(shown: list[Reject], total: int) -> str:
@@ -193,16 +295,70 @@ def _error_message(shown: list[Reject], total: int) -> str:
     return "\n".join(lines)
 
 
-def check_inputs(spec: InputSpec, max_shown: int = 5) -> IngestStats:
-    """Validate the whole input without keeping it; raise :class:`InputError` listing the bad rows."""
-    stats = IngestStats()
+def iter_keyed_solutions(
+    spec: InputSpec,
+    skip_bad: bool = False,
+    on_reject: Callable[[Reject], None] | None = None,
+    stats: IngestStats | None = None,
+    *,
+    limit: int | None = None,
+    known=None,
+    on_solution: Callable[[Solution], None] | None = None,
+) -> Iterator[tuple[str, Solution]]:
+    """The one pass over the input: ``(content key, solution)`` of every valid solution, each content once
+    (the first row that has it), in input order, with bounded memory (the module's indexes only).
+
+    Without ``skip_bad`` every row is validated (past ``limit`` too) and :class:`InputError`, naming the
+    first 5 bad rows and their number, is raised after the last row: act on what was yielded (start
+    rollouts) only once the iterator is exhausted. With ``skip_bad`` every reject goes to ``on_reject``
+    (required; e.g. a :class:`RejectsWriter`) and reading stops at ``limit``. ``limit``: at most this many
+    solutions, ``known`` ones included. ``known``: a sorted numpy uint64 array of content keys
+    (:func:`key_numbers`) to leave out, counted in ``stats.known``. ``on_solution`` sees every solution
+    counted, ``known`` ones included. ``stats`` is filled as rows stream.
+    """
+    if skip_bad and on_reject is None:
+        raise ValueError("skip_bad needs on_reject (e.g. a RejectsWriter) so that no row is dropped silently")
+    stats = stats if stats is not None else IngestStats()
+    urls = resolve_files(spec)  # a missing input is named now, before anything is read
+    stats.files = len(urls)
     shown: list[Reject] = []
-    for item in _validated(spec, stats):
-        if isinstance(item, Reject) and len(shown) < max_shown:
-            shown.append(item)
-    if stats.rejected:
-        raise InputError(_error_message(shown, stats.rejected), shown)
-    return stats
+
+    def checked_rows() -> Checked:
+        for raw in iter_rows(spec, urls):
+            if raw.row is not None:
+                stats.rows += 1
+            yield raw, validate(raw, spec)
+
+    def gen() -> Iterator[tuple[str, Solution]]:
+        rows = _prompt_checked(spec, _gold_checked(spec, checked_rows()))
+        for _raw, out, key, is_known in _unique(spec, rows, _Seen(), stats, known):
+            if isinstance(out, Reject):
+                stats.rejected += 1
+                if skip_bad:
+                    on_reject(out)
+                elif len(shown) < 5:
+                    shown.append(out)
+                continue
+            if out is None or (limit is not None and stats.solutions >= limit):
+                continue
+            stats.solutions += 1
+            if on_solution is not None:
+                on_solution(out)
+            if is_known:
+                stats.known += 1
+            else:
+                yield key, out
+            if skip_bad and limit is not None and stats.solutions >= limit:
+                break
+        if stats.duplicates:
+            logger.warning("skipped %d exact duplicate row(s) (same id and content as an earlier row; first: %s)",
+                           stats.duplicates, stats.first_duplicate)
+        if stats.same_content:
+            logger.info("skipped %d row(s) with the content of an earlier row under another id", stats.same_content)
+        if stats.rejected and not skip_bad:
+            raise InputError(_error_message(shown, stats.rejected), shown)
+
+    return gen()
 
 
 def iter_solutions(
@@ -210,58 +366,47 @@ def iter_solutions(
     skip_bad: bool = False,
     on_reject: Callable[[Reject], None] | None = None,
     stats: IngestStats | None = None,
+    *,
+    limit: int | None = None,
+    known=None,
 ) -> Iterator[Solution]:
-    """Stream valid solutions in input order with bounded memory (for inputs too big for a list).
-
-    Without ``skip_bad`` the whole input is validated first, when this function is called (not lazily),
-    and :class:`InputError` is raised before any solution is yielded. With ``skip_bad`` every reject is
-    passed to ``on_reject`` (required; e.g. a :class:`RejectsWriter`). ``stats`` is filled as rows stream.
-    """
-    if skip_bad and on_reject is None:
-        raise ValueError("skip_bad needs on_reject (e.g. a RejectsWriter) so that no row is dropped silently")
-    if not skip_bad:
-        check_inputs(spec)
-    stats = stats if stats is not None else IngestStats()
-
-    def gen() -> Iterator[Solution]:
-        for item in _validated(spec, stats):
-            if isinstance(item, Reject):
-                if not skip_bad:  # the input changed since the check
-                    raise InputError(_error_message([item], 1), [item])
-                on_reject(item)
-            else:
-                yield item
-
-    return gen()
+    """The solutions of :func:`iter_keyed_solutions` (same arguments, same one pass)."""
+    it = iter_keyed_solutions(spec, skip_bad, on_reject, stats, limit=limit, known=known)
+    return (sol for _, sol in it)
 
 
 class RejectsWriter:
-    """Writes rejects as JSON Lines (file, row, where, field, reason, raw) to an fsspec URL.
+    """Writes rejects as JSON Lines (file, row, where, field, reason, raw) to an fsspec URL, opened at the first
+    reject (no reject, no file).
 
     Local files are written under a temporary name and renamed on close; object stores publish the file
     when it is closed. Use as a context manager and as the ``on_reject`` callback.
     """
 
     def __init__(self, path: str):
+        self.path = path
+        self.count = 0
+        self._f = None
+
+    def _open(self):
         from fsspec.core import url_to_fs
         from fsspec.implementations.local import LocalFileSystem
 
-        self.path = path
-        self.count = 0
-        self._fs, self._target = url_to_fs(path)
-        self._local = isinstance(self._fs, LocalFileSystem)
+        fs, target = url_to_fs(self.path)
+        self._local = isinstance(fs, LocalFileSystem)
         if self._local:
-            self._f = AtomicFile(self._target)
-        else:
-            parent = self._fs._parent(self._target)
-            if parent:
-                self._fs.makedirs(parent, exist_ok=True)
-            self._f = self._fs.open(self._target, "wb")
+            return AtomicFile(target)
+        parent = fs._parent(target)
+        if parent:
+            fs.makedirs(parent, exist_ok=True)
+        return fs.open(target, "wb")
 
     def __call__(self, reject: Reject) -> None:
         self.write(reject)
 
     def write(self, reject: Reject) -> None:
+        if self._f is None:
+            self._f = self._open()
         self._f.write(json.dumps(reject.as_dict(), ensure_ascii=False).encode("utf-8") + b"\n")
         self.count += 1
 
@@ -281,52 +426,3 @@ class RejectsWriter:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close(publish=exc_type is None)
-
-
-@dataclass
-class LoadResult:
-    solutions: list[Solution]
-    stats: IngestStats
-    rejects_path: str | None = None
-    files: list[str] = field(default_factory=list)
-
-    @property
-    def n_rejected(self) -> int:
-        return self.stats.rejected
-
-    @property
-    def n_duplicates(self) -> int:
-        return self.stats.duplicates
-
-
-def load_solutions(spec: InputSpec, skip_bad: bool = False, rejects_path: str | None = None) -> LoadResult:
-    """Read and validate the whole input into a list (one pass). For huge inputs use :func:`iter_solutions`.
-
-    Without ``skip_bad`` any bad row raises :class:`InputError` (naming up to 5 rows and the total). With
-    ``skip_bad`` rejects are written to ``rejects_path`` (required; written, possibly empty, even when there
-    are none, so that a rerun never leaves a stale file).
-    """
-    if skip_bad and not rejects_path:
-        raise ValueError("skip_bad needs rejects_path so that no row is dropped silently")
-    stats = IngestStats()
-    solutions: list[Solution] = []
-    shown: list[Reject] = []
-    files = resolve_files(spec)
-    writer = RejectsWriter(rejects_path) if skip_bad else None
-    try:
-        for item in _validated(spec, stats, files):
-            if isinstance(item, Solution):
-                solutions.append(item)
-            elif writer is not None:
-                writer.write(item)
-            elif len(shown) < 5:
-                shown.append(item)
-    except BaseException:
-        if writer is not None:
-            writer.close(publish=False)
-        raise
-    if writer is not None:
-        writer.close()
-    if stats.rejected and not skip_bad:
-        raise InputError(_error_message(shown, stats.rejected), shown)
-    return LoadResult(solutions, stats, rejects_path if skip_bad else None, files)

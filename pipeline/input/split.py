@@ -21,12 +21,12 @@ from __future__ import annotations
 import functools
 import re
 
+from graders.extract import hash_answer
 from pipeline.errors import RowError
 
 SPLIT_MODES: tuple[str, ...] = ("blank-line", "step-prefix", "newline", "regex", "gsm8k")
 
 _CALC = re.compile(r"<<[^<>\n]*>>")
-_GSM8K_ANSWER = re.compile(r"^[ \t]*####[ \t]*(.*?)[ \t]*$")
 
 _BLANK_LINES = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 # "Step 3:", "Step 3.", "## Step 3:", "**Step 3:**", "step 3)" at the start of a line; not "Step 1.5".
@@ -82,9 +82,8 @@ def split_solution(text: str, mode: str = "blank-line", regex: str | None = None
     if mode == "gsm8k":
         steps, answer = [], None
         for line in text.split("\n"):
-            m = _GSM8K_ANSWER.match(line)
-            if m:
-                answer = m.group(1)
+            if line.lstrip(" \t").startswith("####"):  # the answer line; its answer as the graders read it
+                answer = hash_answer(line)
                 continue
             steps.append(_CALC.sub("", line))
         steps = _clean(steps)

@@ -7,7 +7,7 @@ import json
 import math
 from decimal import Decimal
 
-from graders.extract import last_box
+from graders.extract import hash_answer, last_box
 from pipeline.input.spec import RAW_CHARS, InputSpec, RawRow, Reject, _flag
 from pipeline.input.split import SplitError, split_solution
 from pipeline.labeling.types import Solution, content_key
@@ -106,10 +106,9 @@ def validate(raw: RawRow, spec: InputSpec) -> Solution | Reject:
             return reject(af, f"expected the gold answer as text or a number, got {_type_name(answer)}")
         answer = num
     if spec.answer_extract == "gsm8k":
-        k = answer.rfind("####")
-        if k < 0:
+        answer = hash_answer(answer)
+        if answer is None:
             return reject(af, "no '#### <answer>' marker in the answer (answer_extract='gsm8k')")
-        answer = answer[k + 4 :]
     elif spec.answer_extract == "boxed":
         boxed = last_box(answer)
         if boxed is None:

@@ -141,10 +141,15 @@ def kept_shard(store: CorpusStore, rel: str, keys: list[str]) -> dict | None:
             "bytes": int(side["bytes"]), "sha256": side["sha256"]}
 
 
-def base_keys(store: CorpusStore, manifest: dict) -> tuple[set[str], list[dict]]:
+def base_keys(store: CorpusStore, manifest: dict):
     """Keys of a committed version's shards, each shard verified in full (size, sha256 where recorded,
-    schema, rows). Returns (keys of the good shards, manifest entries of the bad ones)."""
-    keys: set[str] = set()
+    schema, rows). Returns (keys of the good shards as a sorted numpy uint64 array, 8 bytes a key:
+    ``pipeline.input.key_numbers``; manifest entries of the bad ones)."""
+    import numpy as np
+
+    from pipeline.input.reading import key_numbers
+
+    keys = [np.empty(0, np.uint64)]
     bad: list[dict] = []
     for sh in manifest["shards"]:
         try:
@@ -153,8 +158,8 @@ def base_keys(store: CorpusStore, manifest: dict) -> tuple[set[str], list[dict]]
             log.warning("%s; its rows are labeled again where the input still has them", e)
             bad.append(sh)
             continue
-        keys.update(t.column("key").to_pylist())
-    return keys, bad
+        keys.append(key_numbers(t.column("key").to_pylist()))
+    return np.unique(np.concatenate(keys)), bad
 
 
 # ------------------------------------------------------------------ manifests

@@ -3,6 +3,7 @@ import itertools
 import json
 import logging
 import uuid
+from dataclasses import dataclass
 
 import fsspec
 import pyarrow as pa
@@ -11,14 +12,13 @@ import pytest
 
 from pipeline import input as ingest
 from pipeline.input import (
+    IngestStats,
     InputError,
     InputSpec,
     RejectsWriter,
-    check_inputs,
     files,
     iter_rows,
     iter_solutions,
-    load_solutions,
     resolve_files,
 )
 from pipeline.labeling.types import Solution, content_key
@@ -41,6 +41,31 @@ def write_jsonl(path, rows):
 def write_parquet(path, rows, schema=None):
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(path))
     return str(path)
+
+
+@dataclass
+class Loaded:
+    solutions: list[Solution]
+    stats: IngestStats
+    files: list[str]
+
+    @property
+    def n_rejected(self) -> int:
+        return self.stats.rejected
+
+    @property
+    def n_duplicates(self) -> int:
+        return self.stats.duplicates
+
+
+def load_solutions(spec: InputSpec, skip_bad: bool = False, rejects_path: str | None = None) -> Loaded:
+    """The whole input as a list, through the one real entry point (rejects to ``rejects_path``)."""
+    stats = IngestStats()
+    if not skip_bad:
+        return Loaded(list(iter_solutions(spec, stats=stats)), stats, resolve_files(spec))
+    with RejectsWriter(rejects_path) as rejects:
+        sols = list(iter_solutions(spec, skip_bad=True, on_reject=rejects, stats=stats))
+    return Loaded(sols, stats, resolve_files(spec))
 
 
 def load(paths, **kw):
@@ -416,7 +441,7 @@ def test_skip_bad_writes_rejects_and_keeps_good_rows(tmp_path):
     out = tmp_path / "out" / "rejects.jsonl"
     res = load_solutions(InputSpec(paths=(str(tmp_path),)), skip_bad=True, rejects_path=str(out))
     assert [s.problem for s in res.solutions] == ["pq", GOOD[0]["problem"], GOOD[1]["problem"]]
-    assert res.n_rejected == 3 and res.rejects_path == str(out)
+    assert res.n_rejected == 3
     rejects = [json.loads(x) for x in out.read_text().splitlines()]
     assert [(r["file"], r["row"], r["field"]) for r in rejects] == [
         (bad_pq, None, "problem"),
@@ -432,8 +457,6 @@ def test_skip_bad_writes_rejects_and_keeps_good_rows(tmp_path):
 
 def test_skip_bad_needs_a_place_for_rejects(tmp_path):
     p = write_jsonl(tmp_path / "in.jsonl", GOOD)
-    with pytest.raises(ValueError, match="rejects_path"):
-        load_solutions(InputSpec(paths=(p,)), skip_bad=True)
     with pytest.raises(ValueError, match="on_reject"):
         iter_solutions(InputSpec(paths=(p,)), skip_bad=True)
 
@@ -449,16 +472,18 @@ def test_rejects_writer_discards_on_error(tmp_path):
 # ------------------------------------------------------------------------------------ streaming
 
 
-def test_iter_solutions_validates_before_yielding_anything(tmp_path):
-    p = write_jsonl(tmp_path / "in.jsonl", GOOD * 3 + [{"problem": "late bad row"}])
-    with pytest.raises(InputError, match=r"line 10, field 'answer'"):
-        iter_solutions(InputSpec(paths=(p,)))  # raises on the call, before any next()
-    with pytest.raises(InputError):
-        check_inputs(InputSpec(paths=(p,)))
+def test_one_pass_names_bad_rows_at_its_end(tmp_path):
+    p = write_jsonl(tmp_path / "in.jsonl", GOOD * 3 + [{"problem": "late bad row"}] * 2 + [GOOD[1]])
+    decoded = []
+    it = iter_solutions(InputSpec(paths=(p,)), stats=IngestStats())
+    with pytest.raises(InputError, match=r"line 10, field 'answer'") as ei:
+        for sol in it:  # the valid rows come first; the error once every row was read
+            decoded.append(sol)
+    assert len(decoded) == 3 and "(2 bad rows in all" not in str(ei.value) and len(ei.value.rejects) == 2
     got = []
     stats = ingest.IngestStats()
     sols = list(iter_solutions(InputSpec(paths=(p,)), skip_bad=True, on_reject=got.append, stats=stats))
-    assert len(sols) == 3 and stats.duplicates == 6 and len(got) == 1 and got[0].row == 9
+    assert len(sols) == 3 and stats.duplicates == 7 and [r.row for r in got] == [9, 10]
 
 
 def test_iter_rows_exposes_decode_errors(tmp_path):

@@ -202,14 +202,14 @@ def test_refresh_of_an_old_schema_corpus_is_refused(tmp_path):
 def test_resume_relabels_a_shard_of_an_older_schema(tmp_path):
     """An unfinished run by an older mcprm left a shard without mc_no_answer: it is labeled again."""
     from pipeline.bundled import SAMPLE_PATH
-    from pipeline.input import InputSpec, load_solutions
+    from pipeline.input import InputSpec, iter_solutions
     from pipeline.run import label
 
     inp = tmp_path / "in.jsonl"
     inp.write_text(SAMPLE_PATH.read_text().splitlines()[0] + "\n")
     out = tmp_path / "out"
     cfg = LabelConfig(input=[str(inp)], output=str(out), k=1, max_new_tokens=8, executor="local", progress=False)
-    (sol,) = load_solutions(InputSpec(paths=(str(inp),))).solutions
+    (sol,) = iter_solutions(InputSpec(paths=(str(inp),)))
     store = CorpusStore(str(out))
     store.write_json("data/v00001/_plan.json", {"identity": cfg.resolved().identity(), "version": 1,
                                                 "shard_size": cfg.shard_size, "shards": [{"shard": 0, "keys": [sol.key]}]})

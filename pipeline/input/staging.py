@@ -1,0 +1,145 @@
+"""Staged shards: the run's solutions, cut into its planned shards by the one pass over the input and kept
+beside the output until the version is committed, so that executing, resuming a killed run and retrying a
+shard read them, never the input again.
+
+A staged shard is a Parquet file ``data/vNNNNN/_staged/<name>.parquet`` (id, problem, answer, steps, source,
+key), written whole with the store's atomic write. ``<name>`` is a digest of what the file holds (every row's
+key, id and source), so a file of that name is that content: a re-run of the same work finds its files
+already there and does not write them again, and runs with other shard boundaries never overwrite each
+other's files. The plan records per shard its file, its row count and a digest of its keys
+(:func:`key_digest`), never the keys themselves: small at 10 M rows, and enough to tell a changed input.
+
+Shard sizes come from :func:`pipeline.execution.sizing.shard_sizes`, which needs the number of solutions,
+known only at the end of the pass. It keeps every shard at ``shard_size`` while more than ``2 * workers *
+shard_size`` solutions are left, so :class:`Stager` writes a full shard as soon as more than that many
+solutions are waiting, and cuts the last ones (at most that many) at the end: its memory is bounded by the
+configuration, not by the input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import posixpath
+
+from pipeline.labeling.types import Solution
+from pipeline.storage.store import CorpusStore, ShardError
+
+STAGED = "_staged"
+
+
+def key_digest(keys) -> str:
+    """16 hex digits of sha256 over the content keys in order (a shard's fingerprint in the plan)."""
+    h = hashlib.sha256()
+    for k in keys:
+        h.update(k.encode() + b"\n")
+    return h.hexdigest()[:16]
+
+
+def _schema():
+    import pyarrow as pa
+
+    return pa.schema([("id", pa.string()), ("problem", pa.string()), ("answer", pa.string()),
+                      ("steps", pa.list_(pa.string())), ("source", pa.string()), ("key", pa.string())])
+
+
+def _encode(rows: list[tuple[str, Solution]]) -> tuple[str, bytes]:
+    """(name, Parquet bytes) of a staged shard of ``(key, solution)`` rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    name = hashlib.sha256()
+    for key, s in rows:
+        name.update(f"{key}\t{s.id}\t{s.source}\n".encode())
+    table = pa.table({"id": [s.id for _, s in rows], "problem": [s.problem for _, s in rows],
+                      "answer": [s.answer for _, s in rows], "steps": [list(s.steps) for _, s in rows],
+                      "source": [s.source for _, s in rows], "key": [k for k, _ in rows]}, schema=_schema())
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    return name.hexdigest()[:32], buf.getvalue()
+
+
+class Stager:
+    """Receives the run's new solutions in input order (:meth:`add`) and writes them as staged shards of the
+    sizes ``shard_sizes`` gives (:meth:`finish` returns the plan's shard entries)."""
+
+    def __init__(self, store: CorpusStore, vdir: str, shard_size: int, workers: int):
+        self.store, self.dir = store, posixpath.join(vdir, STAGED)
+        self.shard_size, self.workers = shard_size, max(1, int(workers))
+        self.lookahead = 2 * self.workers * shard_size  # sizes are shard_size while more than this is left
+        self.pending: list[tuple[str, Solution]] = []
+        self.shards: list[dict] = []
+        self.written: list[str] = []  # files this pass wrote (removed again if the pass fails)
+        self.n = 0
+        self._all = hashlib.sha256()
+
+    def add(self, key: str, sol: Solution) -> None:
+        self.pending.append((key, sol))
+        self.n += 1
+        self._all.update(key.encode() + b"\n")
+        if len(self.pending) > self.lookahead:
+            self._write(self.pending[: self.shard_size])
+            del self.pending[: self.shard_size]
+
+    def _write(self, rows: list[tuple[str, Solution]]) -> None:
+        name, data = _encode(rows)
+        rel = f"{self.dir}/{name}.parquet"
+        if self.store.size(rel) is None:  # a file of this name holds exactly these rows (module doc)
+            self.store.write_bytes(rel, data)
+            self.written.append(rel)
+        self.shards.append({"shard": len(self.shards), "rows": len(rows), "keys": key_digest(k for k, _ in rows),
+                            "staged": name})
+
+    def finish(self) -> tuple[list[dict], str]:
+        """The plan's shard entries, and the digest of every key in order (the run's input, fingerprinted)."""
+        from pipeline.execution.sizing import shard_sizes
+
+        sizes = shard_sizes(self.n, self.shard_size, self.workers)
+        head = [sh["rows"] for sh in self.shards]
+        if sizes[: len(head)] != head:
+            raise RuntimeError(f"shard_sizes({self.n}, {self.shard_size}, {self.workers}) does not keep full "
+                               f"shards while more than {self.lookahead} solutions are left, as staging needs")
+        for size in sizes[len(head) :]:
+            self._write(self.pending[:size])
+            del self.pending[:size]
+        return self.shards, self._all.hexdigest()[:32]
+
+    def discard(self) -> None:
+        """Remove the files this pass wrote (the pass failed: nothing refers to them)."""
+        for rel in self.written:
+            self.store.delete(rel)
+
+
+def staged_rel(vdir: str, entry: dict) -> str:
+    return f"{vdir}/{STAGED}/{entry['staged']}.parquet"
+
+
+def read_staged(store: CorpusStore, vdir: str, entry: dict) -> list[Solution]:
+    """A planned shard's solutions from its staged file, checked against the plan (row count, digest of the
+    keys recomputed from the content). A missing or damaged file is a :class:`ShardError`; a damaged one is
+    removed, so that the same command run again stages it anew from the input."""
+    rel = staged_rel(vdir, entry)
+    cols = store.read_table(rel).to_pydict()
+    sols = [Solution(id=i, problem=p, answer=a, steps=tuple(st), source=src) for i, p, a, st, src in
+            zip(cols["id"], cols["problem"], cols["answer"], cols["steps"], cols["source"], strict=True)]
+    if len(sols) != entry["rows"] or key_digest(s.key for s in sols) != entry["keys"]:
+        store.delete(rel)
+        raise ShardError(f"staged shard {store.uri(rel)} does not hold the planned solutions of shard "
+                         f"{entry['shard']}; it was removed: rerun the same command to stage it again")
+    return sols
+
+
+def staged_keys(store: CorpusStore, vdir: str, entry: dict) -> list[str]:
+    """The content keys of a planned shard, in order (to check a finished shard of a killed run)."""
+    return [s.key for s in read_staged(store, vdir, entry)]
+
+
+def staged_names(store: CorpusStore, vdir: str) -> set[str]:
+    """Names of the staged files present under ``vdir``."""
+    if not store.local:
+        store.fs.invalidate_cache()  # object-store listings are cached by fsspec
+    try:
+        found = store.fs.ls(store.path(vdir, STAGED), detail=False)
+    except FileNotFoundError:
+        return set()
+    return {posixpath.basename(f)[: -len(".parquet")] for f in found if f.endswith(".parquet")}
