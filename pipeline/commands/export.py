@@ -421,10 +421,11 @@ def check_row(record: dict, row: Row, opts: ExportOptions, tokenizer=None) -> No
         good_id = single_token_id(tokenizer, opts.reward_tokens[0], "reward token", rid)
         bad_id = single_token_id(tokenizer, opts.reward_tokens[1], "reward token", rid)
         lab = _encode(tokenizer, record["label"])
-        at = [i for i, t in enumerate(ids) if t == tid]
-        aligned = len(lab) == len(ids) and all(
-            (lab[i] == (good_id if y else bad_id)) for i, y in zip(at, row.labels, strict=True)
-        ) and all(a == b for i, (a, b) in enumerate(zip(ids, lab, strict=False)) if i not in set(at))
+        # the encoded input with its tag tokens (n of them, checked above) replaced by the labels' tokens
+        want = list(ids)
+        for i, y in zip([i for i, t in enumerate(ids) if t == tid], row.labels, strict=True):
+            want[i] = good_id if y else bad_id
+        aligned = len(lab) == len(ids) and list(lab) == want
         if not aligned:
             fail("the encoded `label` text is not the encoded `input` with the tag tokens replaced by the "
                  f"{opts.reward_tokens} tokens (the reward tokens merge with neighbouring text)")
