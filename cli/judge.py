@@ -45,7 +45,10 @@ def judge_cmd(
     device: Annotated[str, typer.Option(help="hf backend: cpu | cuda.")] = "cpu",
     dtype: Annotated[str | None, typer.Option(help="hf / vllm: model dtype.")] = None,
     tensor_parallel_size: Annotated[int, typer.Option(help="vllm: GPUs per model replica.")] = 1,
-    max_model_len: Annotated[int | None, typer.Option(help="vllm: the engine's context in tokens.")] = None,
+    max_model_len: Annotated[int | None, typer.Option(help="The judge's context in tokens (vllm: the engine's "
+                                                           "limit): longer prompts are not sent but stored as "
+                                                           "too_long (counted with --tokenizer or the model's; hf: "
+                                                           "the model's own context by default).")] = None,
     summary: Annotated[bool, typer.Option("--summary", help="Only show the agreement of the judges already "
                                                             "run (no judging).")] = False,
     verify: Annotated[bool, typer.Option("--verify", help="Only check every judge part against its checksum.")] = False,
@@ -108,8 +111,18 @@ def judge_cmd(
             if not as_json:
                 echo(f"  judged {judged:,} solutions ({parts} part(s) written)")
 
+        count = None
+        tok_path = tokenizer or (model if backend != "openai" else None)
+        if max_model_len and tok_path:
+            from rollouts.base import require
+
+            tok = require("transformers", "pip install transformers").AutoTokenizer.from_pretrained(tok_path)
+
+            def count(p: str) -> int:
+                return len(tok(p, add_special_tokens=False)["input_ids"]) + 1
+
         res = J.judge_corpus(corpus, settings, make, judge_id=judge_id, version=version, batch_rows=batch_size,
-                             limit=limit, on_part=progress)
+                             limit=limit, on_part=progress, context_tokens=max_model_len, count_tokens=count)
     if as_json:
         print(json.dumps(dataclasses.asdict(res), indent=2))
         return
@@ -134,6 +147,7 @@ def _print_summary(s: dict) -> None:
          f"{d['judge_earlier']:,} / {d['judge_later']:,} / {d['judge_no_error_mc_error']:,} / "
          f"{d['judge_error_mc_no_error']:,}"),
         ("unparseable replies (kept as null)", f"{s['unparseable']:,}"),
+        ("prompts too long for the judge (null, not sent)", f"{s.get('too_long', 0):,}"),
         ("agreement rate (agree / (agree + disagree))", _pct(s["agreement_rate"])),
         ("agreement of all judged (null counts as no)", _pct(s["agreement_rate_of_judged"])),
     ])

@@ -78,10 +78,12 @@ CRITIQUE_TEMPLATE = (
 
 # statuses of a judgment (the ``status`` column); every one but "ok" has a null index
 OK, UNPARSEABLE, OUT_OF_RANGE, NO_MAJORITY = "ok", "unparseable", "out_of_range", "no_majority"
+TOO_LONG = "too_long"  # the prompt does not fit the judge's context: not sent (see judge_corpus)
 
 # the reasons export counts in ``skipped`` for the rows --consensus drops
 DROP_DISAGREE = "consensus: judge disagrees with MC"
 DROP_NULL = "consensus: judge reply unparseable"
+DROP_TOO_LONG = "consensus: prompt too long for the judge"
 DROP_MISSING = "consensus: not judged"
 
 JUDGE_COLUMNS = ["key", "id", "corpus_version", "n_steps", "judge_first_error", "status", "votes", "replies",
@@ -397,15 +399,19 @@ def _k64(key: str) -> int:
 
 
 class Judgments:
-    """A judge's answers by content key, held as two sorted numpy arrays (12 bytes a judged row)."""
+    """A judge's answers by content key, held as two sorted numpy arrays (12 bytes a judged row); a null index is
+    :attr:`NULL` (unparseable, out of range, no majority) or :attr:`TOO_LONG` (the prompt was not sent)."""
 
     NULL = -(2**31)
+    TOO_LONG = -(2**31) + 1
 
-    def __init__(self, keys: Iterable[int], index: Iterable[int | None]):
+    def __init__(self, keys: Iterable[int], index: Iterable[int | None], status: Iterable[str] | None = None):
         import numpy as np
 
         k = np.fromiter(keys, dtype=np.uint64)
-        v = np.fromiter((self.NULL if i is None else i for i in index), dtype=np.int32, count=len(k))
+        st = status if status is not None else iter(lambda: OK, None)
+        v = np.fromiter(((self.TOO_LONG if s == TOO_LONG else self.NULL) if i is None else i
+                         for i, s in zip(index, st)), dtype=np.int32, count=len(k))
         k, first = np.unique(k, return_index=True)  # sorted; a key in two parts keeps its first judgment
         self.keys, self.index = k, v[first]
 
@@ -429,11 +435,13 @@ def load_judgments(url: str, judge_id: str) -> Judgments:
     jstore = _store(judge_url(url, judge_id))
     keys: list[int] = []
     idx: list[int | None] = []
+    status: list[str] = []
     for _, name in _part_names(jstore):
-        t = _load_part(jstore, name, ["key", "judge_first_error"])
+        t = _load_part(jstore, name, ["key", "judge_first_error", "status"])
         keys.extend(_k64(k) for k in t.column("key").to_pylist())
         idx.extend(t.column("judge_first_error").to_pylist())
-    return Judgments(keys, idx)
+        status.extend(t.column("status").to_pylist())
+    return Judgments(keys, idx, status)
 
 
 def judge_meta(url: str, judge_id: str) -> dict:
@@ -524,10 +532,15 @@ def build_backend(s: JudgeSettings, **options: Any):
 
 def judge_corpus(url: str, settings: JudgeSettings, backend_factory: Callable[[], Any], *,
                  judge_id: str | None = None, version: int | None = None, batch_rows: int = 256,
-                 limit: int | None = None, on_part: Callable[[int, int], None] | None = None) -> JudgeResult:
+                 limit: int | None = None, on_part: Callable[[int, int], None] | None = None,
+                 context_tokens: int | None = None, count_tokens: Callable[[str], int] | None = None) -> JudgeResult:
     """Judge every solution of corpus ``url`` (``version``, default current) that ``judge_id`` has not judged yet,
     writing one checksummed part per ``batch_rows`` solutions (see the module docstring). ``backend_factory`` is
-    called only when there is something to judge. ``limit``: judge at most this many solutions in this run."""
+    called only when there is something to judge. ``limit``: judge at most this many solutions in this run.
+
+    A prompt of ``context_tokens`` tokens or more (counted by ``count_tokens``; by default the backend's own
+    ``max_positions`` and ``tokenizer`` where it has them, as the hf backend does) is not sent: its judgment is
+    stored as ``too_long`` (null), so one long solution does not stop the run."""
     from pipeline.faults import fault_point
     from pipeline.storage.corpus import iter_corpus, open_manifest
     from pipeline.storage.lock import OutputLock
@@ -591,17 +604,23 @@ def judge_corpus(url: str, settings: JudgeSettings, backend_factory: Callable[[]
             nonlocal backend, judged, parts, tokens, next_part
             if backend is None:
                 backend = backend_factory()
+                fit.extend(_length_check(backend, context_tokens, count_tokens))
             from rollouts.base import GenRequest
 
-            reqs = [GenRequest(fmt.header(critique_prompt(r["problem"], r["steps"], settings.template)),
-                            n=settings.samples, seed=_seed(settings.seed, r["key"]), group=r["key"])
-                    for r in batch]
-            outs = backend.generate(reqs, sampling)
+            prompts = [fmt.header(critique_prompt(r["problem"], r["steps"], settings.template)) for r in batch]
+            sent = [i for i, p in enumerate(prompts) if not fit or fit[1](p) < fit[0]]
+            outs: list = [None] * len(batch)
+            reqs = [GenRequest(prompts[i], n=settings.samples, seed=_seed(settings.seed, batch[i]["key"]),
+                               group=batch[i]["key"]) for i in sent]
+            for i, comps in zip(sent, backend.generate(reqs, sampling) if reqs else [], strict=True):
+                outs[i] = comps
             rows = []
             for r, comps in zip(batch, outs, strict=True):
                 n = len(r["steps"])
-                parsed = [parse_reply(c.text, n) for c in comps]
-                if len(parsed) == 1:
+                parsed = [parse_reply(c.text, n) for c in comps or ()]
+                if comps is None:
+                    idx, status, comps = None, TOO_LONG, []
+                elif len(parsed) == 1:
                     idx, status = parsed[0]
                 else:
                     idx, status = majority([p[0] for p in parsed])
@@ -623,6 +642,7 @@ def judge_corpus(url: str, settings: JudgeSettings, backend_factory: Callable[[]
                 on_part(judged, parts)
             fault_point("judge-part-written", jstore.uri(f"part-{next_part - 1:05d}.parquet"))
 
+        fit: list = []  # (context, count) once the backend is built, when a length check is possible
         batch: list[dict] = []
         try:
             for b in iter_corpus(url, v, ["key", "id", "problem", "steps", "first_error"]):
@@ -645,6 +665,17 @@ def judge_corpus(url: str, settings: JudgeSettings, backend_factory: Callable[[]
     res = JudgeResult(url, jid, v, judged, already, parts, repaired, tokens, dict(statuses))
     res.summary = judge_summary(url, jid, v)
     return res
+
+
+def _length_check(backend, context: int | None, count: Callable[[str], int] | None) -> list:
+    """[context, count] for the prompt-length check, or [] when the context or a token counter is unknown."""
+    context = context or getattr(backend, "max_positions", None)
+    tok = getattr(backend, "tokenizer", None)
+    if count is None and tok is not None:
+        def count(p: str) -> int:
+            return len(tok(p, add_special_tokens=False)["input_ids"]) + 1  # + a BOS the backend may add
+
+    return [int(context), count] if context and count is not None else []
 
 
 def _write_part(jstore, name: str, rows: list[dict]) -> None:
@@ -686,8 +717,10 @@ def judge_summary(url: str, judge_id: str, version: int | None = None) -> dict:
         c["rows"] += len(fe)
         c["not_judged"] += int((~found).sum())
         null = found & (idx == Judgments.NULL)
+        long = found & (idx == Judgments.TOO_LONG)
         c["unparseable"] += int(null.sum())
-        ok = found & ~null
+        c["too_long"] += int(long.sum())
+        ok = found & ~null & ~long
         agree = ok & (idx == fe)
         c["agree"] += int(agree.sum())
         c["agree_no_error"] += int((agree & (fe == -1)).sum())
@@ -699,7 +732,7 @@ def judge_summary(url: str, judge_id: str, version: int | None = None) -> dict:
         c["judge_earlier"] += int((both & (idx < fe)).sum())
         c["judge_later"] += int((both & (idx > fe)).sum())
     decided = c["agree"] + c["disagree"]
-    judged = decided + c["unparseable"]
+    judged = decided + c["unparseable"] + c["too_long"]
     meta = judge_meta(url, judge_id)
     statuses: Counter = Counter()
     jstore = _store(judge_url(url, judge_id))
@@ -708,6 +741,7 @@ def judge_summary(url: str, judge_id: str, version: int | None = None) -> dict:
     return {"judge_id": judge_id, "model": meta.get("model"), "version": m["version"], "rows": c["rows"],
             "judged": judged, "not_judged": c["not_judged"], "agree": c["agree"],
             "agree_no_error": c["agree_no_error"], "disagree": c["disagree"], "unparseable": c["unparseable"],
+            "too_long": c["too_long"],
             "agreement_rate": c["agree"] / decided if decided else None,
             "agreement_rate_of_judged": c["agree"] / judged if judged else None,
             "disagreement": {k: c[k] for k in ("judge_earlier", "judge_later", "judge_no_error_mc_error",
@@ -741,9 +775,10 @@ class ConsensusFilter:
         found, idx = self.judgments.lookup(batch.column("key").to_pylist())
         fe = batch.column("first_error").to_numpy(zero_copy_only=False).astype(np.int64)
         null = found & (idx == Judgments.NULL)
-        keep = found & ~null & (idx == fe)
-        why = {DROP_MISSING: int((~found).sum()), DROP_NULL: int(null.sum()),
-               DROP_DISAGREE: int((found & ~null & ~keep).sum())}
+        long = found & (idx == Judgments.TOO_LONG)
+        keep = found & ~null & ~long & (idx == fe)
+        why = {DROP_MISSING: int((~found).sum()), DROP_NULL: int(null.sum()), DROP_TOO_LONG: int(long.sum()),
+               DROP_DISAGREE: int((found & ~null & ~long & ~keep).sum())}
         return keep, {k: n for k, n in why.items() if n}
 
     def batches(self, batches: Iterable, counts: dict | None = None) -> Iterator:

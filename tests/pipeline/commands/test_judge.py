@@ -260,3 +260,28 @@ def test_export_consensus_unknown_judge_writes_nothing(tmp_path):
     with pytest.raises(J.JudgeError, match="no judge 'nope'.*judges there: j1"):
         export_corpus(out, "trl", str(tmp_path / "exp"), consensus="nope")
     assert not os.path.exists(tmp_path / "exp")
+
+
+def test_prompts_too_long_are_not_sent_and_kept_null(tmp_path):
+    out = str(tmp_path / "out")
+    make_corpus(out)
+    be = Scripted(SCRIPT)
+    res = J.judge_corpus(out, _settings(), lambda: be, judge_id="j1", context_tokens=500,
+                         count_tokens=lambda p: 1000 if P("s2") in p else 10)
+    assert res.statuses == {"ok": 3, "unparseable": 1, "out_of_range": 1, "too_long": 1}
+    assert len(be.prompts) == 5 and not any(P("s2") in p for p in be.prompts)
+    s = res.summary
+    assert (s["judged"], s["agree"], s["disagree"], s["unparseable"], s["too_long"]) == (6, 1, 2, 2, 1)
+    r = export_corpus(out, "trl", str(tmp_path / "exp"), consensus="j1")
+    assert r.rows == 1 and r.skipped == {J.DROP_DISAGREE: 2, J.DROP_NULL: 2, J.DROP_TOO_LONG: 1}
+
+    class Small(Scripted):  # like the hf backend: its own context and tokenizer
+        max_positions = 50
+
+        @staticmethod
+        def tokenizer(text, add_special_tokens=False):
+            return {"input_ids": text.split()}
+
+    small = Small(SCRIPT)
+    res = J.judge_corpus(out, _settings(), lambda: small, judge_id="j2", batch_rows=2)
+    assert res.statuses == {"too_long": 6} and small.prompts == [] and res.summary["too_long"] == 6
