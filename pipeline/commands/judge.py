@@ -273,9 +273,9 @@ def resolve_format(s: JudgeSettings):
                          "tokenizer, for its chat template)")
     try:
         return make_prompt_format("chat", tok)
-    except ValueError:  # no chat template
+    except ValueError as e:  # no chat template
         if s.prompt_format == "chat":
-            raise
+            raise JudgeError(str(e)) from None
         return make_prompt_format("plain", template="{problem}\n\n", separator="\n")
 
 
@@ -574,9 +574,12 @@ def judge_corpus(url: str, settings: JudgeSettings, backend_factory: Callable[[]
             raise JudgeError(f"{judge_url(url, jid)} has judge parts but no {JUDGE_META} (deleted?): which judge "
                              "wrote them is unknown; move the folder away or use another --judge-id")
         if old is not None and old.get("identity") != ihash:
-            raise JudgeError(f"judge {jid!r} at {judge_url(url, jid)} holds the judgments of another judge (model "
-                             f"{old.get('model')!r}, prompt {old.get('prompt_hash')}, settings {old.get('settings')}); "
-                             "use another --judge-id, or leave it out for a judge id made from the settings")
+            was, now = old.get("settings") or {}, json.loads(json.dumps(ident))
+            diff = ", ".join(f"{k} {was.get(k)!r} there, {now[k]!r} now" if k != "template" else "prompt template"
+                             for k in now if was.get(k) != now[k]) or "its identity"
+            raise JudgeError(f"judge {jid!r} at {judge_url(url, jid)} holds the judgments of another judge (it differs "
+                             f"in: {diff}); use another --judge-id, or leave it out for a judge id made from the "
+                             "settings")
         for rel in jstore.fs.ls(jstore.root, detail=False):  # leftovers of killed writes (we hold the lock)
             if ".tmp-" in posixpath.basename(rel):
                 jstore.delete(posixpath.basename(rel))

@@ -285,3 +285,33 @@ def test_prompts_too_long_are_not_sent_and_kept_null(tmp_path):
     small = Small(SCRIPT)
     res = J.judge_corpus(out, _settings(), lambda: small, judge_id="j2", batch_rows=2)
     assert res.statuses == {"too_long": 6} and small.prompts == [] and res.summary["too_long"] == 6
+
+
+def test_prompt_format_chat_when_the_tokenizer_has_a_template(tmp_path):
+    import json
+    import shutil
+
+    from pipeline.bundled import MODEL_DIR
+
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(MODEL_DIR / name, tok / name)
+    cfg = json.loads((tok / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+                            "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    (tok / "tokenizer_config.json").write_text(json.dumps(cfg))
+    fmt = J.resolve_format(J.JudgeSettings(model="served-name", backend="openai", tokenizer=str(tok)))
+    assert fmt.kind == "chat"
+    assert fmt.header("CRITIQUE") == "<|user|>CRITIQUE\n<|assistant|>"
+    # auto without a template, or an openai judge without --tokenizer: plain; chat asked for but impossible: an error
+    assert J.resolve_format(J.JudgeSettings(model=str(MODEL_DIR), backend="hf")).kind == "plain"
+    assert J.resolve_format(J.JudgeSettings(model="served-name", backend="openai")).kind == "plain"
+    with pytest.raises(J.JudgeError, match="needs --tokenizer"):
+        J.resolve_format(J.JudgeSettings(model="served-name", backend="openai", prompt_format="chat"))
+    with pytest.raises(J.JudgeError, match="no chat template"):
+        J.resolve_format(J.JudgeSettings(model=str(MODEL_DIR), backend="hf", prompt_format="chat"))
+    # the format is part of the judge's identity: chat and plain judges get different ids
+    chat = J.identity_hash(J.identity(J.JudgeSettings(model="m"), fmt))
+    plain = J.identity_hash(J.identity(J.JudgeSettings(model="m"), J.resolve_format(J.JudgeSettings(model="m"))))
+    assert chat != plain
