@@ -584,9 +584,19 @@ def export_corpus(
         agree = ConsensusFilter(out_url, consensus)
         judge_cols = [c for c in agree.columns if c not in cols + count_cols]
 
-    def stream(counts: dict | None):
+    def columns(b, lengths_only: bool):
+        for c in cols:
+            if c == "steps" and lengths_only:  # a row's steps as range(n): its length, without the texts
+                import pyarrow.compute as pc
+
+                yield [None if n is None else range(n) for n in pc.list_value_length(b.column(c)).to_pylist()]
+            else:
+                yield b.column(c).to_pylist()
+
+    def stream(counts: dict | None, lengths_only: bool = False):
         """Exportable rows in corpus order, batch by batch; ``counts`` (when given) collects what was
-        skipped, cut and imputed, and the corpus rows read."""
+        skipped, cut and imputed, and the corpus rows read. ``lengths_only``: each row's ``steps`` is
+        ``range(number of steps)`` (what --balance's first pass needs: the class and the rank of a row)."""
         skipped = counts["skipped"] if counts is not None else {}
         cut = counts["cut"] if counts is not None else {}
         batches = iter_corpus(out_url, version, cols + count_cols + judge_cols, batch_rows=batch_rows, verify=verify)
@@ -594,8 +604,7 @@ def export_corpus(
             if counts is not None:
                 counts["corpus_rows"] += b.num_rows
             extra = [b.column(c).to_pylist() for c in count_cols] or [[None] * b.num_rows]
-            for rid, problem, steps, lab, mc, sc, *cnt in zip(*(b.column(c).to_pylist() for c in cols), *extra,
-                                                              strict=True):
+            for rid, problem, steps, lab, mc, sc, *cnt in zip(*columns(b, lengths_only), *extra, strict=True):
                 weight = None
                 if by_counts:  # issue 16
                     lab, mc, weight = _by_counts(lab, mc, sc, cnt, label_rule)
@@ -628,7 +637,7 @@ def export_corpus(
     keep = None
     if balance == "downsample":
         # pass 1: each exportable row's class and rank (8 bytes a row, not the row); pass 2 writes the kept ones
-        keep = _balance_keep(stream(None), seed, balance_skipped := {})
+        keep = _balance_keep(stream(None, lengths_only=True), seed, balance_skipped := {})
 
     store = CorpusStore(output_url)
     existing = []
