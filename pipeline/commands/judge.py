@@ -14,6 +14,8 @@ Replies are parsed by :func:`parse_reply` (the last ``\\boxed{}``; else an expli
 ``paragraph_3``; -1 for "none" / "no error" / "all correct"); an index outside ``-1 .. len(steps)-1`` or a
 reply that says nothing clear is **unparseable**: counted, stored as a null index with its status and the raw
 reply, never guessed. With several samples, a tie between the most frequent indices is ``no_majority`` (null).
+A prompt that does not fit the judge's context (hf: the model's; others: ``--max-model-len`` with a tokenizer) is
+not sent and stored as ``too_long`` (null, counted apart), so one long solution does not stop a run.
 
 Storage: judgments never touch the corpus (its shards are immutable and checksummed). Each judge has its own
 folder beside the data::

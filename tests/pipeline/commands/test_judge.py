@@ -315,3 +315,14 @@ def test_prompt_format_chat_when_the_tokenizer_has_a_template(tmp_path):
     chat = J.identity_hash(J.identity(J.JudgeSettings(model="m"), fmt))
     plain = J.identity_hash(J.identity(J.JudgeSettings(model="m"), J.resolve_format(J.JudgeSettings(model="m"))))
     assert chat != plain
+
+
+def test_object_store_url(tmp_path):
+    out = f"memory://mcprm-judge-test-{tmp_path.name}/out"
+    make_corpus(out)
+    res = J.judge_corpus(out, _settings(), lambda: Scripted(SCRIPT), judge_id="m", batch_rows=4)
+    assert (res.judged, res.parts, res.summary["agree"]) == (6, 2, 2)
+    assert J.judge_corpus(out, _settings(), lambda: Scripted(SCRIPT), judge_id="m").already == 6
+    assert J.verify_judges(out) == ([], {"m": 6})
+    r = export_corpus(out, "trl", f"memory://mcprm-judge-test-{tmp_path.name}/exp", consensus="m")
+    assert r.rows == 2
