@@ -90,7 +90,7 @@ def judge_cmd(
     if not model:
         err("--model is required: the judge model (openai: the server's model name)")
         raise typer.Exit(1)
-    with user_errors(resume_hint=True):
+    with user_errors():  # a failed run keeps its parts; JudgeError says to rerun
         template = J.CRITIQUE_TEMPLATE
         if prompt_template:
             import fsspec

@@ -617,7 +617,12 @@ def judge_corpus(url: str, settings: JudgeSettings, backend_factory: Callable[[]
             outs: list = [None] * len(batch)
             reqs = [GenRequest(prompts[i], n=settings.samples, seed=_seed(settings.seed, batch[i]["key"]),
                                group=batch[i]["key"]) for i in sent]
-            for i, comps in zip(sent, backend.generate(reqs, sampling) if reqs else [], strict=True):
+            try:
+                got = backend.generate(reqs, sampling) if reqs else []
+            except Exception as e:  # a server error after its retries, an engine failure
+                raise JudgeError(f"the judge backend failed ({type(e).__name__}: {e}); the {already + judged:,} judgments "
+                                 "written before are kept: rerun the same command to continue") from e
+            for i, comps in zip(sent, got, strict=True):
                 outs[i] = comps
             rows = []
             for r, comps in zip(batch, outs, strict=True):

@@ -57,7 +57,7 @@ def judge_server(corpus, tmp_path):
               "default": "no rule matched this prompt"}
     path = tmp_path / "script.json"
     path.write_text(json.dumps(script))
-    proc = subprocess.Popen([sys.executable, str(SERVER), "unused-model", "--script", str(path)],
+    proc = subprocess.Popen([sys.executable, str(SERVER), "unused-model", "--script", str(path), "--fail-status", "400"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         line = proc.stdout.readline()
@@ -140,6 +140,21 @@ def test_killed_judge_run_resumes_without_duplicates(corpus, judge_server):
     assert verify_judges(out) == ([], {"scripted": len(rows)})
     done = _judge(out, url)
     assert done.returncode == 0 and "judged 0 solutions" in done.stdout and _posts(url) == len(rows)
+
+
+def test_server_error_keeps_the_written_parts(corpus, judge_server):
+    out, rows = corpus
+    url, _ = judge_server
+    assert _judge(out, url, "--limit", "3").returncode == 0
+    with urllib.request.urlopen(url + "/arm-failures/1", timeout=10):  # the next request: HTTP 400, not retried
+        pass
+    r = _judge(out, url)
+    assert r.returncode == 1 and "the judge backend failed" in r.stderr and "3 judgments written before are kept" \
+        in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert verify_judges(out) == ([], {"scripted": 3})
+    again = _judge(out, url)
+    assert again.returncode == 0 and "3 judged before" in again.stdout, again.stdout + again.stderr
+    assert verify_judges(out) == ([], {"scripted": len(rows)})
 
 
 def test_bad_input_is_a_clear_error_and_writes_nothing(corpus, judge_server, tmp_path):
