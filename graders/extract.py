@@ -195,7 +195,13 @@ def math_run(text: str, first: bool = False) -> str | None:
             run = ", ".join(items)  # "x = 1 or x = 2", "3 and 4": a list
         else:
             run = items[-1]  # "40 * 3 = 120 and 120 - 8 = 112": the last statement
+    if run and (len(run) > _MAX_RUN_CHARS or len(run.split()) > _MAX_RUN_PARTS):
+        return None  # a long run of letters and numbers ("w10603 w54613 ..." for 128 tokens) is not an answer
     return run or None
+
+
+_MAX_RUN_CHARS = 300  # an unmarked answer longer than this is not a final answer (and costs sympy seconds)
+_MAX_RUN_PARTS = 24  # nor one of more space-separated parts
 
 
 _UNIT_GROUP_RE = re.compile(r"\\(?:text|mbox|mathrm)\s*\{\s*[a-zA-Z][a-zA-Z ]*\}(?:\^\s*\{?[23]\}?)?")

@@ -238,7 +238,9 @@ class ExecutorConfig:
                                             "(autoscaling clusters) instead of failing at once.")
     num_workers: int | None = option(None, "Rollout actors (hf: CPU actors; vllm: one per GPU).",
                                      shown="one per GPU (vllm) or CPU slot (hf), at most one per shard")
-    cpus_per_worker: float = option(1.0, "CPUs per worker (hf: torch threads).")
+    cpus_per_worker: float | None = option(None, "CPUs per worker (hf: torch threads; every backend: grader "
+                                                 "processes).",
+                                           shown="hf/openai: 1; vllm: the node's CPUs per GPU, at most 8")
     gpus_per_worker: float = option(0.0, "GPUs per worker.", shown="vllm: --tensor-parallel-size; hf: 0")
     max_batch_requests: int = option(512, "Requests handed to the backend per generate() call.", cli=False)
     progress: bool = option(True, "Live progress (the CLI: --progress / --quiet).", cli=False)
@@ -251,7 +253,7 @@ class ExecutorConfig:
         _at_least(out, "num_workers", self.num_workers, 1)
         if self.wait_for_resources < 0:
             out.append(f"--wait-for-resources must be >= 0 seconds, got {self.wait_for_resources}")
-        if self.cpus_per_worker <= 0 or self.gpus_per_worker < 0:
+        if (self.cpus_per_worker is not None and self.cpus_per_worker <= 0) or self.gpus_per_worker < 0:
             out.append(f"--cpus-per-worker must be > 0 and --gpus-per-worker >= 0, got {self.cpus_per_worker} "
                        f"and {self.gpus_per_worker}")
         _at_least(out, "max_batch_requests", self.max_batch_requests, 1)
@@ -393,6 +395,17 @@ class LabelConfig:
     def backend_options(self) -> Any:
         """The chosen backend's options section (``cfg.vllm`` for ``--backend vllm``)."""
         return getattr(self, self.prompting.backend)
+
+    def worker_cpus(self, cpus_per_gpu: float | None = None) -> float:
+        """CPUs one worker takes: ``--cpus-per-worker`` if given; else 1 for a CPU/remote backend, and for a GPU
+        backend the node's CPUs per GPU (``cpus_per_gpu``, what the executor sees) times its GPUs, at most 8,
+        less one left to the driver and Ray (a GPU worker grades its continuations on them)."""
+        if self.execution.cpus_per_worker is not None:
+            return float(self.execution.cpus_per_worker)
+        gpus = self.execution.gpus_per_worker or self.backend_spec.gpus(self.backend_options)
+        if gpus <= 0 or not cpus_per_gpu:
+            return 1.0
+        return float(max(1, min(8, int(cpus_per_gpu * gpus) - 1)))
 
     def model_ref(self) -> ModelRef:
         return ModelRef(model=self.prompting.model, tokenizer=self.prompting.tokenizer, dtype=self.prompting.dtype,

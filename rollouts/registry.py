@@ -56,6 +56,11 @@ class VLLMOptions:
                               identity=True, cli=False)
     vllm_engine: str = option(DEFAULT_VLLM_ENGINE, "vllm: loop (streaming), async (vLLM's AsyncLLM) or offline "
                                                    "(one generate call per round).", choices=VLLM_ENGINES)
+    deterministic: bool = option(False, "vllm: batch-invariant kernels (VLLM_BATCH_INVARIANT=1): the same request "
+                                        "gives the same text whatever else is in the batch; slower (BENCHMARKS.md).")
+    compile_cache: str | None = option(None, "vllm: folder for vLLM's caches (torch.compile artifacts, model "
+                                             "info), shared by a run's workers and by later runs; a local path "
+                                             "on each node.", shown="~/.cache/vllm (VLLM_CACHE_ROOT)")
 
     def problems(self, active: bool) -> list[str]:
         out = []
@@ -142,7 +147,26 @@ def _hf_prepare(o: HFOptions, cpus: float) -> None:
         pass
 
 
+def _vllm_env(o: VLLMOptions) -> dict[str, str]:
+    """Environment the engine needs, set before vLLM is imported or its engine process starts."""
+    env = {}
+    if o.deterministic:
+        env["VLLM_BATCH_INVARIANT"] = "1"
+    if o.compile_cache:
+        import os
+
+        env["VLLM_CACHE_ROOT"] = os.path.abspath(os.path.expanduser(o.compile_cache))
+    return env
+
+
+def _vllm_prepare(o: VLLMOptions, cpus: float) -> None:
+    import os
+
+    os.environ.update(_vllm_env(o))
+
+
 def _vllm_build(m: ModelRef, o: VLLMOptions):
+    _vllm_prepare(o, 0)
     kw: dict[str, Any] = dict(model=m.model, tokenizer=m.tokenizer, tensor_parallel_size=o.tensor_parallel_size,
                               gpu_memory_utilization=o.gpu_memory_utilization, seed=m.seed, engine=o.vllm_engine)
     if o.max_model_len:
@@ -151,6 +175,8 @@ def _vllm_build(m: ModelRef, o: VLLMOptions):
         kw["dtype"] = m.dtype
     if o.load_format != "auto":
         kw["load_format"] = o.load_format
+    if o.tensor_parallel_size > 1:
+        kw["distributed_executor_backend"] = "mp"  # inside a Ray actor: the actor's own GPUs, no placement group
     return _vllm_class()(**kw)
 
 
@@ -167,7 +193,7 @@ BACKENDS: dict[str, BackendSpec] = {
                     streaming=lambda o: o.vllm_engine != "offline",
                     # vLLM's engine takes the requests of two shards at once (no idle tail between shards);
                     # the hf backend is not thread-safe, so its worker runs one shard at a time.
-                    shards_per_worker=2),
+                    shards_per_worker=2, prepare_worker=_vllm_prepare),
         BackendSpec("openai", "an OpenAI-compatible server, --base-url", OpenAIOptions, _openai_class,
                     _openai_build, local_model=False),
     )

@@ -104,9 +104,12 @@ class VLLMBackend:
     ):
         if engine is not None and engine != self.engine_mode:
             raise ValueError(f"{type(self).__name__} runs engine={self.engine_mode!r}, got {engine!r}")
+        t0 = time.perf_counter()
         self._vllm = require("vllm", _VLLM_HINT)
         self.model = str(model)
         self.stats = Counters()
+        self.stats.extra["import_seconds"] = round(time.perf_counter() - t0, 2)  # engine start, part 1 of 2
+        t0 = time.perf_counter()
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._last_refresh = 0.0
@@ -126,6 +129,7 @@ class VLLMBackend:
             )
         )
         self._counters0 = _prefix_cache_counters()
+        self.stats.extra["engine_seconds"] = round(time.perf_counter() - t0, 2)  # LLM(): load, compile, graphs
 
     def _start(self, args: dict) -> None:
         """Build the engine from the engine arguments."""

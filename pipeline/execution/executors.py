@@ -62,14 +62,22 @@ class LocalExecutor:
 class _ShardActor:
     """Body of the Ray actor: a ShardWorker living in the actor process."""
 
-    def __init__(self, cfg: LabelConfig):
+    def __init__(self, cfg: LabelConfig, cpus: float | None = None):
+        import time as _t
+
+        t0 = _t.time()
         from pipeline.labeling.worker import ShardWorker
 
-        self.worker = ShardWorker(cfg)
+        self.worker = ShardWorker(cfg, cpus=cpus)
+        self.started = (t0, _t.time())  # (constructor entered, backend ready): engine start, seen from the actor
 
-    def process(self, version: int, shard: int, solutions) -> dict:
+    def process(self, version: int, shard: int, solutions, cfg: LabelConfig | None = None) -> dict:
+        t0 = time.time()
+        if cfg is not None:
+            self.worker.use(cfg)  # a worker kept across runs labels each run's shards with that run's settings
         res = self.worker.process(version, shard, solutions)
         res["pid"] = os.getpid()
+        res["t_start"], res["t_end"] = t0, time.time()
         return res
 
     def pid(self) -> int:
@@ -82,6 +90,15 @@ class _ShardActor:
         import ray
 
         return ray.get_runtime_context().get_node_id()
+
+    def gpu_ids(self) -> list:
+        import ray
+
+        return ray.get_gpu_ids()
+
+    def ready(self) -> tuple[str, float, float]:
+        """(node id, constructor entered, backend ready) once the backend is built."""
+        return (self.node_id(), *self.started)
 
 
 def init_ray(address: str | None = None, log_to_driver: bool = False) -> None:
@@ -162,7 +179,31 @@ def _task_cause(e: BaseException) -> BaseException:
     return e.as_instanceof_cause() if hasattr(e, "as_instanceof_cause") else e
 
 
+def _cpus_per_gpu(ray) -> float | None:
+    """The fewest CPUs per GPU of any live GPU node (what a GPU worker can be given everywhere)."""
+    per = [n["Resources"].get("CPU", 0) / n["Resources"]["GPU"] for n in ray.nodes()
+           if n.get("Alive") and n.get("Resources", {}).get("GPU")]
+    return min(per) if per else None
+
+
+def _init_error(e: BaseException) -> BaseException:
+    """A worker whose backend could not be built (bad model path, out of GPU memory): the error it raised, as one
+    message (Ray's text holds the whole remote traceback, kept as ``detail``)."""
+    from pipeline.labeling.worker import WorkerError
+
+    text = str(e)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    last = next((ln for ln in reversed(lines) if not ln.startswith(("File ", "^", "~")) and ":" in ln), "")
+    what = (last or (lines[-1] if lines else text)).rstrip(".")
+    return WorkerError(f"a Ray worker could not start its backend: {what}. "
+                       "Check --model, --backend and the worker's resources (MCPRM_DEBUG=1 shows the traceback).",
+                       text)
+
+
 class RayExecutor:
+    """Shards on Ray actors, one per GPU (or CPU slot). Labeling starts as soon as the first actor has built
+    its backend; the others join as they come up. ``keep=True`` keeps the actors across runs (``borrow``)."""
+
     name = "ray"
 
     def __init__(self, cfg: LabelConfig, max_shard_retries: int = 3, shards_hint: int | None = None):
@@ -170,30 +211,45 @@ class RayExecutor:
 
         ray = require("ray", "pip install 'ray>=2.30'")
         self.ray = ray
+        t_start = time.time()
         init_ray(cfg.ray_address, log_to_driver=cfg.ray_logs)
         spec = cfg.backend_spec  # what one worker of this backend needs (rollouts/registry.py)
         gpus = cfg.gpus_per_worker or spec.gpus(cfg.backend_options)
+        cpus = cfg.worker_cpus(_cpus_per_gpu(ray) if gpus > 0 else None)
         n = cfg.num_workers
         if n is None:
             res = ray.cluster_resources()
             if gpus > 0:
                 n = int(res.get("GPU", 0) // gpus)
             else:
-                n = int(res.get("CPU", 1) // max(cfg.cpus_per_worker, 1e-9))
+                n = int(res.get("CPU", 1) // max(cpus, 1e-9))
             n = max(1, min(n, shards_hint or n))
         self.num_workers = n
-        check_resources(ray, cfg, n, cfg.cpus_per_worker, gpus)
+        self.cpus_per_worker, self.gpus_per_worker = cpus, gpus
+        check_resources(ray, cfg, n, cpus, gpus)
         actor_cls = ray.remote(
-            num_cpus=cfg.cpus_per_worker, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
+            num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
             max_concurrency=spec.shards_per_worker,  # shards an actor labels at once
         )(_ShardActor)
         self.actor_cls = actor_cls
         self.cfg = cfg
-        self.actors = [actor_cls.remote(cfg) for _ in range(self.num_workers)]
+        self.actors = [actor_cls.remote(cfg, cpus) for _ in range(self.num_workers)]
+        self.active = self.num_workers  # actors a run uses (the first ones): see borrow()
         self.max_shard_retries = max_shard_retries
         self.retried: dict[int, int] = {}
         self.health_interval_s = 5.0
-        self.startup_seconds = 0.0
+        self.startup_seconds = 0.0  # until the first actor was ready (labeling starts then)
+        self.t_created = t_start
+        self.ready_at: dict[int, float] = {}  # actor -> wall time it was first ready
+        self.actor_start: dict[int, tuple[float, float]] = {}  # actor -> (constructor entered, backend ready)
+        self.timeline: list[dict] = []  # per shard: actor, submitted, started, ended (wall clock), rollouts, tokens
+        self._node_of: dict[int, str] = {}
+        self.keep = False
+
+    def borrow(self, num_workers: int | None = None) -> _Borrowed:
+        """This executor's running actors for one more run (``pipeline.run.label(cfg, executor=...)``), the
+        first ``num_workers`` of them; closing the borrowed view leaves them running."""
+        return _Borrowed(self, num_workers or self.num_workers)
 
     def backend_stats(self) -> list[dict]:
         """Each live actor's backend counters (cumulative since the actor started; a restarted actor's
@@ -227,24 +283,31 @@ class RayExecutor:
         with AtomicFile(path, text=True, fsync=False) as f:
             f.write(json.dumps({"driver_pid": os.getpid(), "actor_pids": pids}))
 
-    def run(self, version: int, shards: ShardIter, on_done: Callable[[dict], None]) -> None:
+    def run(self, version: int, shards: ShardIter, on_done: Callable[[dict], None],
+            cfg: LabelConfig | None = None) -> None:
+        """Label ``shards`` on the first ``self.active`` actors; ``cfg``: the run's settings when they are not the
+        ones the actors were built with (a kept executor serving another run)."""
         ray = self.ray
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, WorkerCrashedError
 
         transient = (RayActorError, ActorDiedError, ActorUnavailableError, WorkerCrashedError)
-        pending: dict = {}  # ref -> (actor index, shard index, solutions)
-        pings: dict = {}  # ref -> actor index, for actors that are down until they answer
-        load = [0] * len(self.actors)
-        up = [True] * len(self.actors)
+        actors = self.actors[: self.active]
+        cfg_ref = ray.put(cfg) if cfg is not None and cfg is not self.cfg else None
+        pending: dict = {}  # ref -> (actor index, shard index, solutions, submitted at)
+        pings: dict = {}  # ref -> actor index, for actors not (or no longer) up until they answer
+        load = [0] * len(actors)
+        up = [False] * len(actors)
         retry_queue: list[tuple[int, Sequence[Solution]]] = []
         it = iter(shards)
         exhausted = False
+        t_run = time.perf_counter()
 
         def submit(shard: int, sols) -> None:
-            live = [i for i in range(len(self.actors)) if up[i]]
+            live = [i for i in range(len(actors)) if up[i]]
             a = min(live, key=lambda i: load[i])
-            ref = self.actors[a].process.remote(version, shard, sols)
-            pending[ref] = (a, shard, sols)
+            args = (version, shard, sols) + ((cfg_ref,) if cfg_ref is not None else ())
+            ref = actors[a].process.remote(*args)
+            pending[ref] = (a, shard, sols, time.time())
             load[a] += 1
 
         def fill() -> None:
@@ -267,7 +330,7 @@ class RayExecutor:
                 up[a] = False
                 # Ray restarts the actor (max_restarts=-1) where resources allow; it is used again once it
                 # answers a ping (with its node). Until then its shards go to the others.
-                pings[self.actors[a].node_id.remote()] = a
+                pings[actors[a].ready.remote()] = a
 
         def retry(shard: int, sols, why: str) -> None:
             n = self.retried.get(shard, 0) + 1
@@ -280,27 +343,30 @@ class RayExecutor:
             log.warning("worker for shard %d died (%s); resubmitting (retry %d)", shard, why, n)
             retry_queue.append((shard, sols))
 
-        # Where each actor lives: a task on a node that disappears may never report an error, so the loop
-        # checks node liveness itself and moves such an actor's shards elsewhere.
-        # This also waits until every actor has loaded its model: that time is reported as startup, apart
-        # from labeling throughput.
-        t0 = time.perf_counter()
-        node_of = self.ray.get([a.node_id.remote() for a in self.actors])
-        self.startup_seconds += time.perf_counter() - t0
-        self._report_pids()
+        # Every actor is pinged; each one is used from the moment it answers (its backend is built), so labeling
+        # starts with the first ready actor instead of the slowest. The answer also says where the actor lives:
+        # a task on a node that disappears may never report an error, so the loop checks node liveness itself
+        # and moves such an actor's shards elsewhere.
+        for a in range(len(actors)):
+            if a in self._node_of:  # still up from an earlier run of a kept executor
+                up[a] = True
+            else:
+                pings[actors[a].ready.remote()] = a
+        first_ready = any(up)
         done_shards: set[int] = set()
         fill()
-        while pending or ((retry_queue or not exhausted) and pings):
+        while pending or pings and (retry_queue or not exhausted or not any(up)):
             done, _ = ray.wait(list(pending) + list(pings), num_returns=1, timeout=self.health_interval_s)
             if not done:
                 alive_nodes = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
-                for a in range(len(self.actors)):
-                    if up[a] and node_of[a] not in alive_nodes:
+                for a in range(len(actors)):
+                    if up[a] and self._node_of.get(a) not in alive_nodes:
                         lost = [(r, v) for r, v in pending.items() if v[0] == a]
-                        for r, (_, shard, sols) in lost:
+                        for r, (_, shard, sols, _t) in lost:
                             del pending[r]
                             retry(shard, sols, "its node is gone")
                         load[a] = 0
+                        self._node_of.pop(a, None)
                         mark_down(a)
                 fill()
                 continue
@@ -308,18 +374,29 @@ class RayExecutor:
             if ref in pings:
                 a = pings.pop(ref)
                 try:
-                    node_of[a] = ray.get(ref)
-                    up[a] = True
-                    self._report_pids()
-                except transient:
-                    pings[self.actors[a].node_id.remote()] = a
+                    node, t_init, t_ready = ray.get(ref)
+                except transient as e:
+                    if getattr(e, "actor_init_failed", False):  # its constructor raised: no restart will help
+                        raise _init_error(e) from None
+                    pings[actors[a].ready.remote()] = a
+                    continue
+                except ray.exceptions.RayTaskError as e:  # the backend could not be built (bad model, OOM)
+                    raise _task_cause(e) from None
+                self._node_of[a], up[a] = node, True
+                self.ready_at.setdefault(a, time.time())
+                self.actor_start.setdefault(a, (t_init, t_ready))
+                if not first_ready:
+                    first_ready = True
+                    self.startup_seconds += time.perf_counter() - t_run
+                self._report_pids()
                 fill()
                 continue
-            a, shard, sols = pending.pop(ref)
+            a, shard, sols, t_sub = pending.pop(ref)
             load[a] -= 1
             try:
                 result = ray.get(ref)
             except transient as e:
+                self._node_of.pop(a, None)
                 mark_down(a)
                 retry(shard, sols, type(e).__name__)
                 fill()
@@ -328,6 +405,12 @@ class RayExecutor:
                 # mcprm's own error (a row the worker fails on, storage full, ...): not retried, raised as its
                 # own type and said once (the CLI prints it; the worker's traceback only with MCPRM_DEBUG=1).
                 raise _task_cause(e) from None
+            self.timeline.append({"actor": a, "shard": shard, "submitted": t_sub, "done": time.time(),
+                                  "started": result.get("t_start"), "ended": result.get("t_end"),
+                                  "solutions": len(sols), "rollouts": result.get("rollouts"),
+                                  "tokens": result.get("rollout_tokens"),
+                                  "generate_s": result.get("generate_seconds"),
+                                  "grade_s": result.get("grade_seconds")})
             if shard not in done_shards:  # a shard re-run after a lost node may also finish late
                 done_shards.add(shard)
                 on_done(result)
@@ -339,6 +422,38 @@ class RayExecutor:
                 self.ray.kill(a)
             except Exception:  # pragma: no cover
                 pass
+
+
+class _Borrowed:
+    """A kept :class:`RayExecutor`'s first ``n`` actors lent to one run: same interface, ``close`` keeps them."""
+
+    name = "ray"
+
+    def __init__(self, ex: RayExecutor, n: int):
+        if not 1 <= n <= ex.num_workers:
+            raise ValueError(f"the executor has {ex.num_workers} workers; cannot lend {n}")
+        self.ex, self.num_workers, self.cfg = ex, n, ex.cfg
+        self.retried = ex.retried
+        self.startup_seconds = 0.0
+        self.on_solution = None
+
+    def run(self, version: int, shards: ShardIter, on_done: Callable[[dict], None], cfg: LabelConfig | None = None
+            ) -> None:
+        ex = self.ex
+        ex.active, t = self.num_workers, len(ex.timeline)
+        s0 = ex.startup_seconds
+        try:
+            ex.run(version, shards, on_done, cfg)
+        finally:
+            ex.active = ex.num_workers
+            self.startup_seconds = ex.startup_seconds - s0
+            self.timeline = ex.timeline[t:]
+
+    def backend_stats(self) -> list[dict]:
+        return self.ex.backend_stats()[: self.num_workers]
+
+    def close(self) -> None:
+        pass
 
 
 SMALL_MACHINE_CPUS = 4  # fewer CPUs than this and no GPU: Ray's overhead (~1.7 GB, slower) is not worth it

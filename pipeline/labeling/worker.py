@@ -95,19 +95,43 @@ def strategy_params(cfg: LabelConfig) -> StrategyParams:
                           max_tokens_per_solution=cfg.max_tokens_per_solution)
 
 
+def grader_workers(cfg: LabelConfig, cpus: float) -> int:
+    """Grader processes of one worker with ``cpus`` CPUs: all of them on a CPU backend's worker (which grades
+    between generations), all but two on a GPU worker (its engine process and its own threads keep two busy
+    while it generates)."""
+    gpu = (cfg.gpus_per_worker or cfg.backend_spec.gpus(cfg.backend_options)) > 0
+    return max(1, int(cpus) - (2 if gpu else 0))
+
+
 class ShardWorker:
-    def __init__(self, cfg: LabelConfig, backend=None):
+    """Labels shards with one backend, built once. ``cpus``: the CPUs this worker was given (a Ray actor's);
+    default ``cfg.worker_cpus()``."""
+
+    def __init__(self, cfg: LabelConfig, backend=None, cpus: float | None = None):
+        self.cpus = float(cpus or cfg.worker_cpus())
+        cfg.backend_spec.prepare_worker(cfg.backend_options, self.cpus)  # e.g. hf on CPU: torch threads
+        self.backend = backend if backend is not None else build_backend(cfg)
+        self.cfg = None
+        self.use(cfg)
+
+    def use(self, cfg: LabelConfig) -> None:
+        """Label the next shards for ``cfg`` (another run's output, strategy or K) with the backend already built;
+        its model and backend options must be this worker's (a long-lived worker serves many runs)."""
         import functools
 
         from graders import GraderConfig, grade_batch
 
+        if self.cfg is not None:
+            if cfg is self.cfg:
+                return
+            if (cfg.model_ref(), cfg.prompting.backend, cfg.backend_options) != (
+                    self.cfg.model_ref(), self.cfg.prompting.backend, self.cfg.backend_options):
+                raise ValueError("this worker's backend was built for another model or backend options; start "
+                                 "new workers for this run")
         self.cfg = cfg
-        cfg.backend_spec.prepare_worker(cfg.backend_options, cfg.cpus_per_worker)  # e.g. hf on CPU: torch threads
-        self.backend = backend if backend is not None else build_backend(cfg)
         self.prompt = build_prompt_format(cfg)
         self.grade = functools.partial(grade_batch, config=GraderConfig(
-            timeout_s=cfg.grader_timeout, workers=max(1, int(cfg.cpus_per_worker))),
-                                       grader=cfg.grader)
+            timeout_s=cfg.grader_timeout, workers=grader_workers(cfg, self.cpus)), grader=cfg.grader)
         self.store = CorpusStore(cfg.output)
 
     def label(self, solutions: Sequence[Solution], on_solution=None):

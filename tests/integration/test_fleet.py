@@ -1,0 +1,91 @@
+"""The Ray executor as a fleet (issue 18): a multi-node cluster named by --ray-address labels exactly as one
+process does; workers kept across runs (``RayExecutor.borrow``) label each run with that run's settings; shard
+layouts shrink towards the end of a run. Real local Ray clusters, the real bundled model, real Parquet files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.execution.sizing import shard_sizes
+from pipeline.run import label
+from pipeline.storage.corpus import read_corpus
+
+from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
+
+
+def test_multi_node_cluster_by_address_matches_in_process(small_input, reference_run, tmp_path):
+    """Two Ray nodes (a head and a worker node, one CPU each, this test's own processes): `mcprm label
+    --ray-address` puts one worker on each and writes the same labels as the in-process run."""
+    from ray.cluster_utils import Cluster
+
+    _, _, ref = reference_run
+    cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        out = tmp_path / "out"
+        r = run_mcprm("label", "--input", small_input, "--output", str(out), "--k", "2", "--max-new-tokens", "48",
+                      "--shard-size", "3", "--ray-address", cluster.address, "--num-workers", "2",
+                      "--cpus-per-worker", "1", "--quiet", timeout=900)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        cluster.shutdown()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["throughput"]["workers"] == 2
+    assert rows_by_key(read_corpus(str(out))) == ref
+
+
+def test_kept_workers_label_later_runs_with_their_own_settings(small_input, tmp_path):
+    """One set of Ray workers serves two runs with different outputs and K: each run's labels equal those of a
+    run that started its own workers (here: in-process), and the workers are not restarted in between."""
+    from pipeline.execution.executors import RayExecutor
+
+    cfg1 = make_cfg(small_input, str(tmp_path / "a"), executor="ray", num_workers=2, limit=5)
+    cfg2 = make_cfg(small_input, str(tmp_path / "b"), executor="ray", num_workers=2, k=3)
+    fleet = RayExecutor(cfg1.resolved())  # workers built from the run's settings, bundled model filled in
+    try:
+        r1 = label(cfg1, executor=fleet.borrow())
+        pids1 = sorted(fleet.actor_pids())
+        r2 = label(cfg2, executor=fleet.borrow(1))  # one of the two workers
+        pids2 = sorted(fleet.actor_pids())
+    finally:
+        fleet.close()
+    assert pids1 == pids2  # the same worker processes (no restart between runs)
+    assert r1.added == 5 and r2.added == N_ROWS
+    ref1 = label(make_cfg(small_input, str(tmp_path / "a-local"), limit=5))
+    ref2 = label(make_cfg(small_input, str(tmp_path / "b-local"), k=3))
+    assert rows_by_key(read_corpus(str(tmp_path / "a"))) == rows_by_key(read_corpus(ref1.output))
+    assert rows_by_key(read_corpus(str(tmp_path / "b"))) == rows_by_key(read_corpus(ref2.output))
+    assert {t["actor"] for t in fleet.timeline} == {0, 1}
+    assert all(t["started"] <= t["ended"] for t in fleet.timeline)
+
+
+def test_kept_workers_refuse_another_model(small_input, tmp_path):
+    from pipeline.execution.executors import RayExecutor
+    from pipeline.labeling.worker import WorkerError
+
+    cfg1 = make_cfg(small_input, str(tmp_path / "a"), executor="ray", num_workers=1, limit=2)
+    fleet = RayExecutor(cfg1.resolved())  # workers built from the run's settings, bundled model filled in
+    try:
+        other = make_cfg(small_input, str(tmp_path / "b"), executor="ray", num_workers=1, limit=2,
+                         dtype="float64")
+        with pytest.raises((ValueError, WorkerError), match="another model or backend options"):
+            label(other, executor=fleet.borrow())
+    finally:
+        fleet.close()
+    assert not (tmp_path / "b" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("n,size,workers", [(96, 8, 4), (96, 64, 4), (1000, 64, 8), (10, 64, 1), (1, 5, 3),
+                                            (0, 8, 2), (640, 8, 2)])
+def test_shard_sizes_cover_the_input_and_shrink_at_the_end(n, size, workers):
+    sizes = shard_sizes(n, size, workers)
+    assert sum(sizes) == n and all(1 <= s <= size for s in sizes)
+    assert sizes == sorted(sizes, reverse=True)  # never a big shard after a small one
+    if workers == 1:
+        assert all(s == size for s in sizes[:-1])
+    elif n > 2 * workers * size:
+        assert sizes[0] == size and sizes[-1] < size  # full shards first, smaller ones last
+        assert min(sizes) >= max(1, size // 4)
