@@ -70,6 +70,9 @@ class StrategyParams:
     target_confidence: float = 0.9  # sequential: stop when the first error's posterior reaches this
     max_tokens_per_solution: int | None = None  # sequential: stop sampling a solution past this many tokens
     eps: float = 0.02  # sequential: success rate of a dead prefix (pipeline.labeling.rules.changepoint)
+    # binary-search: where in the open interval (lo, hi) the next probe goes; 0.5 = classic bisection,
+    # larger = later prefixes first (issue 16: a late prefix is cheaper to probe and its "alive" is more reliable)
+    bisect_fraction: float = 0.6
 
 
 def _alive(st: StepStats) -> bool | None:
@@ -145,7 +148,7 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
     hi = n_steps if solution_correct else last
     lo = -1
     while hi - lo > 1:
-        mid = (lo + hi) // 2
+        mid = _probe_point(lo, hi, p.bisect_fraction)
         alive = yield from _estimate(mid, stats, p, p.early_stop)
         # All continuations ungradable: no evidence either way. Treat as alive (never invent an error from
         # missing evidence); the step's label stays null below.
@@ -161,6 +164,12 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
     if hi == n_steps:  # everything alive
         labels[last] = last_step_label(solution_correct)
     return _finish(labels, stats)
+
+
+def _probe_point(lo: int, hi: int, fraction: float) -> int:
+    """The step ``fraction`` of the way from ``lo`` to ``hi`` (rounded half down, so 0.5 is the classic
+    ``(lo + hi) // 2``), strictly between them."""
+    return lo + max(1, min(hi - lo - 1, math.ceil(fraction * (hi - lo) - 0.5)))
 
 
 def _wilson_halfwidth(successes: int, n: int, z: float = 1.96) -> float:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pipeline.labeling.strategies import ProbeResult, StrategyParams, make_strategy
+from pipeline.labeling.strategies import ProbeResult, StrategyParams, _probe_point, make_strategy
 
 
 def drive(name, alive, solution_correct, **kw):
@@ -49,14 +49,17 @@ def test_single_step_solution_needs_no_rollouts():
 
 
 @pytest.mark.parametrize("m,err", [(m, e) for m in (2, 3, 5, 8, 13) for e in (0, 1, 2, 4, 7, 12) if e < m])
-def test_binary_search_finds_first_error_in_log_probes(m, err):
+@pytest.mark.parametrize("fraction", [0.5, 0.6, 0.75])
+def test_binary_search_finds_first_error_in_log_probes(m, err, fraction):
     alive = [i < err for i in range(m)]
-    oc, rollouts, rounds = drive("binary-search", alive, False, k=8, early_stop=False)
+    oc, rollouts, rounds = drive("binary-search", alive, False, k=8, early_stop=False, bisect_fraction=fraction)
     assert oc.first_error == err
     assert oc.labels[:err] == [True] * err and oc.labels[err] is False
     assert all(x is None for x in oc.labels[err + 1 :])
     assert rollouts == 8 * rounds
-    assert rounds <= math.ceil(math.log2(m)) if m > 1 else rounds == 0
+    # each probe keeps at most max(fraction, 1 - fraction) of the interval (+ rounding): O(log m) probes
+    bound = math.ceil(math.log2(m)) if fraction == 0.5 else math.ceil(math.log(m) / math.log(1 / fraction)) + 1
+    assert rounds <= bound if m > 1 else rounds == 0
     # mc_value kept where estimated
     for i, st in enumerate(oc.stats):
         if st.total:
@@ -65,15 +68,31 @@ def test_binary_search_finds_first_error_in_log_probes(m, err):
 
 def test_binary_search_exact_rollouts():
     # 8 steps, last step dead (answer wrong), first error at 5: bisection over (-1, 7): mid 3 alive, 5 dead, 4 alive
-    oc, rollouts, rounds = drive("binary-search", [True] * 5 + [False] * 3, False, k=4, early_stop=False)
+    oc, rollouts, rounds = drive("binary-search", [True] * 5 + [False] * 3, False, k=4, early_stop=False,
+                                 bisect_fraction=0.5)
     assert (rounds, rollouts) == (3, 12)
     assert oc.first_error == 5
     assert [s.total for s in oc.stats] == [0, 0, 0, 4, 4, 4, 0, 0]
-    # early stop (default): an alive probe ends at its first successful wave of 2, a dead one needs all 4
-    oc, rollouts, rounds = drive("binary-search", [True] * 5 + [False] * 3, False, k=4, wave_size=2)
+    # early stop: an alive probe ends at its first successful wave of 2, a dead one needs all 4
+    oc, rollouts, rounds = drive("binary-search", [True] * 5 + [False] * 3, False, k=4, wave_size=2,
+                                 bisect_fraction=0.5)
     assert (rounds, rollouts) == (4, 8)
     assert oc.first_error == 5
     assert [s.total for s in oc.stats] == [0, 0, 0, 2, 2, 4, 0, 0]
+    # the default probes later prefixes first (0.6 of the way): 4 alive, then 6 dead, then 5 dead
+    oc, rollouts, rounds = drive("binary-search", [True] * 5 + [False] * 3, False, k=4, early_stop=False)
+    assert (rounds, rollouts, oc.first_error) == (3, 12, 5)
+    assert [s.total for s in oc.stats] == [0, 0, 0, 0, 4, 4, 4, 0]
+
+
+def test_probe_point_is_strictly_inside_and_leans_late():
+    for lo in range(-1, 5):
+        for hi in range(lo + 2, lo + 12):
+            for f in (0.0, 0.3, 0.5, 0.6, 0.9, 1.0):
+                assert lo < _probe_point(lo, hi, f) < hi
+            assert _probe_point(lo, hi, 0.6) >= _probe_point(lo, hi, 0.5)
+    assert [_probe_point(-1, 7, f) for f in (0.5, 0.6, 0.75)] == [3, 4, 5]
+    assert StrategyParams().bisect_fraction == 0.6
 
 
 @pytest.mark.parametrize("m,err", [(5, 0), (5, 2), (9, 7), (13, 4)])
@@ -95,8 +114,12 @@ def test_trust_correct_skips_rollouts():
 
 
 def test_binary_search_without_trust_checks_correct_solutions():
-    oc, rollouts, _ = drive("binary-search", [True, False, True, True], True, k=2, trust_correct=False)
+    oc, rollouts, _ = drive("binary-search", [True, False, True, True], True, k=2, trust_correct=False,
+                            bisect_fraction=0.5)
     assert oc.first_error == 1 and rollouts > 0
+    # leaning late, the live step 2 is probed first and settles step 1 as alive (prefixes are monotone)
+    oc, rollouts, _ = drive("binary-search", [True, False, True, True], True, k=2, trust_correct=False)
+    assert oc.first_error == -1 and rollouts > 0
 
 
 def test_adaptive_waves_stop_early():

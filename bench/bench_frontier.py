@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Issue 16, point 5: the frontier (label quality vs tokens) of every strategy x label rule, replayed on cached rollouts.
+
+``bench/frontier_cache.py record`` keeps every continuation of per-step at a large K (64) for fresh solutions of
+two seeds. Here each strategy runs its real code (``Scheduler`` + ``pipeline.labeling.strategies`` + the real
+grader, memoised) on :class:`frontier_cache.ReplayBackend`, which hands every prefix its cached continuations in
+order, and every run is scored against the exact checker under every label rule. Tokens are the generated tokens
+of the continuations a strategy consumed.
+
+    python bench/bench_frontier.py table --ks 4,8,16 --json bench/out/frontier/table.json
+    python bench/bench_frontier.py verify          # replay == live (per-step, CPU), scorer == mcprm eval
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from frontier_cache import ReplayBackend, load_solutions, make_cfg, read_cache  # noqa: E402
+
+DATA = ROOT / "bench" / "out" / "frontier"
+SEEDS = (20261301, 20261302)
+STRATEGIES = ("per-step", "adaptive", "binary-search", "sequential")
+
+
+class Seed:
+    def __init__(self, seed: int, data_dir: Path = DATA):
+        from pipeline.bundled.synthetic import check_steps
+
+        self.seed = seed
+        self.path = data_dir / f"solutions-{seed}.jsonl"
+        self.sols = load_solutions(self.path)
+        self.cache = read_cache(data_dir / f"cache-{seed}.json.gz")["cache"]
+        self.truth = [check_steps(s.problem, list(s.steps)).first_error for s in self.sols]
+
+
+_GRADE_MEMO: dict = {}
+
+
+def memo_grader(cfg):
+    """The worker's grader (pipeline.labeling.worker.ShardWorker), memoised by (gold, response)."""
+    import functools
+
+    from graders import GraderConfig, grade_batch
+
+    g = functools.partial(grade_batch, config=GraderConfig(timeout_s=cfg.grader_timeout, workers=1),
+                          grader=cfg.grader)
+
+    def grade(pairs):
+        missing = [p for p in dict.fromkeys(pairs) if p not in _GRADE_MEMO]
+        if missing:
+            _GRADE_MEMO.update(zip(missing, g(missing)))
+        return [_GRADE_MEMO[p] for p in pairs]
+
+    return grade
+
+
+def replay(sd: Seed, strategy: str, k: int, backend=None, sols=None, strategy_overrides=None, **params):
+    """LabeledSolutions of ``strategy`` at ``k`` on seed ``sd``: ShardWorker.label's code on a replay backend
+    (or on ``backend``); ``strategy_overrides``: StrategyParams fields that have no CLI option."""
+    import dataclasses
+
+    from pipeline.labeling.scheduler import Scheduler
+    from pipeline.labeling.worker import build_prompt_format, sampling_config, strategy_params
+
+    cfg = make_cfg(sd.path, DATA / "scratch", strategy=strategy, k=k, **params)
+    prompt = build_prompt_format(cfg)
+    sp = dataclasses.replace(strategy_params(cfg), **(strategy_overrides or {}))
+    sched = Scheduler(backend or ReplayBackend(sd.cache), memo_grader(cfg), prompt, sampling_config(cfg, prompt),
+                      cfg.strategy, sp, seed=cfg.seed, max_batch_requests=cfg.max_batch_requests)
+    return sched.label(sd.sols if sols is None else sols)
+
+
+def rows_of(labeled, k: int) -> list[dict]:
+    from pipeline.storage.schema import to_record
+
+    return [to_record(ls, k) for ls in labeled]
+
+
+def score(rows: list[dict], truth: list[int], rule: str | None = None, params=None) -> dict:
+    """``mcprm eval`` against the exact checker (pipeline.commands.evaluate.evaluate's metrics and standard errors),
+    in memory; ``rule`` relabels every row from its stored counts first, as ``--label-rule`` does."""
+    from pipeline.commands.evaluate import _harmonic, _standard_errors
+    from pipeline.labeling.rules import apply_rule
+
+    n_err = n_err_hit = n_ok = n_ok_hit = step_n = step_hit = brier_n = 0
+    brier_sum = brier_sq = tok = tok_sq = 0.0
+    hits = []  # per solution: first error right?
+    for r, fe_true in zip(rows, truth):
+        if rule:
+            res = apply_rule(r, rule, params)
+            r = {**r, "labels": res.labels, "first_error": res.first_error, "mc_value": res.scores}
+        tok += r["rollout_tokens"]
+        tok_sq += float(r["rollout_tokens"]) ** 2
+        pred = r["first_error"]
+        if fe_true == -1:
+            n_ok += 1
+            n_ok_hit += pred == -1
+        else:
+            n_err += 1
+            n_err_hit += pred == fe_true
+        hits.append((fe_true != -1, pred == fe_true))
+        for i, (lab, val) in enumerate(zip(r["labels"], r["mc_value"])):
+            if fe_true != -1 and i > fe_true:
+                continue
+            truth_i = fe_true == -1 or i != fe_true
+            if val is not None:
+                e = (val - (1.0 if truth_i else 0.0)) ** 2
+                brier_sum += e
+                brier_sq += e * e
+                brier_n += 1
+            if lab is None:
+                continue
+            step_n += 1
+            step_hit += lab == truth_i
+    n = len(rows)
+    ae = n_err_hit / n_err if n_err else None
+    ac = n_ok_hit / n_ok if n_ok else None
+    sa = step_hit / step_n if step_n else None
+    out = {"solutions": n, "with_error": n_err, "acc_error": ae, "acc_correct": ac, "f1": _harmonic(ae, ac),
+           "step_accuracy": sa, "brier": brier_sum / brier_n if brier_n else None, "tokens": tok,
+           "rollouts": sum(r["rollouts"] for r in rows)}
+    out.update(_standard_errors(ae, n_err, ac, n_ok, sa, step_n, brier_sum, brier_sq, brier_n, tok, tok_sq, n))
+    return out
+
+
+def pooled_score(parts: list[tuple[list[dict], list[int]]], rule=None, params=None) -> dict:
+    rows = [r for rs, _ in parts for r in rs]
+    truth = [t for _, ts in parts for t in ts]
+    return score(rows, truth, rule, params)
+
+
+# ------------------------------------------------------------------------------------------------ table
+def table(a) -> None:
+    from pipeline.labeling.rules import RULES
+
+    seeds = [Seed(s) for s in SEEDS]
+    for sd in seeds:
+        print(f"seed {sd.seed}: {len(sd.sols)} solutions, {sum(t != -1 for t in sd.truth)} with an error",
+              flush=True)
+    rules = [None] + list(RULES)
+    out = []
+    for k in [int(x) for x in a.ks.split(",")]:
+        for strategy in a.strategies.split(","):
+            t = time.perf_counter()
+            parts = [(rows_of(replay(sd, strategy, k), k), sd.truth) for sd in seeds]
+            for rule in rules:
+                m = pooled_score(parts, rule)
+                per_seed = [score(rs, ts, rule)["f1"] for rs, ts in parts]
+                out.append({"strategy": strategy, "k": k, "rule": rule or "stored", **m, "f1_by_seed": per_seed})
+            print(f"  {strategy} K={k}: {time.perf_counter() - t:.0f} s", flush=True)
+    print_table(out)
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1))
+
+
+def fmt(v, se=None, d=3):
+    if v is None:
+        return "n/a"
+    return f"{v:.{d}f}" + ("" if se is None else f" ± {se:.{d}f}")
+
+
+def print_table(out: list[dict], markdown: bool = True) -> None:
+    print("\n| strategy | K | tokens/sol (vs per-step K=8) | rule | F1 | F1 by seed | acc_error | acc_correct | "
+          "step acc | Brier |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    ref = next((r for r in out if r["strategy"] == "per-step" and r["k"] == 8 and r["rule"] == "stored"), None)
+    last = None
+    for r in out:
+        head = (r["strategy"], r["k"])
+        tps = r["tokens"] / r["solutions"]
+        ratio = f" ({tps / (ref['tokens'] / ref['solutions']):.2f})" if ref else ""
+        first = head != last
+        last = head
+        print(f"| {r['strategy'] if first else ''} | {r['k'] if first else ''} | "
+              f"{fmt(tps, r['tokens_per_solution_se'], 0) + ratio if first else ''} | {r['rule']} | "
+              f"{fmt(r['f1'], r['f1_se'])} | {' / '.join(fmt(x) for x in r['f1_by_seed'])} | {fmt(r['acc_error'])} | "
+              f"{fmt(r['acc_correct'])} | {fmt(r['step_accuracy'], r['step_accuracy_se'])} | "
+              f"{fmt(r['brier'], r['brier_se'])} |")
+
+
+# ------------------------------------------------------------------------------------------------ verify
+def verify(a) -> None:
+    """Replay == live, on this machine's CPU: (1) exactly, a live per-step run recorded and replayed; (2) in
+    distribution, a live run of another strategy vs its replay on the same solutions (other draws)."""
+    from frontier_cache import RecordingBackend
+
+    from pipeline import bundled
+    from rollouts.hf import HFBackend
+
+    sd = Seed(SEEDS[0])
+    hf = HFBackend(str(bundled.model_dir()), device="cpu")
+    sols = sd.sols[: a.exact_n]
+    cache: dict = {}
+    t = time.perf_counter()
+    live = replay(sd, "per-step", a.exact_k, backend=RecordingBackend(hf, cache), sols=sols)
+    rep = replay(sd, "per-step", a.exact_k, backend=ReplayBackend(cache), sols=sols)
+    same = all(x.labels == y.labels and x.first_error == y.first_error and x.stats == y.stats
+               and x.rollouts == y.rollouts and x.rollout_tokens == y.rollout_tokens for x, y in zip(live, rep))
+    print(f"exact: live per-step K={a.exact_k} on {len(sols)} solutions ({sum(x.rollouts for x in live)} rollouts, "
+          f"{sum(x.rollout_tokens for x in live)} tokens, {time.perf_counter() - t:.0f} s) replayed from its recording: "
+          f"{'identical labels, counts and tokens' if same else 'DIFFERENT'}", flush=True)
+    sols = sd.sols[a.exact_n : a.exact_n + a.stat_n]
+    truth = sd.truth[a.exact_n : a.exact_n + a.stat_n]
+    t = time.perf_counter()
+    live = rows_of(replay(sd, a.strategy, a.k, backend=hf, sols=sols), a.k)
+    dt = time.perf_counter() - t
+    rep = rows_of(replay(sd, a.strategy, a.k, sols=sols), a.k)
+    for name, rows in (("live", live), ("replay", rep)):
+        m = score(rows, truth)
+        print(f"{name:6} {a.strategy} K={a.k} on {len(rows)} solutions: F1 {fmt(m['f1'], m['f1_se'])}, acc_error "
+              f"{fmt(m['acc_error'])}, tokens/sol {fmt(m['tokens'] / len(rows), m['tokens_per_solution_se'], 0)}"
+              + (f" ({dt:.0f} s)" if name == "live" else ""), flush=True)
+    agree = sum(x["first_error"] == y["first_error"] for x, y in zip(live, rep))
+    print(f"same first error in {agree} of {len(live)} solutions", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("table")
+    t.add_argument("--ks", default="4,8,16")
+    t.add_argument("--strategies", default=",".join(STRATEGIES))
+    t.add_argument("--json", default=None)
+    v = sub.add_parser("verify")
+    v.add_argument("--exact-n", type=int, default=12)
+    v.add_argument("--exact-k", type=int, default=4)
+    v.add_argument("--stat-n", type=int, default=60)
+    v.add_argument("--strategy", default="binary-search")
+    v.add_argument("--k", type=int, default=22)
+    a = ap.parse_args()
+    if a.cmd == "table":
+        table(a)
+    elif a.cmd == "verify":
+        verify(a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Issue 16, point 5: label fresh solutions once, keep every rollout, replay every strategy on the cache.
+
+``record`` samples one solution per fresh synthetic problem (per seed; what ``mcprm generate --n 1`` does), labels
+them with ``per-step`` at K continuations per prefix through the real ``Scheduler`` (hf backend, any device; no
+grading there, the replay grades), and keeps every continuation (text, generated tokens) in a gzipped cache file
+per seed.
+
+:class:`ReplayBackend` serves those continuations back, in order, to any strategy: the n continuations a request
+for prefix p asks for are the next n unserved ones of p's cache. So a strategy at K <= the cached K runs its real
+code (``pipeline.labeling.strategies`` through the real ``Scheduler`` and grader) on draws from the same model;
+continuation i of a prefix is the i-th cached draw whatever the strategy or K. The live hf backend does not give
+that invariance (a request's n samples share one generator that draws n uniforms per decode step, and each wave
+of a prefix gets its own seed), so a replayed run is a run with *other* continuations than the live one at the
+same settings; both are i.i.d. draws of the same model. ``bench_frontier.py verify`` checks the replay machinery
+exactly (a live per-step run, recorded, then replayed: the same labels, counts and tokens) and statistically (a live
+binary-search run vs its replay on the same solutions).
+
+    # issue 16's data: on one GPU (H200), ~2 min per seed; --device cpu works too (~1k tok/s on the shared 2-core box)
+    python bench/frontier_cache.py record --sample 20261301:360 --k 64 --device cuda --out bench/out/frontier
+    python bench/frontier_cache.py record --sample 20261302:360 --k 64 --device cuda --out bench/out/frontier
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rollouts.base import Completion, Counters  # noqa: E402
+
+MAX_NEW_TOKENS = 160
+
+
+def load_solutions(path: Path):
+    from pipeline.labeling.types import Solution
+
+    out = []
+    for n, line in enumerate(path.read_text().splitlines()):
+        r = json.loads(line)
+        out.append(Solution(id=str(r["id"]), problem=r["problem"], answer=str(r["answer"]), steps=tuple(r["steps"]),
+                            source=f"{path.name}:{n}"))
+    return out
+
+
+def make_cfg(solutions: Path, out: Path, strategy: str = "per-step", k: int = 16, seed: int = 0, **kw):
+    from pipeline.config import LabelConfig
+
+    return LabelConfig(input=[str(solutions)], output=str(out), strategy=strategy, k=k, seed=seed, executor="local",
+                       num_workers=1, cpus_per_worker=2, progress=False, max_new_tokens=MAX_NEW_TOKENS,
+                       **kw).resolved()
+
+
+class RecordingBackend:
+    """Wraps a live backend; keeps every completion per (group, prompt), in the order they were generated."""
+
+    def __init__(self, inner, cache: dict):
+        self.inner = inner
+        self.name = f"recording({inner.name})"
+        self.streaming = False
+        self.cache = cache
+        self.stats = getattr(inner, "stats", Counters())
+
+    def generate(self, reqs, sampling):
+        got = self.inner.generate(reqs, sampling)
+        for r, comps in zip(reqs, got):
+            self.cache.setdefault(f"{r.group}\x00{r.prompt}", []).extend([c.text, c.num_tokens] for c in comps)
+        return got
+
+    def close(self):
+        self.inner.close()
+
+
+class ReplayBackend:
+    """Serves cached continuations: a request for prefix p gets the next ``n`` unserved ones of p."""
+
+    name = "replay"
+    streaming = False
+
+    def __init__(self, cache: dict):
+        self.cache = cache
+        self.pos: dict[str, int] = {}
+        self.stats = Counters()
+
+    def generate(self, reqs, sampling):
+        out = []
+        for r in reqs:
+            key = f"{r.group}\x00{r.prompt}"
+            have = self.cache.get(key)
+            at = self.pos.get(key, 0)
+            if have is None or at + r.n > len(have):
+                raise RuntimeError(f"replay cache exhausted: {at + r.n} continuations wanted, "
+                                   f"{0 if have is None else len(have)} cached")
+            self.pos[key] = at + r.n
+            out.append([Completion(t, int(n)) for t, n in have[at : at + r.n]])
+        return out
+
+    def close(self):
+        pass
+
+
+def label_with(cfg, solutions, backend):
+    """The real worker code (Scheduler + strategy + grader) on ``backend``; returns LabeledSolutions."""
+    from pipeline.labeling.worker import ShardWorker
+
+    w = ShardWorker(cfg, backend=backend)
+    labeled, _ = w.label(solutions)
+    return labeled
+
+
+def write_cache(path: Path, data: dict) -> None:
+    import gzip
+
+    with gzip.open(path, "wt") as f:
+        json.dump(data, f)
+
+
+def read_cache(path: Path) -> dict:
+    import gzip
+
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+def sample_with(backend, prompt, sampling, seed: int, n: int, out: Path) -> Path:
+    """One solution per fresh problem of ``generate_problems(n, seed)``: what ``mcprm generate --n 1`` does
+    (pipeline.commands.generate: same prompt, request seed and step split), on a backend already built."""
+    from pipeline.bundled.synthetic import check_steps, generate_problems
+    from pipeline.labeling.scheduler import derive_seed
+    from rollouts.base import GenRequest
+
+    probs = generate_problems(n, seed=seed)
+    reqs = [GenRequest(prompt.prefix(p["problem"], []), 1, derive_seed(seed, p["id"], -1, 0), p["id"]) for p in probs]
+    t = time.perf_counter()
+    outs = backend.generate(reqs, sampling)
+    lines, errs = [], 0
+    for p, comps in zip(probs, outs):
+        steps = [x.strip() for x in comps[0].text.split(prompt.separator) if x.strip()]
+        if not steps:
+            continue
+        errs += check_steps(p["problem"], steps).first_error != -1
+        lines.append(json.dumps({"id": f"{p['id']}-0", "problem_id": p["id"], "problem": p["problem"],
+                                 "answer": p["answer"], "steps": steps, "finish_reason": comps[0].finish_reason}))
+    path = out / f"solutions-{seed}.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    print(f"seed {seed}: sampled {len(lines)} solutions ({errs} with an error) in {time.perf_counter() - t:.0f} s",
+          flush=True)
+    return path
+
+
+def record(a) -> None:
+    """Per-step at K over a solutions file on any device, keeping every continuation (no grading: the replay
+    grades). Light imports only (no pyarrow / graders), so it runs on a bare GPU image with torch+transformers."""
+    import types
+
+    from pipeline import bundled
+    from pipeline.config import LabelConfig
+    from pipeline.labeling.scheduler import Scheduler
+    from pipeline.labeling.strategies import StrategyParams
+    from rollouts.base import SamplingConfig
+    from rollouts.hf import HFBackend
+    from rollouts.prompts import make_prompt_format
+
+    d = LabelConfig()
+    prompt = make_prompt_format(d.prompt_format, None, template=d.prompt_template, separator=d.step_separator)
+    sampling = SamplingConfig(temperature=d.temperature, top_p=d.top_p, max_new_tokens=MAX_NEW_TOKENS,
+                              stop=tuple(getattr(prompt, "stop", ()) or ()), ignore_eos=d.ignore_eos)
+    hf = HFBackend(str(bundled.model_dir()), device=a.device, dtype=a.dtype, max_batch_rows=a.max_batch_rows)
+    files = a.files.split(",") if a.files else []
+    for spec in (a.sample.split(",") if a.sample else []):  # SEED:N -> solutions-SEED.jsonl, as bench_strategies
+        seed, n = (int(x) for x in spec.split(":"))
+        files.append(str(sample_with(hf, prompt, sampling, seed, n, Path(a.out))))
+    for f in files:
+        sols = load_solutions(Path(f))
+        data = {"k": a.k, "run_seed": a.run_seed, "device": a.device, "dtype": a.dtype, "cache": {}}
+        rec = RecordingBackend(hf, data["cache"])
+
+        def no_grade(pairs):
+            return [types.SimpleNamespace(correct=None) for _ in pairs]
+
+        sched = Scheduler(rec, no_grade, prompt, sampling, "per-step", StrategyParams(k=a.k), seed=a.run_seed,
+                          max_batch_requests=a.max_batch_requests)
+        t = time.perf_counter()
+        labeled = sched.label(sols)
+        data["seconds"] = time.perf_counter() - t
+        data["tokens"] = sum(x.rollout_tokens for x in labeled)
+        out = Path(a.out) / ("cache-" + Path(f).stem.replace("solutions-", "") + ".json.gz")
+        write_cache(out, data)
+        print(f"{f}: per-step K={a.k} on {len(sols)} solutions, {data['tokens']} tokens in {data['seconds']:.0f} s "
+              f"({data['tokens'] / data['seconds']:.0f} tok/s) -> {out}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("--files", default="", help="comma-separated solutions JSONL files")
+    r.add_argument("--sample", default="", help="comma-separated SEED:N: sample N fresh solutions per seed first")
+    r.add_argument("--k", type=int, default=64)
+    r.add_argument("--run-seed", type=int, default=0)
+    r.add_argument("--device", default="cuda")
+    r.add_argument("--dtype", default="float32")
+    r.add_argument("--max-batch-rows", type=int, default=4096)
+    r.add_argument("--max-batch-requests", type=int, default=4096)
+    r.add_argument("--out", default="bench/out/frontier")
+    a = ap.parse_args()
+    if a.cmd == "record":
+        record(a)
+
+
+if __name__ == "__main__":
+    main()
