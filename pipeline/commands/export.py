@@ -475,6 +475,79 @@ def _balance(rows: list[Row], seed: int, skipped: dict[str, int]) -> list[Row]:
     return [r for r in rows if id(r) in keep]
 
 
+def _trl_columns(b, drop_after_first_error: bool, skipped: dict[str, int], cut: dict[str, int]):
+    """Batch ``b``'s exportable rows as a trl table (id, prompt, completions, labels), computed on whole columns:
+    the rows, cuts and skips that the row-by-row path (row_labels with the corpus's own labels, _cut,
+    format_row) gives, counted into ``skipped``/``cut`` the same way. Returns (the exportable rows' indices
+    in ``b``, their step counts, the table, their positive-label counts), or None (nothing counted) when
+    some row's steps, labels and mc_value differ in length: that batch goes row by row, whose errors name it."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    steps, labels, mc = b.column("steps"), b.column("labels"), b.column("mc_value")
+    lens = [pc.list_value_length(c) for c in (steps, labels, mc)]
+    if any(x.null_count for x in lens):
+        return None
+    n, n_lab, n_mc = (x.to_numpy(zero_copy_only=False).astype(np.int64) for x in lens)
+    if not (np.array_equal(n, n_lab) and np.array_equal(n, n_mc)):
+        return None
+    flat = pc.list_flatten(labels)
+    parent = pc.list_parent_indices(labels).to_numpy(zero_copy_only=False).astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(n)[:-1]]) if len(n) else n
+    pos = np.arange(len(flat), dtype=np.int64) - starts[parent]  # a step's position in its row
+    valid = flat.is_valid().to_numpy(zero_copy_only=False)
+    value = flat.fill_null(False).to_numpy(zero_copy_only=False)
+
+    def first(at):  # per row: the position of the first step where ``at``, else -1
+        out = np.full(len(n), -1, dtype=np.int64)
+        if at.any():
+            rows, i = np.unique(parent[at], return_index=True)  # steps are in row order: first occurrence
+            out[rows] = pos[at][i]
+        return out
+
+    fn = first(~valid)
+    end = np.where(fn >= 0, fn, n)  # cut before the first unlabeled step
+    fe = first(valid & ~value & (pos < end[parent]))  # the first negative step kept
+    if drop_after_first_error:
+        new_end = np.where((fe >= 0) & (fe + 1 < end), fe + 1, end)
+    else:
+        new_end = end
+    events = []  # the keys in the order the row-by-row path first meets them (a row's unlabeled cut first)
+    for j, (key, amount) in enumerate((("unlabeled", n - end), ("after_first_error", end - new_end))):
+        if amount.any():
+            events.append((int(np.argmax(amount > 0)), j, key, int(amount.sum())))
+    for _, _, key, total in sorted(events):
+        cut[key] = cut.get(key, 0) + total
+    end = new_end
+    ok = end > 0
+    if not ok.all():
+        skipped["first_step_unlabeled"] = skipped.get("first_step_unlabeled", 0) + int((~ok).sum())
+    idx = np.flatnonzero(ok)
+    keep_step = (pos < end[parent]) & ok[parent]
+    ends = end[idx]
+    offsets = pa.array(np.concatenate([[0], np.cumsum(ends)]).astype(np.int32), pa.int32())
+    kept = pa.array(keep_step)
+    take = pa.array(idx)
+    table = pa.Table.from_arrays(
+        [b.column("id").take(take), b.column("problem").take(take),
+         pa.ListArray.from_arrays(offsets, pc.list_flatten(steps).filter(kept)),
+         pa.ListArray.from_arrays(offsets, flat.filter(kept))],
+        names=["id", "prompt", "completions", "labels"])
+    return idx, ends, table, _per_row_sum(value[keep_step], ends)
+
+
+def _per_row_sum(values, lengths):
+    """Sums of consecutive runs of ``values`` of the given ``lengths``."""
+    import numpy as np
+
+    if not len(lengths):
+        return np.zeros(0, dtype=np.int64)
+    c = np.concatenate([[0], np.cumsum(values, dtype=np.int64)])
+    b = np.concatenate([[0], np.cumsum(lengths)])
+    return c[b[1:]] - c[b[:-1]]
+
+
 def _rank64(seed: int, row: Row) -> int:
     return int(hashlib.sha256(f"{seed}:{row.id}:{row.problem}:{len(row.steps)}".encode()).hexdigest()[:16], 16)
 
@@ -597,41 +670,49 @@ def export_corpus(
         """Exportable rows in corpus order, batch by batch; ``counts`` (when given) collects what was
         skipped, cut and imputed, and the corpus rows read. ``lengths_only``: each row's ``steps`` is
         ``range(number of steps)`` (what --balance's first pass needs: the class and the rank of a row)."""
-        skipped = counts["skipped"] if counts is not None else {}
-        cut = counts["cut"] if counts is not None else {}
+        for b in corpus_batches(counts):
+            yield from rows_in(b, counts, lengths_only)
+
+    def corpus_batches(counts: dict | None):
         batches = iter_corpus(out_url, version, cols + count_cols + judge_cols, batch_rows=batch_rows, verify=verify)
         for b in (batches if agree is None else agree.batches(batches, counts)):
             if counts is not None:
                 counts["corpus_rows"] += b.num_rows
-            extra = [b.column(c).to_pylist() for c in count_cols] or [[None] * b.num_rows]
-            for rid, problem, steps, lab, mc, sc, *cnt in zip(*columns(b, lengths_only), *extra, strict=True):
-                weight = None
-                if by_counts:  # issue 16
-                    lab, mc, weight = _by_counts(lab, mc, sc, cnt, label_rule)
-                    if min_confidence is not None and weight < min_confidence:
-                        skipped["low_confidence"] = skipped.get("low_confidence", 0) + 1
-                        continue
-                labels, hard, imp = row_labels(lab, mc, opts)
-                if counts is not None:
-                    counts["imputed"] += imp
-                row = Row(rid, problem, steps, labels, sc)
-                if fmt == "processbench":
-                    fe = next((i for i, h in enumerate(hard) if h is False), -1)
-                    if any(h is None for h in (hard if fe == -1 else hard[:fe])):
-                        skipped["undecided"] = skipped.get("undecided", 0) + 1
-                        continue
-                    row.labels = ([True] * len(hard) if fe == -1
-                                  else [True] * fe + [False] + [None] * (len(hard) - fe - 1))
-                    row.has_error = fe != -1
-                    row.weight = weight
-                    yield row
+            yield b
+
+    def rows_in(b, counts: dict | None, lengths_only: bool = False):
+        """The exportable rows of batch ``b`` (see stream)."""
+        skipped = counts["skipped"] if counts is not None else {}
+        cut = counts["cut"] if counts is not None else {}
+        extra = [b.column(c).to_pylist() for c in count_cols] or [[None] * b.num_rows]
+        for rid, problem, steps, lab, mc, sc, *cnt in zip(*columns(b, lengths_only), *extra, strict=True):
+            weight = None
+            if by_counts:  # issue 16
+                lab, mc, weight = _by_counts(lab, mc, sc, cnt, label_rule)
+                if min_confidence is not None and weight < min_confidence:
+                    skipped["low_confidence"] = skipped.get("low_confidence", 0) + 1
                     continue
-                row = _cut(row, hard, drop_after_first_error, cut)
+            labels, hard, imp = row_labels(lab, mc, opts)
+            if counts is not None:
+                counts["imputed"] += imp
+            row = Row(rid, problem, steps, labels, sc)
+            if fmt == "processbench":
+                fe = next((i for i, h in enumerate(hard) if h is False), -1)
+                if any(h is None for h in (hard if fe == -1 else hard[:fe])):
+                    skipped["undecided"] = skipped.get("undecided", 0) + 1
+                    continue
+                row.labels = ([True] * len(hard) if fe == -1
+                              else [True] * fe + [False] + [None] * (len(hard) - fe - 1))
+                row.has_error = fe != -1
                 row.weight = weight
-                if not row.steps:
-                    skipped["first_step_unlabeled"] = skipped.get("first_step_unlabeled", 0) + 1
-                    continue
                 yield row
+                continue
+            row = _cut(row, hard, drop_after_first_error, cut)
+            row.weight = weight
+            if not row.steps:
+                skipped["first_step_unlabeled"] = skipped.get("first_step_unlabeled", 0) + 1
+                continue
+            yield row
 
     counts = {"skipped": {}, "cut": {}, "imputed": 0, "corpus_rows": 0}
     keep = None
@@ -703,20 +784,95 @@ def export_corpus(
             if len(chunk) >= shard_rows:
                 flush()
 
+    # trl with the corpus's own labels: whole columns at a time (_trl_columns), no Python object per row
+    fast_trl = fmt == "trl" and opts.label_rule == "hard" and not opts.soft and not by_counts
+    pending: list = []  # fast_trl: tables not yet written, fewer than shard_rows rows in all
+
+    def put(table) -> None:
+        nonlocal pending
+        pending.append(table)
+        while sum(t.num_rows for t in pending) >= shard_rows:
+            t = pa.concat_tables(pending)
+            write_shard(t.slice(0, shard_rows))
+            pending = [t.slice(shard_rows)] if t.num_rows > shard_rows else []
+
+    def write_shard(table) -> None:
+        name = f"part-{len(names):05d}.{file_format}"
+        if file_format == "parquet":
+            import pyarrow.parquet as pq
+
+            buf = io.BytesIO()
+            pq.write_table(table.combine_chunks(), buf, compression="zstd")
+            staging.write_bytes(name, buf.getvalue())
+        else:
+            staging.write_bytes(name, "".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                              for r in table.to_pylist()).encode())
+        names.append(name)
+
+    def trl_fast() -> None:
+        nonlocal n_rows, n_steps, pos, n_labeled
+        seen = 0  # exportable rows so far (the index into --balance's mask)
+        for b in corpus_batches(counts):
+            got = _trl_columns(b, drop_after_first_error, counts["skipped"], counts["cut"])
+            if got is None:  # steps, labels and mc_value of some row differ in length: row by row, its errors
+                rows = list(rows_in(b, counts))
+                if keep is not None:
+                    mask = keep[seen:seen + len(rows)]
+                    seen += len(rows)
+                    rows = [r for r, k in zip(rows, mask, strict=True) if k]
+                recs = []
+                for row in rows:
+                    rec = format_row(row, opts, tok)
+                    check_row(rec, row, opts, tok)
+                    recs.append(rec)
+                    n_rows += 1
+                    n_steps += len(row.steps)
+                    n_labeled += len(row.labels)
+                    pos += row.labels.count(True)
+                if recs:
+                    put(pa.Table.from_pydict({f.name: [r[f.name] for r in recs] for f in schema}, schema=schema))
+                continue
+            rows_idx, ends, table, positives = got
+            if keep is not None:
+                mask = keep[seen:seen + len(rows_idx)]
+                seen += len(rows_idx)
+                if not mask.all():
+                    table = table.filter(pa.array(mask))
+                    positives = positives[mask]
+                    ends = ends[mask]
+            if not table.num_rows:
+                continue
+            # the row-by-row check on the batch's first row: its record parses back, and with a tokenizer the
+            # step separator (the same for every row) encodes to some token; the other rows' records are
+            # their own columns, cut as that row's were
+            first = table.slice(0, 1).to_pylist()[0]
+            row = Row(first["id"], first["prompt"], first["completions"], first["labels"])
+            check_row(format_row(row, opts, tok), row, opts, tok)
+            n_rows += table.num_rows
+            n_steps += int(ends.sum())
+            n_labeled += int(ends.sum())
+            pos += int(positives.sum())
+            put(table.cast(schema))
+        if pending or not names:
+            write_shard(pa.concat_tables(pending) if pending else schema.empty_table())
+
     # rows checked together; token checks batch-encode a group, whose encodings (offsets, masks) weigh more
     group_rows = min(batch_rows, 1024) if encoded is not None else batch_rows
     try:
-        group: list[Row] = []
-        for i, row in enumerate(stream(counts)):
-            if keep is not None and not keep[i]:
-                continue
-            group.append(row)
-            if len(group) >= group_rows:
-                add(group)
-                group = []
-        add(group)
-        if chunk or not names:
-            flush()
+        if fast_trl:
+            trl_fast()
+        else:
+            group: list[Row] = []
+            for i, row in enumerate(stream(counts)):
+                if keep is not None and not keep[i]:
+                    continue
+                group.append(row)
+                if len(group) >= group_rows:
+                    add(group)
+                    group = []
+            add(group)
+            if chunk or not names:
+                flush()
         if existing:  # --overwrite: the earlier export's shards go only now
             for name in existing:
                 if name.startswith("part-") or name == META_FILE:

@@ -256,3 +256,48 @@ def test_streamed_eval_against_the_checker_equals_a_reference_file(tmp_path):
         assert {k: v for k, v in got.items() if k != "reference"} == {k: v for k, v in want.items()
                                                                       if k != "reference"}
         assert got["solutions"] == 240 and got["unmatched"] == 0 and 0 < got["acc_error"] < 1
+
+
+@pytest.mark.parametrize("balance,drop,verify,file_format", [
+    (None, False, False, "parquet"), ("downsample", False, True, "parquet"), (None, True, True, "jsonl"),
+    ("downsample", True, False, "jsonl")])
+def test_trl_on_whole_columns_equals_row_by_row(corpus, tmp_path, balance, drop, verify, file_format):
+    """Issue 17: trl with the corpus's labels is computed on whole columns; the same records, cut and skipped
+    counts and step totals as the row-by-row computation, in sliced batches (verify) and in JSONL too."""
+    want, skipped, cut = _export_in_memory(corpus, "trl", balance=balance, drop=drop, seed=5)
+    res = export_corpus(corpus, "trl", str(tmp_path / "e"), balance=balance, seed=5, drop_after_first_error=drop,
+                        shard_rows=60, batch_rows=17, verify=verify, file_format=file_format)
+    assert load_export(str(tmp_path / "e")) == want
+    assert (res.rows, res.skipped, res.cut) == (len(want), skipped, cut)
+    assert list(res.cut) == list(cut) and list(res.skipped) == list(skipped)  # and the keys in the same order
+    assert res.steps == sum(len(r["labels"]) for r in want) == res.positives + res.negatives
+    assert res.positives == sum(y is True for r in want for y in r["labels"]) and res.unlabeled == 0
+    assert len(res.files) == max(1, -(-len(want) // 60))
+
+
+def test_trl_rows_of_unequal_lengths_still_fail_by_name(tmp_path):
+    """A row whose labels and steps differ in length goes row by row (the whole batch), so its error names it;
+    one whose first step is unlabeled is skipped as before."""
+    import pyarrow as pa
+
+    from pipeline.commands.export import ExportError
+
+    rows = _random_rows(30, seed=4)
+    rows[3]["steps"] = rows[3]["steps"] + ["an extra step"]
+    rows[3]["completions"] = rows[3]["steps"]
+    rows[3]["labels"] = [True] * (len(rows[3]["steps"]) - 1)
+    rows[3]["mc_value"] = [0.5] * len(rows[3]["labels"])
+    store = CorpusStore(str(tmp_path / "c"))
+    rel = "data/v00001/part-00000.parquet"
+    store.write_table(rel, pa.Table.from_pylist(rows, schema=arrow_schema()))
+    store.commit({"version": 1, "strategy": "per-step", "k": 8, "shards": [{"path": rel, "rows": 30}],
+                  "schema_version": SCHEMA_VERSION})
+    with pytest.raises(ExportError, match="row 'r3' \\(trl\\).*labels for"):
+        export_corpus(str(tmp_path / "c"), "trl", str(tmp_path / "e"), batch_rows=8)
+    assert not (tmp_path / "e").exists() or not list((tmp_path / "e").iterdir())
+    rows[3]["labels"] = [None] * len(rows[3]["labels"])  # first step unlabeled: skipped, no check
+    rows[3]["mc_value"] = [None] * len(rows[3]["labels"])
+    store.write_table(rel, pa.Table.from_pylist(rows, schema=arrow_schema()))
+    res = export_corpus(str(tmp_path / "c"), "trl", str(tmp_path / "e2"), batch_rows=8)
+    assert "r3" not in {r["id"] for r in load_export(str(tmp_path / "e2"))}
+    assert res.skipped.get("first_step_unlabeled", 0) >= 1 and res.rows + sum(res.skipped.values()) == 30
