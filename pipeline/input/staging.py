@@ -119,13 +119,16 @@ def read_staged(store: CorpusStore, vdir: str, entry: dict) -> list[Solution]:
     keys recomputed from the content). A missing or damaged file is a :class:`ShardError`; a damaged one is
     removed, so that the same command run again stages it anew from the input."""
     rel = staged_rel(vdir, entry)
-    cols = store.read_table(rel).to_pydict()
-    sols = [Solution(id=i, problem=p, answer=a, steps=tuple(st), source=src) for i, p, a, st, src in
-            zip(cols["id"], cols["problem"], cols["answer"], cols["steps"], cols["source"], strict=True)]
-    if len(sols) != entry["rows"] or key_digest(s.key for s in sols) != entry["keys"]:
+    try:
+        cols = store.read_table(rel).to_pydict()
+        sols = [Solution(id=i, problem=p, answer=a, steps=tuple(st), source=src) for i, p, a, st, src in
+                zip(cols["id"], cols["problem"], cols["answer"], cols["steps"], cols["source"], strict=True)]
+        if len(sols) != entry["rows"] or key_digest(s.key for s in sols) != entry["keys"]:
+            raise ShardError("it does not hold the planned solutions")
+    except (ShardError, KeyError, TypeError, ValueError) as e:
         store.delete(rel)
-        raise ShardError(f"staged shard {store.uri(rel)} does not hold the planned solutions of shard "
-                         f"{entry['shard']}; it was removed: rerun the same command to stage it again")
+        raise ShardError(f"staged shard {store.uri(rel)} of shard {entry['shard']} is missing or damaged ({e}); "
+                         "rerun the same command to stage it again from the input") from e
     return sols
 
 

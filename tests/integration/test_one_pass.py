@@ -1,0 +1,71 @@
+"""Issue 15/17: a run reads its input once; the shards it plans are staged beside the output and what runs,
+resumes and retries reads them; the plan holds digests, not keys."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from pipeline.input import files
+from pipeline.run import label
+from pipeline.storage.corpus import read_corpus
+from pipeline.storage.store import ShardError
+
+from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
+
+
+def _killed_after_plan(inp: str, out: str) -> dict:
+    r = run_mcprm("label", "--input", inp, "--output", out, "--k", "2", "--max-new-tokens", "48", "--shard-size",
+                  "3", "--executor", "local", "-q", env={"MCPRM_FAULT": "plan-written:1"})
+    assert r.returncode == -9, r.stdout + r.stderr
+    return json.load(open(os.path.join(out, "data", "v00001", "_plan.json")))
+
+
+def test_input_read_once_and_shards_staged(small_input, reference_run, tmp_path, monkeypatch):
+    _, _, ref = reference_run
+    out = str(tmp_path / "out")
+    plan = _killed_after_plan(small_input, out)
+    assert plan["solutions"] == N_ROWS and [sh["rows"] for sh in plan["shards"]] == [3, 3, 2]
+    assert all(set(sh) == {"shard", "rows", "keys", "staged"} for sh in plan["shards"])  # digests, not keys
+    staged = os.listdir(os.path.join(out, "data", "v00001", "_staged"))
+    assert sorted(staged) == sorted(f"{sh['staged']}.parquet" for sh in plan["shards"])
+    opened = []
+    real = files._read_file
+
+    def counted(url, spec):
+        opened.append(url)
+        return real(url, spec)
+
+    monkeypatch.setattr(files, "_read_file", counted)
+    res = label(make_cfg(small_input, out))  # the rerun: one pass to check the input, shards from staging
+    assert opened == [small_input] and res.shards_run == 3
+    assert rows_by_key(read_corpus(out)) == ref
+    assert not os.path.exists(os.path.join(out, "data", "v00001", "_staged"))  # gone with the commit
+    assert not os.path.exists(os.path.join(out, "data", "v00001", "_plan.json"))
+
+
+def test_damaged_staged_shard_is_staged_again(small_input, reference_run, tmp_path):
+    _, _, ref = reference_run
+    out = str(tmp_path / "out")
+    plan = _killed_after_plan(small_input, out)
+    bad = os.path.join(out, "data", "v00001", "_staged", plan["shards"][1]["staged"] + ".parquet")
+    with open(bad, "r+b") as f:
+        f.seek(100)
+        f.write(b"\0" * 64)
+    with pytest.raises(ShardError, match="staged shard"):
+        label(make_cfg(small_input, out))
+    res = label(make_cfg(small_input, out))  # the same command again: staged anew, finished shards kept
+    assert res.shards_resumed == 1 and res.added == N_ROWS
+    assert rows_by_key(read_corpus(out)) == ref
+
+
+def test_bad_input_leaves_no_staged_files(small_input, tmp_path):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(open(small_input).read() + '{"problem": "late"}\n')
+    out = tmp_path / "out"
+    r = run_mcprm("label", "--input", str(inp), "--output", str(out), "--k", "2", "--shard-size", "1",
+                  "--executor", "local")
+    assert r.returncode == 1 and "line 9" in r.stderr, r.stderr
+    assert not list(out.glob("data/*/_staged/*")) and not list(out.glob("data/*/_plan.json"))
