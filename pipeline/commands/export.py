@@ -478,9 +478,9 @@ def _balance(rows: list[Row], seed: int, skipped: dict[str, int]) -> list[Row]:
 def _trl_columns(b, drop_after_first_error: bool, skipped: dict[str, int], cut: dict[str, int]):
     """Batch ``b``'s exportable rows as a trl table (id, prompt, completions, labels), computed on whole columns:
     the rows, cuts and skips that the row-by-row path (row_labels with the corpus's own labels, _cut,
-    format_row) gives, counted into ``skipped``/``cut`` the same way. Returns (the exportable rows' indices
-    in ``b``, their step counts, the table, their positive-label counts), or None (nothing counted) when
-    some row's steps, labels and mc_value differ in length: that batch goes row by row, whose errors name it."""
+    format_row) gives, counted into ``skipped``/``cut`` the same way. Returns (the table, and per row of
+    it: steps, labeled steps, positive steps), or None (nothing counted) when some row's steps, labels and
+    mc_value differ in length: that batch goes row by row, whose errors name it."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -534,7 +534,53 @@ def _trl_columns(b, drop_after_first_error: bool, skipped: dict[str, int], cut: 
          pa.ListArray.from_arrays(offsets, pc.list_flatten(steps).filter(kept)),
          pa.ListArray.from_arrays(offsets, flat.filter(kept))],
         names=["id", "prompt", "completions", "labels"])
-    return idx, ends, table, _per_row_sum(value[keep_step], ends)
+    return table, ends, ends, _per_row_sum(value[keep_step], ends)
+
+
+def _processbench_columns(b, skipped: dict[str, int]):
+    """Batch ``b``'s exportable rows as a processbench table (id, problem, steps, label, final_answer_correct),
+    computed on whole columns: label = the first negative step or -1; a row with an unlabeled step before it
+    is skipped as "undecided" (row by row: rows_in). Returns as :func:`_trl_columns`; None also when a row has
+    no steps (row by row, check_row names it)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    steps, labels, mc = b.column("steps"), b.column("labels"), b.column("mc_value")
+    lens = [pc.list_value_length(c) for c in (steps, labels, mc)]
+    if any(x.null_count for x in lens):
+        return None
+    n, n_lab, n_mc = (x.to_numpy(zero_copy_only=False).astype(np.int64) for x in lens)
+    if not (np.array_equal(n, n_lab) and np.array_equal(n, n_mc)) or (n == 0).any():
+        return None
+    flat = pc.list_flatten(labels)
+    parent = pc.list_parent_indices(labels).to_numpy(zero_copy_only=False).astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(n)[:-1]]) if len(n) else n
+    pos = np.arange(len(flat), dtype=np.int64) - starts[parent]
+    valid = flat.is_valid().to_numpy(zero_copy_only=False)
+    value = flat.fill_null(True).to_numpy(zero_copy_only=False)
+
+    def first(at):
+        out = np.full(len(n), -1, dtype=np.int64)
+        if at.any():
+            rows, i = np.unique(parent[at], return_index=True)
+            out[rows] = pos[at][i]
+        return out
+
+    fe = first(valid & ~value)
+    fn = first(~valid)
+    # undecided: an unlabeled step before the first negative one (anywhere, when there is none)
+    undecided = (fn >= 0) & ((fe == -1) | (fn < fe))
+    if undecided.any():
+        skipped["undecided"] = skipped.get("undecided", 0) + int(undecided.sum())
+    idx = np.flatnonzero(~undecided)
+    take = pa.array(idx)
+    fe, m = fe[idx], n[idx]
+    table = pa.Table.from_arrays(
+        [b.column("id").take(take), b.column("problem").take(take), steps.take(take),
+         pa.array(fe.astype(np.int32), pa.int32()), b.column("solution_correct").take(take)],
+        names=["id", "problem", "steps", "label", "final_answer_correct"])
+    return table, m, np.where(fe >= 0, fe + 1, m), np.where(fe >= 0, fe, m)
 
 
 def _per_row_sum(values, lengths):
@@ -784,8 +830,9 @@ def export_corpus(
             if len(chunk) >= shard_rows:
                 flush()
 
-    # trl with the corpus's own labels: whole columns at a time (_trl_columns), no Python object per row
-    fast_trl = fmt == "trl" and opts.label_rule == "hard" and not opts.soft and not by_counts
+    # trl and processbench with the corpus's own labels: whole columns at a time (_trl_columns,
+    # _processbench_columns), no Python object per row
+    fast = fmt in ("trl", "processbench") and opts.label_rule == "hard" and not opts.soft and not by_counts
     pending: list = []  # fast_trl: tables not yet written, fewer than shard_rows rows in all
 
     def put(table) -> None:
@@ -809,11 +856,12 @@ def export_corpus(
                                               for r in table.to_pylist()).encode())
         names.append(name)
 
-    def trl_fast() -> None:
-        nonlocal n_rows, n_steps, pos, n_labeled
+    def columnar() -> None:
+        nonlocal n_rows, n_steps, pos, n_labeled, unlabeled
         seen = 0  # exportable rows so far (the index into --balance's mask)
         for b in corpus_batches(counts):
-            got = _trl_columns(b, drop_after_first_error, counts["skipped"], counts["cut"])
+            got = (_trl_columns(b, drop_after_first_error, counts["skipped"], counts["cut"]) if fmt == "trl"
+                   else _processbench_columns(b, counts["skipped"]))
             if got is None:  # steps, labels and mc_value of some row differ in length: row by row, its errors
                 rows = list(rows_in(b, counts))
                 if keep is not None:
@@ -827,30 +875,38 @@ def export_corpus(
                     recs.append(rec)
                     n_rows += 1
                     n_steps += len(row.steps)
-                    n_labeled += len(row.labels)
+                    none = row.labels.count(None)
+                    unlabeled += none
+                    n_labeled += len(row.labels) - none
                     pos += row.labels.count(True)
                 if recs:
                     put(pa.Table.from_pydict({f.name: [r[f.name] for r in recs] for f in schema}, schema=schema))
                 continue
-            rows_idx, ends, table, positives = got
+            table, steps, labeled, positives = got
             if keep is not None:
-                mask = keep[seen:seen + len(rows_idx)]
-                seen += len(rows_idx)
+                mask = keep[seen:seen + table.num_rows]
+                seen += table.num_rows
                 if not mask.all():
                     table = table.filter(pa.array(mask))
-                    positives = positives[mask]
-                    ends = ends[mask]
+                    steps, labeled, positives = steps[mask], labeled[mask], positives[mask]
             if not table.num_rows:
                 continue
             # the row-by-row check on the batch's first row: its record parses back, and with a tokenizer the
-            # step separator (the same for every row) encodes to some token; the other rows' records are
+            # trl step separator (the same for every row) encodes to some token; the other rows' records are
             # their own columns, cut as that row's were
             first = table.slice(0, 1).to_pylist()[0]
-            row = Row(first["id"], first["prompt"], first["completions"], first["labels"])
+            if fmt == "trl":
+                row = Row(first["id"], first["prompt"], first["completions"], first["labels"])
+            else:
+                fe, m = first["label"], len(first["steps"])
+                row = Row(first["id"], first["problem"], first["steps"],
+                          [True] * m if fe == -1 else [True] * fe + [False] + [None] * (m - fe - 1),
+                          first["final_answer_correct"])
             check_row(format_row(row, opts, tok), row, opts, tok)
             n_rows += table.num_rows
-            n_steps += int(ends.sum())
-            n_labeled += int(ends.sum())
+            n_steps += int(steps.sum())
+            n_labeled += int(labeled.sum())
+            unlabeled += int(steps.sum() - labeled.sum())
             pos += int(positives.sum())
             put(table.cast(schema))
         if pending or not names:
@@ -859,8 +915,8 @@ def export_corpus(
     # rows checked together; token checks batch-encode a group, whose encodings (offsets, masks) weigh more
     group_rows = min(batch_rows, 1024) if encoded is not None else batch_rows
     try:
-        if fast_trl:
-            trl_fast()
+        if fast:
+            columnar()
         else:
             group: list[Row] = []
             for i, row in enumerate(stream(counts)):

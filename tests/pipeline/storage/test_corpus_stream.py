@@ -301,3 +301,14 @@ def test_trl_rows_of_unequal_lengths_still_fail_by_name(tmp_path):
     res = export_corpus(str(tmp_path / "c"), "trl", str(tmp_path / "e2"), batch_rows=8)
     assert "r3" not in {r["id"] for r in load_export(str(tmp_path / "e2"))}
     assert res.skipped.get("first_step_unlabeled", 0) >= 1 and res.rows + sum(res.skipped.values()) == 30
+
+
+@pytest.mark.parametrize("balance,verify,file_format", [(None, True, "jsonl"), ("downsample", True, "parquet")])
+def test_processbench_on_whole_columns_equals_row_by_row(corpus, tmp_path, balance, verify, file_format):
+    want, skipped, _ = _export_in_memory(corpus, "processbench", balance=balance, seed=2)
+    res = export_corpus(corpus, "processbench", str(tmp_path / "e"), balance=balance, seed=2, shard_rows=70,
+                        batch_rows=19, verify=verify, file_format=file_format)
+    assert load_export(str(tmp_path / "e")) == want
+    assert (res.rows, res.skipped, list(res.skipped)) == (len(want), skipped, list(skipped))
+    assert res.steps == sum(len(r["steps"]) for r in want) == res.positives + res.negatives + res.unlabeled
+    assert res.negatives == sum(r["label"] != -1 for r in want)
