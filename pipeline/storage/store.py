@@ -7,7 +7,9 @@ Layout of an output folder::
     OUT/versions/v00002.json           every committed version's manifest, immutable
     OUT/data/v00002/part-00000.parquet shards written by version 2 (a refresh adds a new v-folder and
                                        lists old and new shards in its manifest)
-    OUT/data/v00003/_plan.json         an uncommitted run's plan (identity + shard contents), for resume
+    OUT/data/v00003/_plan.json         an uncommitted run's plan (identity; per shard its staged file, rows and
+                                       key digest), for resume
+    OUT/data/v00003/_staged/*.parquet  an uncommitted run's input, cut into its shards (pipeline.input.staging)
     OUT/rejects/v00002.jsonl           rows rejected by --skip-bad in version 2
     OUT/_lock                          held while a run writes (see :mod:`pipeline.storage.lock`)
 
