@@ -181,8 +181,12 @@ def child(spec: dict) -> dict:
     import pyarrow.parquet  # noqa: F401
 
     t0 = time.perf_counter()
-    if cmd == "stats":
+    if cmd == "stats":  # what `mcprm stats` runs: the counts, and (issue 16, new code only) the uncertainty
         res = stats(corpus)["solutions"]
+        if engine != "legacy":
+            from pipeline.labeling.rules import corpus_uncertainty
+
+            corpus_uncertainty(corpus)
     elif cmd == "export-trl":
         res = export(corpus, "trl", out, overwrite=True).rows
     elif cmd == "export-trl-balance":

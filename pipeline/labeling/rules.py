@@ -356,6 +356,16 @@ def corpus_uncertainty(url: str, version: int | None = None, t: float = DEFAULT_
     unc = sampled = rows = low = 0
     conf_sum = 0.0
     for b in iter_corpus(url, version, cols):
+        got = _batch_uncertainty(b, t)  # issue 17: whole columns, the same numbers as the loop below
+        if got is not None:
+            u, sm, confs = got
+            unc += u
+            sampled += sm
+            rows += len(confs)
+            for c in confs.tolist():  # in row order, as the loop adds them
+                conf_sum += c
+            low += int((confs < 0.5).sum())
+            continue
         for r in b.to_pylist():
             steps = row_steps(r)
             rows += 1
@@ -369,3 +379,50 @@ def corpus_uncertainty(url: str, version: int | None = None, t: float = DEFAULT_
     return {"threshold": t, "uncertain_steps": unc, "sampled_labeled_steps": sampled,
             "uncertain_rate": unc / sampled if sampled else None,
             "mean_first_error_confidence": conf_sum / rows if rows else None, "low_confidence_rows": low}
+
+
+def _batch_uncertainty(b, t: float):
+    """(uncertain steps, sampled labeled steps, per-row first-error confidence) of a corpus batch, computed on
+    whole columns: the Wilson test and the Jeffreys probabilities once per distinct (correct, graded) pair,
+    each row's product in step order (so the same floats as :func:`first_error_confidence`). None when a
+    row's count lists are missing or of another length than its labels, or its first_error is below -1
+    (the row-by-row code handles those)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    labels = b.column("labels")
+    lists = [b.column(c) for c in ("mc_correct", "mc_total", "mc_ungradable")]
+    fe = b.column("first_error")
+    if labels.null_count or fe.null_count or any(x.null_count for x in lists):
+        return None
+    n = pc.list_value_length(labels).to_numpy(zero_copy_only=False).astype(np.int64)
+    if any(not np.array_equal(n, pc.list_value_length(x).to_numpy(zero_copy_only=False)) for x in lists):
+        return None
+    fe = fe.to_numpy(zero_copy_only=False).astype(np.int64)
+    if (fe < -1).any():
+        return None
+    correct, total, ung = (pc.list_flatten(x).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+                           for x in lists)
+    graded = total - ung
+    labeled = pc.list_flatten(labels).is_valid().to_numpy(zero_copy_only=False)
+    parent = np.repeat(np.arange(len(n)), n)
+    starts = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64) if len(n) else n
+    pos = np.arange(len(parent), dtype=np.int64) - starts[parent]
+    est = graded > 0
+    pairs, inv = np.unique(np.stack([correct[est], graded[est]], axis=1), axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    straddle = np.array([straddles(wilson(int(c), int(g)), t) for c, g in pairs], dtype=bool)
+    below = np.array([p_below(int(c), int(g), t) for c, g in pairs], dtype=np.float64)
+    sampled_mask = labeled[est]
+    unc = int(straddle[inv][sampled_mask].sum())
+    # each step's factor: (1 - P(below)) before the first error, P(below) at it, 1.0 otherwise or unestimated
+    end = np.where(fe == -1, n, fe)[parent]
+    factor = np.ones(len(parent), dtype=np.float64)
+    pb = below[inv]
+    at = pos[est]
+    factor[est] = np.where(at < end[est], 1.0 - pb, np.where(at == end[est], pb, 1.0))
+    confs = np.ones(len(n), dtype=np.float64)
+    nonempty = n > 0
+    if nonempty.any():  # a sequential product per row (multiply is not reduced pairwise), 1.0 for no steps
+        confs[nonempty] = np.multiply.reduceat(factor, starts[nonempty])
+    return unc, int(sampled_mask.sum()), confs

@@ -312,3 +312,33 @@ def test_processbench_on_whole_columns_equals_row_by_row(corpus, tmp_path, balan
     assert (res.rows, res.skipped, list(res.skipped)) == (len(want), skipped, list(skipped))
     assert res.steps == sum(len(r["steps"]) for r in want) == res.positives + res.negatives + res.unlabeled
     assert res.negatives == sum(r["label"] != -1 for r in want)
+
+
+def test_corpus_uncertainty_on_whole_columns_equals_row_by_row(corpus):
+    """Issue 17: ``mcprm stats``/``report``'s uncertainty numbers, computed on whole columns, are the row-by-row
+    loop's, to the last bit."""
+    from pipeline.labeling.rules import (
+        corpus_uncertainty,
+        first_error_confidence,
+        row_steps,
+        straddles,
+        wilson,
+    )
+
+    for t in (0.05, 0.3):
+        unc = sampled = low = 0
+        conf_sum = 0.0
+        rows = read_corpus(corpus).to_pylist()
+        for r in rows:
+            steps = row_steps(r)
+            for s in steps:
+                if s.label is not None and s.graded > 0:
+                    sampled += 1
+                    unc += straddles(wilson(s.correct, s.graded), t)
+            c = first_error_confidence(steps, r["first_error"], t)
+            conf_sum += c
+            low += c < 0.5
+        assert corpus_uncertainty(corpus, t=t) == {
+            "threshold": t, "uncertain_steps": unc, "sampled_labeled_steps": sampled,
+            "uncertain_rate": unc / sampled, "mean_first_error_confidence": conf_sum / len(rows),
+            "low_confidence_rows": low}
