@@ -352,7 +352,7 @@ def corpus_uncertainty(url: str, version: int | None = None, t: float = DEFAULT_
     rollouts, and the mean :func:`first_error_confidence` of the rows (and how many are below 0.5)."""
     from pipeline.storage.corpus import iter_corpus
 
-    cols = ["labels", "mc_correct", "mc_total", "mc_ungradable", "mc_value", "first_error"]
+    cols = ["labels", "mc_correct", "mc_total", "mc_ungradable", "first_error"]  # (mc_value: not used here)
     unc = sampled = rows = low = 0
     conf_sum = 0.0
     for b in iter_corpus(url, version, cols):
@@ -409,10 +409,23 @@ def _batch_uncertainty(b, t: float):
     starts = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64) if len(n) else n
     pos = np.arange(len(parent), dtype=np.int64) - starts[parent]
     est = graded > 0
-    pairs, inv = np.unique(np.stack([correct[est], graded[est]], axis=1), axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
-    straddle = np.array([straddles(wilson(int(c), int(g)), t) for c, g in pairs], dtype=bool)
-    below = np.array([p_below(int(c), int(g), t) for c, g in pairs], dtype=np.float64)
+    c_est, g_est = correct[est], graded[est]
+    # each distinct (correct, graded) pair once: a dense table when counts are small (no sort), else np.unique
+    lo = int(c_est.min()) if len(c_est) else 0  # codes from 0 whatever the counts
+    gmax = int(g_est.max()) + 1 if len(g_est) else 1
+    code = (c_est - lo) * gmax + g_est
+    if not len(code) or int(code.max()) < 4_000_000:
+        slot = np.zeros(int(code.max()) + 1 if len(code) else 1, dtype=np.int64)
+        slot[code] = 1
+        uniq = np.flatnonzero(slot)
+        slot[uniq] = np.arange(len(uniq))
+        inv = slot[code]
+    else:
+        uniq, inv = np.unique(code, return_inverse=True)
+        inv = inv.reshape(-1)
+    pairs = [(int(u // gmax) + lo, int(u % gmax)) for u in uniq]
+    straddle = np.array([straddles(wilson(c, g), t) for c, g in pairs], dtype=bool)
+    below = np.array([p_below(c, g, t) for c, g in pairs], dtype=np.float64)
     sampled_mask = labeled[est]
     unc = int(straddle[inv][sampled_mask].sum())
     # each step's factor: (1 - P(below)) before the first error, P(below) at it, 1.0 otherwise or unestimated
