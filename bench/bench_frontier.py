@@ -141,16 +141,17 @@ def pooled_score(parts: list[tuple[list[dict], list[int]]], rule=None, params=No
 def table(a) -> None:
     from pipeline.labeling.rules import RULES
 
-    seeds = [Seed(s) for s in SEEDS]
+    seeds = [Seed(int(s)) for s in a.seeds.split(",")]
     for sd in seeds:
         print(f"seed {sd.seed}: {len(sd.sols)} solutions, {sum(t != -1 for t in sd.truth)} with an error",
               flush=True)
-    rules = [None] + list(RULES)
+    rules = [None] + (list(RULES) if a.rules == "all" else [])
     out = []
     for k in [int(x) for x in a.ks.split(",")]:
         for strategy in a.strategies.split(","):
             t = time.perf_counter()
-            parts = [(rows_of(replay(sd, strategy, k), k), sd.truth) for sd in seeds]
+            over = {"bisect_fraction": a.bisect_fraction} if a.bisect_fraction is not None else None
+            parts = [(rows_of(replay(sd, strategy, k, strategy_overrides=over), k), sd.truth) for sd in seeds]
             for rule in rules:
                 m = pooled_score(parts, rule)
                 per_seed = [score(rs, ts, rule)["f1"] for rs, ts in parts]
@@ -229,6 +230,9 @@ def main() -> None:
     t.add_argument("--ks", default="4,8,16")
     t.add_argument("--strategies", default=",".join(STRATEGIES))
     t.add_argument("--json", default=None)
+    t.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    t.add_argument("--rules", default="all", help="'all' or 'stored' (the strategy's own labels only)")
+    t.add_argument("--bisect-fraction", type=float, default=None, help="binary-search's probe point (default: 0.6)")
     v = sub.add_parser("verify")
     v.add_argument("--exact-n", type=int, default=12)
     v.add_argument("--exact-k", type=int, default=4)

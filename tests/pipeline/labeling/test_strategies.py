@@ -79,8 +79,9 @@ def test_binary_search_exact_rollouts():
     assert (rounds, rollouts) == (4, 8)
     assert oc.first_error == 5
     assert [s.total for s in oc.stats] == [0, 0, 0, 2, 2, 4, 0, 0]
-    # the default probes later prefixes first (0.6 of the way): 4 alive, then 6 dead, then 5 dead
-    oc, rollouts, rounds = drive("binary-search", [True] * 5 + [False] * 3, False, k=4, early_stop=False)
+    # leaning late (0.6 of the way): 4 alive, then 6 dead, then 5 dead
+    oc, rollouts, rounds = drive("binary-search", [True] * 5 + [False] * 3, False, k=4, early_stop=False,
+                                 bisect_fraction=0.6)
     assert (rounds, rollouts, oc.first_error) == (3, 12, 5)
     assert [s.total for s in oc.stats] == [0, 0, 0, 0, 4, 4, 4, 0]
 
@@ -92,7 +93,7 @@ def test_probe_point_is_strictly_inside_and_leans_late():
                 assert lo < _probe_point(lo, hi, f) < hi
             assert _probe_point(lo, hi, 0.6) >= _probe_point(lo, hi, 0.5)
     assert [_probe_point(-1, 7, f) for f in (0.5, 0.6, 0.75)] == [3, 4, 5]
-    assert StrategyParams().bisect_fraction == 0.6
+    assert StrategyParams().bisect_fraction == 0.5  # the default is classic bisection
 
 
 @pytest.mark.parametrize("m,err", [(5, 0), (5, 2), (9, 7), (13, 4)])
@@ -118,7 +119,8 @@ def test_binary_search_without_trust_checks_correct_solutions():
                             bisect_fraction=0.5)
     assert oc.first_error == 1 and rollouts > 0
     # leaning late, the live step 2 is probed first and settles step 1 as alive (prefixes are monotone)
-    oc, rollouts, _ = drive("binary-search", [True, False, True, True], True, k=2, trust_correct=False)
+    oc, rollouts, _ = drive("binary-search", [True, False, True, True], True, k=2, trust_correct=False,
+                            bisect_fraction=0.6)
     assert oc.first_error == -1 and rollouts > 0
 
 
