@@ -2,18 +2,19 @@
 beside the output until the version is committed, so that executing, resuming a killed run and retrying a
 shard read them, never the input again.
 
-A staged shard is a Parquet file ``data/vNNNNN/_staged/<name>.parquet`` (id, problem, answer, steps, source,
-key), written whole with the store's atomic write. ``<name>`` is a digest of what the file holds (every row's
-key, id and source), so a file of that name is that content: a re-run of the same work finds its files
-already there and does not write them again, and runs with other shard boundaries never overwrite each
-other's files. The plan records per shard its file, its row count and a digest of its keys
+Staged shards are Parquet files ``data/vNNNNN/_staged/<name>.parquet`` (id, problem, answer, steps, source,
+key) holding consecutive shards, one row group each, about :data:`GROUP_ROWS` rows a file (few files: one
+atomic, fsynced write each, cheap on object stores too). ``<name>`` is a digest of what the file holds
+(every row's key, id and source), so a file of that name is that content: a re-run of the same work finds its
+files already there and does not write them again, and runs with other shard boundaries never overwrite each
+other's files. The plan records per shard its file and row group, its row count and a digest of its keys
 (:func:`key_digest`), never the keys themselves: small at 10 M rows, and enough to tell a changed input.
 
 Shard sizes come from :func:`pipeline.execution.sizing.shard_sizes`, which needs the number of solutions,
 known only at the end of the pass. It keeps every shard at ``shard_size`` while more than ``2 * workers *
-shard_size`` solutions are left, so :class:`Stager` writes a full shard as soon as more than that many
-solutions are waiting, and cuts the last ones (at most that many) at the end: its memory is bounded by the
-configuration, not by the input.
+shard_size`` solutions are left, so :class:`Stager` cuts a full shard as soon as more than that many
+solutions are waiting, and the last ones (at most that many) at the end: its memory is bounded by the
+configuration (that many solutions, plus one file's worth), not by the input.
 """
 
 from __future__ import annotations
@@ -43,19 +44,27 @@ def _schema():
                       ("steps", pa.list_(pa.string())), ("source", pa.string()), ("key", pa.string())])
 
 
-def _encode(rows: list[tuple[str, Solution]]) -> tuple[str, bytes]:
-    """(name, Parquet bytes) of a staged shard of ``(key, solution)`` rows."""
+GROUP_ROWS = 16384  # rows of consecutive shards written to one staged file
+
+
+def _encode(shards: list[list[tuple[str, Solution]]]) -> tuple[str, bytes]:
+    """(name, Parquet bytes) of a staged file of consecutive shards of ``(key, solution)`` rows, one row group
+    a shard."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     name = hashlib.sha256()
-    for key, s in rows:
-        name.update(f"{key}\t{s.id}\t{s.source}\n".encode())
-    table = pa.table({"id": [s.id for _, s in rows], "problem": [s.problem for _, s in rows],
-                      "answer": [s.answer for _, s in rows], "steps": [list(s.steps) for _, s in rows],
-                      "source": [s.source for _, s in rows], "key": [k for k, _ in rows]}, schema=_schema())
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd")
+    with pq.ParquetWriter(buf, _schema(), compression="zstd") as w:
+        for rows in shards:
+            for key, s in rows:
+                name.update(f"{key}\t{s.id}\t{s.source}\n".encode())
+            name.update(b"\n")  # where a shard ends
+            w.write_table(pa.table({
+                "id": [s.id for _, s in rows], "problem": [s.problem for _, s in rows],
+                "answer": [s.answer for _, s in rows], "steps": [list(s.steps) for _, s in rows],
+                "source": [s.source for _, s in rows], "key": [k for k, _ in rows]}, schema=_schema()),
+                row_group_size=len(rows))
     return name.hexdigest()[:32], buf.getvalue()
 
 
@@ -67,7 +76,8 @@ class Stager:
         self.store, self.dir = store, posixpath.join(vdir, STAGED)
         self.shard_size, self.workers = shard_size, max(1, int(workers))
         self.lookahead = 2 * self.workers * shard_size  # sizes are shard_size while more than this is left
-        self.pending: list[tuple[str, Solution]] = []
+        self.pending: list[tuple[str, Solution]] = []  # solutions not cut into a shard yet
+        self.group: list[list[tuple[str, Solution]]] = []  # shards cut, not written yet
         self.shards: list[dict] = []
         self.written: list[str] = []  # files this pass wrote (removed again if the pass fails)
         self.n = 0
@@ -78,17 +88,27 @@ class Stager:
         self.n += 1
         self._all.update(key.encode() + b"\n")
         if len(self.pending) > self.lookahead:
-            self._write(self.pending[: self.shard_size])
-            del self.pending[: self.shard_size]
+            self._cut(self.shard_size)
 
-    def _write(self, rows: list[tuple[str, Solution]]) -> None:
-        name, data = _encode(rows)
+    def _cut(self, size: int) -> None:
+        rows, self.pending = self.pending[:size], self.pending[size:]
+        self.shards.append({"shard": len(self.shards), "rows": len(rows), "keys": key_digest(k for k, _ in rows),
+                            "staged": None, "group": len(self.group)})
+        self.group.append(rows)
+        if sum(len(g) for g in self.group) >= GROUP_ROWS:
+            self._write()
+
+    def _write(self) -> None:
+        if not self.group:
+            return
+        name, data = _encode(self.group)
         rel = f"{self.dir}/{name}.parquet"
         if self.store.size(rel) is None:  # a file of this name holds exactly these rows (module doc)
             self.store.write_bytes(rel, data)
             self.written.append(rel)
-        self.shards.append({"shard": len(self.shards), "rows": len(rows), "keys": key_digest(k for k, _ in rows),
-                            "staged": name})
+        for sh in self.shards[len(self.shards) - len(self.group) :]:
+            sh["staged"] = name
+        self.group = []
 
     def finish(self) -> tuple[list[dict], str]:
         """The plan's shard entries, and the digest of every key in order (the run's input, fingerprinted)."""
@@ -100,8 +120,8 @@ class Stager:
             raise RuntimeError(f"shard_sizes({self.n}, {self.shard_size}, {self.workers}) does not keep full "
                                f"shards while more than {self.lookahead} solutions are left, as staging needs")
         for size in sizes[len(head) :]:
-            self._write(self.pending[:size])
-            del self.pending[:size]
+            self._cut(size)
+        self._write()
         return self.shards, self._all.hexdigest()[:32]
 
     def discard(self) -> None:
@@ -118,9 +138,17 @@ def read_staged(store: CorpusStore, vdir: str, entry: dict) -> list[Solution]:
     """A planned shard's solutions from its staged file, checked against the plan (row count, digest of the
     keys recomputed from the content). A missing or damaged file is a :class:`ShardError`; a damaged one is
     removed, so that the same command run again stages it anew from the input."""
+    import pyarrow.parquet as pq
+
     rel = staged_rel(vdir, entry)
     try:
-        cols = store.read_table(rel).to_pydict()
+        try:
+            with store.fs.open(store.path(rel), "rb") as f:
+                cols = pq.ParquetFile(f).read_row_group(entry["group"], use_threads=False).to_pydict()
+        except FileNotFoundError as e:
+            raise ShardError("missing") from e
+        except Exception as e:  # ArrowInvalid, OSError (ZSTD, truncated footer), a row group not there, ...
+            raise ShardError(f"{type(e).__name__}: {e}") from e
         sols = [Solution(id=i, problem=p, answer=a, steps=tuple(st), source=src) for i, p, a, st, src in
                 zip(cols["id"], cols["problem"], cols["answer"], cols["steps"], cols["source"], strict=True)]
         if len(sols) != entry["rows"] or key_digest(s.key for s in sols) != entry["keys"]:

@@ -28,9 +28,10 @@ def test_input_read_once_and_shards_staged(small_input, reference_run, tmp_path,
     out = str(tmp_path / "out")
     plan = _killed_after_plan(small_input, out)
     assert plan["solutions"] == N_ROWS and [sh["rows"] for sh in plan["shards"]] == [3, 3, 2]
-    assert all(set(sh) == {"shard", "rows", "keys", "staged"} for sh in plan["shards"])  # digests, not keys
+    assert all(set(sh) == {"shard", "rows", "keys", "staged", "group"} for sh in plan["shards"])  # no keys
     staged = os.listdir(os.path.join(out, "data", "v00001", "_staged"))
-    assert sorted(staged) == sorted(f"{sh['staged']}.parquet" for sh in plan["shards"])
+    assert staged == [f"{plan['shards'][0]['staged']}.parquet"]  # consecutive shards, one file
+    assert [sh["group"] for sh in plan["shards"]] == [0, 1, 2]
     opened = []
     real = files._read_file
 
@@ -56,8 +57,8 @@ def test_damaged_staged_shard_is_staged_again(small_input, reference_run, tmp_pa
         f.write(b"\0" * 64)
     with pytest.raises(ShardError, match="staged shard"):
         label(make_cfg(small_input, out))
-    res = label(make_cfg(small_input, out))  # the same command again: staged anew, finished shards kept
-    assert res.shards_resumed == 1 and res.added == N_ROWS
+    res = label(make_cfg(small_input, out))  # the same command again: staged anew
+    assert res.added == N_ROWS
     assert rows_by_key(read_corpus(out)) == ref
 
 
