@@ -125,9 +125,13 @@ class Stager:
         return self.shards, self._all.hexdigest()[:32]
 
     def discard(self) -> None:
-        """Remove the files this pass wrote (the pass failed: nothing refers to them)."""
+        """Remove the files this pass wrote (the pass failed: nothing refers to them). Best effort: the
+        failure being reported may be the storage's own, and a file left here is removed by the next run."""
         for rel in self.written:
-            self.store.delete(rel)
+            try:
+                self.store.delete(rel)
+            except Exception:  # noqa: BLE001
+                pass
 
 
 def staged_rel(vdir: str, entry: dict) -> str:
