@@ -27,8 +27,9 @@ same id *and* the same content (exact duplicates, e.g. the same solution listed 
 first is kept, later copies are skipped, counted in :class:`IngestStats` ``duplicates`` and logged as a
 warning; a row with another id but the content of an earlier row is skipped too (``same_content``): a
 solution is labeled once. The whole input is read in one pass (:func:`iter_keyed_solutions`); what it keeps
-is about 40 bytes a row (ids by 64-bit hash and checked in full, content keys as 64-bit numbers, places),
-everything else streams (JSON Lines in 1 MiB chunks, Parquet by record batches of the needed columns only).
+is about 52 bytes a row and its id (ids by 64-bit hash and checked in full, content keys as 64-bit numbers,
+places), everything else streams (JSON Lines in 1 MiB chunks, Parquet by record batches of the needed
+columns only).
 """
 
 from pipeline.input.files import file_format, iter_rows, resolve_files
