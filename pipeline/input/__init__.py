@@ -14,9 +14,9 @@ same id whatever file or format it comes from.
 Validation never drops a row silently. A bad row becomes a :class:`Reject` (file, row, field, reason, raw
 text); without ``skip_bad`` the whole input is checked and :class:`InputError` names the bad rows (the
 first few in full) at the end of the pass, before anything is labeled; with ``skip_bad`` rejects go to a
-JSONL rejects file and the rest proceeds. Row numbers: JSON Lines rows are named by 1-based ``line N`` (as in an editor);
-Parquet rows and JSON-array items by 0-based ``row N``. ``Solution.source`` is ``"{file}:{row}"`` with the
-0-based index.
+JSONL rejects file and the rest proceeds. Row numbers: JSON Lines rows are named by 1-based ``line N`` (as
+in an editor); Parquet rows and JSON-array items by 0-based ``row N``. ``Solution.source`` is
+``"{file}:{row}"`` with the 0-based index.
 
 Gold answers: with ``InputSpec.gold_check`` (``mcprm label`` sets it for the default sympy grader) the gold
 answers of valid rows are read by the grader in batches, and a row whose gold it cannot read is rejected
