@@ -62,7 +62,8 @@ def memo_grader(cfg):
     return grade
 
 
-def replay(sd: Seed, strategy: str, k: int, backend=None, sols=None, strategy_overrides=None, **params):
+def replay(sd: Seed, strategy: str, k: int, backend=None, sols=None, strategy_overrides=None, grader=None,
+           **params):
     """LabeledSolutions of ``strategy`` at ``k`` on seed ``sd``: ShardWorker.label's code on a replay backend
     (or on ``backend``); ``strategy_overrides``: StrategyParams fields that have no CLI option."""
     import dataclasses
@@ -73,7 +74,7 @@ def replay(sd: Seed, strategy: str, k: int, backend=None, sols=None, strategy_ov
     cfg = make_cfg(sd.path, DATA / "scratch", strategy=strategy, k=k, **params)
     prompt = build_prompt_format(cfg)
     sp = dataclasses.replace(strategy_params(cfg), **(strategy_overrides or {}))
-    sched = Scheduler(backend or ReplayBackend(sd.cache), memo_grader(cfg), prompt, sampling_config(cfg, prompt),
+    sched = Scheduler(backend or ReplayBackend(sd.cache), grader or memo_grader(cfg), prompt, sampling_config(cfg, prompt),
                       cfg.strategy, sp, seed=cfg.seed, max_batch_requests=cfg.max_batch_requests)
     return sched.label(sd.sols if sols is None else sols)
 
@@ -223,6 +224,32 @@ def verify(a) -> None:
     print(f"same first error in {agree} of {len(live)} solutions", flush=True)
 
 
+def compare(a) -> None:
+    """Live runs (``frontier_cache.py live``, e.g. on a GPU) vs their replay on the same solutions, both graded by
+    ``frontier_cache.light_grade``: the same strategy code on other draws of the same model."""
+    from frontier_cache import light_grade
+
+    sd = Seed(a.seed)
+    live = json.loads(Path(a.live).read_text())
+    for spec, got in live.items():
+        strategy, k = spec.split(":")
+        k = int(k)
+        ids = {r["id"] for r in got}
+        idx = [i for i, s in enumerate(sd.sols) if s.id in ids]
+        truth = [sd.truth[i] for i in idx]
+        for r in got:  # the columns score() reads
+            r["mc_value"] = [c / t if t else None for c, t in zip(r["mc_correct"], r["mc_total"])]
+        rep = rows_of(replay(sd, strategy, k, sols=[sd.sols[i] for i in idx], grader=light_grade), k)
+        for name, rows in (("live", got), ("replay", rep)):
+            m = score(rows, truth)
+            print(f"{spec:18} {name:6} n={len(rows)}: F1 {fmt(m['f1'], m['f1_se'])}, acc_error {fmt(m['acc_error'])}, "
+                  f"acc_correct {fmt(m['acc_correct'])}, step acc {fmt(m['step_accuracy'], m['step_accuracy_se'])}, "
+                  f"tokens/sol {fmt(m['tokens'] / len(rows), m['tokens_per_solution_se'], 0)}, "
+                  f"rollouts/sol {m['rollouts'] / len(rows):.1f}", flush=True)
+        same = sum(x["first_error"] == y["first_error"] for x, y in zip(got, rep))
+        print(f"{spec:18} same first error in {same} of {len(got)} solutions", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -239,8 +266,13 @@ def main() -> None:
     v.add_argument("--stat-n", type=int, default=60)
     v.add_argument("--strategy", default="binary-search")
     v.add_argument("--k", type=int, default=22)
+    c = sub.add_parser("compare")
+    c.add_argument("--live", required=True)
+    c.add_argument("--seed", type=int, default=SEEDS[1])
     a = ap.parse_args()
-    if a.cmd == "table":
+    if a.cmd == "compare":
+        compare(a)
+    elif a.cmd == "table":
         table(a)
     elif a.cmd == "verify":
         verify(a)

@@ -195,6 +195,66 @@ def record(a) -> None:
               f"({data['tokens'] / data['seconds']:.0f} tok/s) -> {out}", flush=True)
 
 
+def light_grade(pairs):
+    """The bundled task's answers only (``\\boxed{}`` value == gold by exact value): no sympy worker processes,
+    so it runs on a bare GPU image. Used for the live-vs-replay comparison on both sides."""
+    import types
+
+    from graders.extract import extract_answer
+    from pipeline.bundled.synthetic import parse_latex_value
+
+    out = []
+    for gold, text in pairs:
+        ans = extract_answer(text, fallback=False)
+        if ans is None:
+            out.append(types.SimpleNamespace(correct=False, no_answer=True))
+            continue
+        v, g = parse_latex_value(ans), parse_latex_value(str(gold))
+        out.append(types.SimpleNamespace(correct=v is not None and v == g, no_answer=False))
+    return out
+
+
+def live(a) -> None:
+    """Live runs (no replay) of strategies on a solutions file, on any device, with the real grader: the
+    labels, counts and tokens per solution, for ``bench_frontier.py compare`` against the replay."""
+    import functools
+
+    from graders import GraderConfig, grade_batch
+    from pipeline import bundled
+    from pipeline.config import LabelConfig
+    from pipeline.labeling.scheduler import Scheduler
+    from pipeline.labeling.strategies import StrategyParams
+    from rollouts.base import SamplingConfig
+    from rollouts.hf import HFBackend
+    from rollouts.prompts import make_prompt_format
+
+    d = LabelConfig()
+    prompt = make_prompt_format(d.prompt_format, None, template=d.prompt_template, separator=d.step_separator)
+    sampling = SamplingConfig(temperature=d.temperature, top_p=d.top_p, max_new_tokens=MAX_NEW_TOKENS,
+                              stop=tuple(getattr(prompt, "stop", ()) or ()), ignore_eos=d.ignore_eos)
+    hf = HFBackend(str(bundled.model_dir()), device=a.device, dtype=a.dtype, max_batch_rows=a.max_batch_rows)
+    grade = (light_grade if a.light_grader else
+             functools.partial(grade_batch, config=GraderConfig(timeout_s=d.grader_timeout, workers=1), grader=d.grader))
+    sols = load_solutions(Path(a.file))[: a.n]
+    out = {}
+    for spec in a.runs.split(","):  # STRATEGY:K
+        strategy, k = spec.split(":")
+        c = LabelConfig(strategy=strategy, k=int(k))
+        sp = StrategyParams(k=c.k, wave_size=c.wave_size, confidence_width=c.confidence_width,
+                            trust_correct=c.effective_trust_correct(), early_stop=c.early_stop,
+                            target_confidence=c.target_confidence, max_tokens_per_solution=c.max_tokens_per_solution)
+        sched = Scheduler(hf, grade, prompt, sampling, strategy, sp, seed=a.run_seed,
+                          max_batch_requests=a.max_batch_requests)
+        t = time.perf_counter()
+        labeled = sched.label(sols)
+        out[spec] = [{"id": x.solution.id, "labels": x.labels, "first_error": x.first_error, "rollouts": x.rollouts,
+                      "rollout_tokens": x.rollout_tokens, "mc_correct": [st.correct for st in x.stats],
+                      "mc_total": [st.total for st in x.stats]} for x in labeled]
+        print(f"live {spec} on {len(sols)} solutions: {sum(x.rollout_tokens for x in labeled)} tokens in "
+              f"{time.perf_counter() - t:.0f} s", flush=True)
+    Path(a.out).write_text(json.dumps(out))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -208,8 +268,21 @@ def main() -> None:
     r.add_argument("--max-batch-rows", type=int, default=4096)
     r.add_argument("--max-batch-requests", type=int, default=4096)
     r.add_argument("--out", default="bench/out/frontier")
+    v = sub.add_parser("live")
+    v.add_argument("--file", required=True)
+    v.add_argument("--n", type=int, default=10**9)
+    v.add_argument("--runs", default="per-step:8,binary-search:22")
+    v.add_argument("--run-seed", type=int, default=7)
+    v.add_argument("--device", default="cuda")
+    v.add_argument("--dtype", default="float32")
+    v.add_argument("--max-batch-rows", type=int, default=4096)
+    v.add_argument("--max-batch-requests", type=int, default=4096)
+    v.add_argument("--out", required=True)
+    v.add_argument("--light-grader", action="store_true", help="frontier_cache.light_grade (no sympy workers)")
     a = ap.parse_args()
-    if a.cmd == "record":
+    if a.cmd == "live":
+        live(a)
+    elif a.cmd == "record":
         record(a)
 
 
