@@ -7,8 +7,10 @@ grader, memoised) on :class:`frontier_cache.ReplayBackend`, which hands every pr
 order, and every run is scored against the exact checker under every label rule. Tokens are the generated tokens
 of the continuations a strategy consumed.
 
-    python bench/bench_frontier.py table --ks 4,8,16 --json bench/out/frontier/table.json
-    python bench/bench_frontier.py verify          # replay == live (per-step, CPU), scorer == mcprm eval
+    python bench/bench_frontier.py table --ks 4,8,16      # every strategy x rule, A + B (~1 min)
+    python bench/bench_frontier.py frontier              # F1 vs tokens up to K=64, held-out check, paired diffs
+    python bench/bench_frontier.py verify                # a live per-step run recorded and replayed (CPU)
+    python bench/bench_frontier.py compare --live bench/out/frontier/live-20261302.json   # live vs replay
 """
 
 from __future__ import annotations
@@ -224,6 +226,105 @@ def verify(a) -> None:
     print(f"same first error in {agree} of {len(live)} solutions", flush=True)
 
 
+# ------------------------------------------------------------------------------------------------ frontier
+FRONTIER = (("per-step", None, (8, 16, 32, 64)), ("adaptive", None, (8, 16, 32, 64)),
+            ("binary-search", None, (8, 16, 22, 26, 32, 64)), ("binary-search", 0.6, (8, 16, 22, 32, 64)),
+            ("sequential", None, (8, 16)))
+PAIRS = ((20261301, 20261302), (20261303, 20261304))  # A + B (recorded at K=64), C + D (K=32)
+
+
+def _run(sd: Seed, strategy: str, k: int, frac=None) -> list[dict]:
+    return rows_of(replay(sd, strategy, k, strategy_overrides=None if frac is None else {"bisect_fraction": frac}), k)
+
+
+def paired_f1_diff(ra, rb, truth, reps: int = 1000) -> tuple[float, float]:
+    """95% interval of F1(a) - F1(b) over the same solutions (paired bootstrap)."""
+    import random
+
+    rnd = random.Random(0)
+    ha = [x["first_error"] == t for x, t in zip(ra, truth)]
+    hb = [x["first_error"] == t for x, t in zip(rb, truth)]
+    err = [t != -1 for t in truth]
+    n, diffs = len(truth), []
+
+    def f1(h, idx, ne):
+        ae = sum(h[i] for i in idx if err[i]) / ne
+        ac = sum(h[i] for i in idx if not err[i]) / (n - ne)
+        return 0.0 if ae + ac == 0 else 2 * ae * ac / (ae + ac)
+
+    for _ in range(reps):
+        idx = [rnd.randrange(n) for _ in range(n)]
+        ne = sum(err[i] for i in idx)
+        diffs.append(f1(ha, idx, ne) - f1(hb, idx, ne))
+    diffs.sort()
+    return diffs[int(0.025 * reps)], diffs[int(0.975 * reps) - 1]
+
+
+def frontier(a) -> None:
+    """The frontier table (stored labels, A + B and C + D), the held-out check of the target (K chosen on seed A:
+    the largest K within per-step K=8's tokens on A; measured on B, C, D) and paired differences."""
+    seeds = {s: Seed(s) for p in PAIRS for s in p}
+    runs: dict = {}
+
+    def run(s, strategy, k, frac=None):
+        key = (s, strategy, k, frac)
+        if key not in runs:
+            runs[key] = _run(seeds[s], strategy, k, frac)
+        return runs[key]
+
+    def pooled(ss, strategy, k, frac=None):
+        rows = [r for s in ss for r in run(s, strategy, k, frac)]
+        return score(rows, [t for s in ss for t in seeds[s].truth]), rows
+
+    print("| strategy | K | A+B tokens/sol (× per-step K=8) | A+B F1 | C+D tokens/sol (×) | C+D F1 |")
+    print("|---|---|---|---|---|---|")
+    for strategy, frac, ks in FRONTIER:
+        for k in ks:
+            cells = []
+            for ss, kmax in zip(PAIRS, (64, 32)):
+                if k > kmax:
+                    cells += ["", ""]
+                    continue
+                m, rows = pooled(ss, strategy, k, frac)
+                ref = pooled(ss, "per-step", 8)[0]
+                cells += [f"{fmt(m['tokens'] / len(rows), m['tokens_per_solution_se'], 0)} "
+                          f"({m['tokens'] / ref['tokens']:.2f})", fmt(m["f1"], m["f1_se"])]
+            name = strategy + ("" if frac is None else f" (bisect {frac})")
+            print(f"| {name} | {k} | " + " | ".join(cells) + " |", flush=True)
+    calib, held = PAIRS[0][0], [PAIRS[0][1], *PAIRS[1]]
+    print(f"\nheld-out check: K chosen on {calib} (largest K within per-step K=8's tokens), measured on {held}")
+    for strategy, frac, ks in (("binary-search", None, range(16, 33, 2)), ("binary-search", 0.6, range(14, 31, 2))):
+        ref_tok = sum(r["rollout_tokens"] for r in run(calib, "per-step", 8))
+        ok = [k for k in ks if sum(r["rollout_tokens"] for r in run(calib, strategy, k, frac)) <= ref_tok]
+        k = max(ok)
+        cells = []
+        for s in [calib, *held]:
+            m = score(run(s, strategy, k, frac), seeds[s].truth)
+            tr = m["tokens"] / sum(r["rollout_tokens"] for r in run(s, "per-step", 8))
+            cells.append(f"{fmt(m['f1'], m['f1_se'])}, {tr:.2f}x")
+        m, rows = pooled(held, strategy, k, frac)
+        ref, _ = pooled(held, "per-step", 8)
+        name = strategy + ("" if frac is None else f" (bisect {frac})")
+        print(f"| {name}, K={k} | " + " | ".join(cells) + f" | {fmt(m['f1'], m['f1_se'])}, "
+              f"{m['tokens'] / ref['tokens']:.2f}x | {fmt(ref['f1'], ref['f1_se'])} |", flush=True)
+    print("\npaired differences over all four seeds (same continuations), 95% bootstrap intervals:")
+    every = [s for p in PAIRS for s in p]
+    truth = [t for s in every for t in seeds[s].truth]
+    for (sa, ka, fa), (sb, kb, fb) in ((("binary-search", 22, 0.6), ("per-step", 8, None)),
+                                       (("binary-search", 8, None), ("per-step", 8, None)),
+                                       (("binary-search", 8, 0.6), ("binary-search", 8, None)),
+                                       (("binary-search", 22, 0.6), ("binary-search", 22, None)),
+                                       (("binary-search", 8, 0.6), ("binary-search", 10, None)),
+                                       (("binary-search", 16, 0.6), ("binary-search", 19, None)),
+                                       (("binary-search", 22, 0.6), ("binary-search", 26, None))):
+        (ma, ra), (mb, rb) = pooled(every, sa, ka, fa), pooled(every, sb, kb, fb)
+        lo, hi = paired_f1_diff(ra, rb, truth)
+        na = sa + ("" if fa is None else f" ({fa})")
+        nb = sb + ("" if fb is None else f" ({fb})")
+        print(f"{na} K={ka} vs {nb} K={kb}: {ma['f1']:.3f} vs {mb['f1']:.3f} ({ma['tokens'] / len(ra):.0f} vs "
+              f"{mb['tokens'] / len(rb):.0f} tokens/sol): {ma['f1'] - mb['f1']:+.3f} [{lo:+.3f}, {hi:+.3f}]", flush=True)
+
+
 def compare(a) -> None:
     """Live runs (``frontier_cache.py live``, e.g. on a GPU) vs their replay on the same solutions, both graded by
     ``frontier_cache.light_grade``: the same strategy code on other draws of the same model."""
@@ -266,12 +367,15 @@ def main() -> None:
     v.add_argument("--stat-n", type=int, default=60)
     v.add_argument("--strategy", default="binary-search")
     v.add_argument("--k", type=int, default=22)
+    sub.add_parser("frontier")
     c = sub.add_parser("compare")
     c.add_argument("--live", required=True)
     c.add_argument("--seed", type=int, default=SEEDS[1])
     a = ap.parse_args()
     if a.cmd == "compare":
         compare(a)
+    elif a.cmd == "frontier":
+        frontier(a)
     elif a.cmd == "table":
         table(a)
     elif a.cmd == "verify":
