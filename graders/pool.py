@@ -162,6 +162,13 @@ class WorkerPool:
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if w.process.pid is not None]
 
+    def warm(self) -> None:
+        """Start the workers now (they load sympy in the background), so the first grading call does not wait
+        for them: a labeling worker calls this while its model loads."""
+        with self._lock:
+            while len(self._workers) < self.size:
+                self._start()
+
     def _start(self) -> _Worker:
         w = _Worker(self._ctx, self._memory_limit)
         self._workers.append(w)

@@ -175,6 +175,10 @@ def _vllm_build(m: ModelRef, o: VLLMOptions):
         kw["dtype"] = m.dtype
     if o.load_format != "auto":
         kw["load_format"] = o.load_format
+    if o.deterministic:
+        # batch-invariant kernels do not cover a prefix served from the cache (measured: 1 request in 12 changed
+        # its text on a cache hit, H200), so the deterministic mode recomputes every prefix
+        kw["enable_prefix_caching"] = False
     if o.tensor_parallel_size > 1:
         kw["distributed_executor_backend"] = "mp"  # inside a Ray actor: the actor's own GPUs, no placement group
     return _vllm_class()(**kw)

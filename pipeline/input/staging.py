@@ -11,7 +11,7 @@ other's files. The plan records per shard its file and row group, its row count 
 (:func:`key_digest`), never the keys themselves: small at 10 M rows, and enough to tell a changed input.
 
 Shard sizes come from :func:`pipeline.execution.sizing.shard_sizes`, which needs the number of solutions,
-known only at the end of the pass. It keeps every shard at ``shard_size`` while more than ``2 * workers *
+known only at the end of the pass. It keeps every shard at ``shard_size`` while more than ``4 * workers *
 shard_size`` solutions are left, so :class:`Stager` cuts a full shard as soon as more than that many
 solutions are waiting, and the last ones (at most that many) at the end: its memory is bounded by the
 configuration (that many solutions, plus one file's worth), not by the input.
@@ -75,7 +75,7 @@ class Stager:
     def __init__(self, store: CorpusStore, vdir: str, shard_size: int, workers: int):
         self.store, self.dir = store, posixpath.join(vdir, STAGED)
         self.shard_size, self.workers = shard_size, max(1, int(workers))
-        self.lookahead = 2 * self.workers * shard_size  # sizes are shard_size while more than this is left
+        self.lookahead = 4 * self.workers * shard_size  # sizes are shard_size while more than this is left
         self.pending: list[tuple[str, Solution]] = []  # solutions not cut into a shard yet
         self.group: list[list[tuple[str, Solution]]] = []  # shards cut, not written yet
         self.shards: list[dict] = []

@@ -84,8 +84,13 @@ def test_shard_sizes_cover_the_input_and_shrink_at_the_end(n, size, workers):
     sizes = shard_sizes(n, size, workers)
     assert sum(sizes) == n and all(1 <= s <= size for s in sizes)
     assert sizes == sorted(sizes, reverse=True)  # never a big shard after a small one
+    if workers > 1:  # waves of 2 x workers equal shards (each worker holds two at once)
+        waves = [sizes[i : i + 2 * workers] for i in range(0, len(sizes), 2 * workers)]
+        assert all(len(set(w[:-1] if w is waves[-1] else w)) <= 1 for w in waves), sizes
     if workers == 1:
         assert all(s == size for s in sizes[:-1])
-    elif n > 2 * workers * size:
+    elif n > 4 * workers * size:
         assert sizes[0] == size and sizes[-1] < size  # full shards first, smaller ones last
         assert min(sizes) >= max(1, size // 4)
+    elif n >= 4 * workers:  # a small job: ~four shards per worker, so the first wave (two each) is balanced
+        assert len(sizes) >= 4 * workers and len(set(sizes[: 2 * workers])) == 1, sizes

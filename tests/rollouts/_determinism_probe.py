@@ -28,7 +28,9 @@ def main() -> None:
     reqs = sol("What is 1 + 1?", 4, 1, "a") + sol("And 2 + 2?", 2, 99, "b")
     others = [r for k in range(12) for r in sol(f"Other problem number {k} of many?", 4, 1000 + k, f"o{k}")]
     sampling = SamplingConfig(temperature=1.0, top_p=0.95, max_new_tokens=48)
-    be = VLLMBackend(model, gpu_memory_utilization=0.3, max_model_len=512, engine="offline", enforce_eager=True)
+    det = mode == "deterministic"  # as rollouts.registry builds it: no prefix caching in deterministic mode
+    be = VLLMBackend(model, gpu_memory_utilization=0.3, max_model_len=512, engine="offline", enforce_eager=True,
+                     enable_prefix_caching=not det)
     try:
         t = time.perf_counter()
         alone = be.generate(reqs, sampling)
