@@ -279,6 +279,10 @@ def _plan(cfg: LabelConfig, store: CorpusStore) -> _Run:
     """Which version to build on and to commit, what the input holds that the corpus does not, in which shards."""
     identity = cfg.identity()
     manifest = _current_manifest(store)
+    if manifest is not None:  # a run killed after its commit, before it removed its staged input
+        from pipeline.input.staging import STAGED
+
+        store.delete(f"{store.version_dir(manifest['version'])}/{STAGED}", recursive=True)
     base = manifest  # the version whose shards the new one builds on
     if manifest is not None and manifest.get("identity") != identity:
         if not cfg.overwrite:

@@ -70,3 +70,13 @@ def test_bad_input_leaves_no_staged_files(small_input, tmp_path):
                   "--executor", "local")
     assert r.returncode == 1 and "line 9" in r.stderr, r.stderr
     assert not list(out.glob("data/*/_staged/*")) and not list(out.glob("data/*/_plan.json"))
+
+
+def test_staged_input_left_by_a_kill_after_the_commit_goes(small_input, tmp_path):
+    out = tmp_path / "out"
+    r = run_mcprm("label", "--input", small_input, "--output", str(out), "--k", "2", "--max-new-tokens", "48",
+                  "--executor", "local", "-q", env={"MCPRM_FAULT": "manifest-written:1"})
+    assert r.returncode == -9, r.stdout + r.stderr
+    assert list(out.glob("data/v00001/_staged/*.parquet"))
+    res = label(make_cfg(small_input, str(out)))
+    assert res.added == 0 and res.version == 1 and not (out / "data" / "v00001" / "_staged").exists()
