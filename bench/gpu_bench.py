@@ -324,7 +324,7 @@ def part_throughput(a):
     def mcprm(strategy, backend, tag, streaming=None):
         g0 = backend.stats.generated_tokens
         sched = Scheduler(backend, grade_batch, prompt_format(), sc, strategy, StrategyParams(k=K), seed=0,
-                          streaming=streaming)
+                          streaming=backend.streaming if streaming is None else streaming)
         with GpuUtil() as u:
             t = time.time()
             sched.label(sols)

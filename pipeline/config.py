@@ -172,7 +172,7 @@ class SamplingOptions:
 class StrategyConfig:
     """Which steps get rollouts, and how many (README: Labels)."""
 
-    strategy: str = option("per-step", "Labeling strategy (README: Labels).", identity=True, choices=STRATEGIES)
+    strategy: str = option("binary-search", "Labeling strategy (README: Labels).", identity=True, choices=STRATEGIES)
     wave_size: int = option(2, "adaptive / binary-search: continuations per wave.", identity=True)
     confidence_width: float | None = option(None, "adaptive: keep sampling a positive step until its 95% interval "
                                                   "is narrower than this.", identity=True, shown="off")

@@ -63,7 +63,7 @@ class Scheduler:
         params: StrategyParams,
         seed: int = 0,
         max_batch_requests: int = 512,
-        streaming: bool | None = None,
+        streaming: bool = False,
     ):
         self.backend = backend
         self.grade_batch = grade_batch
@@ -75,8 +75,9 @@ class Scheduler:
         self.max_batch_requests = max_batch_requests
         self.stats = Counters()
         self.on_solution: Callable[[LabeledSolution], None] | None = None  # each finished solution (progress)
-        # Stream per-solution rounds when the backend can take requests while others are in flight.
-        self.streaming = getattr(backend, "streaming", False) if streaming is None else streaming
+        # Stream per-solution rounds (the backend takes requests while others are in flight: it has submit()).
+        # The caller says so from the backend's description (rollouts/registry.py: BackendSpec.streaming).
+        self.streaming = bool(streaming)
 
     # -------------------------------------------------------------------------------------------------
     def solution_text(self, sol: Solution) -> str:

@@ -141,7 +141,8 @@ class ShardWorker:
     def label(self, solutions: Sequence[Solution], on_solution=None):
         sched = Scheduler(self.backend, self.grade, self.prompt, sampling_config(self.cfg, self.prompt), self.cfg.strategy,
                           strategy_params(self.cfg), seed=self.cfg.seed,
-                          max_batch_requests=self.cfg.max_batch_requests)
+                          max_batch_requests=self.cfg.max_batch_requests,
+                          streaming=self.cfg.backend_spec.streaming(self.cfg.backend_options))
         sched.on_solution = on_solution
         return sched.label(solutions), sched.stats
 

@@ -27,7 +27,10 @@ def small_input(tmp_path_factory) -> str:
 
 
 def make_cfg(inp: str, out: str, **kw) -> LabelConfig:
-    base = dict(input=[inp], output=out, k=2, max_new_tokens=48, shard_size=3, executor="local", progress=False)
+    # per-step: the reference strategy, labeling every step (the CLI's default, binary-search, is covered by
+    # the tests that run `mcprm label` as users do)
+    base = dict(input=[inp], output=out, k=2, max_new_tokens=48, shard_size=3, executor="local", progress=False,
+                strategy="per-step")
     base.update(kw)
     return LabelConfig(**base)
 

@@ -112,7 +112,7 @@ def test_help_has_descriptions_defaults_and_choices():
     r = run_mcprm("label", "--help", env={"COLUMNS": "200"}, timeout=120)
     text = r.stdout
     for opt, default in (("--k", "8"), ("--temperature", "1.0"), ("--max-new-tokens", "256"), ("--shard-size", "64"),
-                         ("--strategy", "per-step"), ("--backend", "hf")):
+                         ("--strategy", "binary-search"), ("--backend", "hf")):
         block = _option_block(text, opt)
         assert f"(default: {default})" in block, block
     assert "<hf|vllm|openai>" in text and "<per-step|binary-search|adaptive|sequential>" in text and "gsm8k" in text

@@ -117,7 +117,7 @@ def test_strategies_sum_no_answer(strategy):
 def test_worker_reports_no_answer(tmp_path):
     from pipeline.labeling.worker import ShardWorker
 
-    w = ShardWorker(LabelConfig(output=str(tmp_path / "out"), k=4), backend=Scripted(SCRIPT))
+    w = ShardWorker(LabelConfig(output=str(tmp_path / "out"), k=4, strategy="per-step"), backend=Scripted(SCRIPT))
     w.grade = fake_grade
     res = w.process(1, 0, [SOL])
     assert res["no_answer"] == 5 and res["ungradable"] == 5 and res["rollouts"] == 12

@@ -115,7 +115,7 @@ def test_streaming_mode_gives_the_same_labels_and_rollouts(strategy):
     sync = Scheduler(ScriptedBackend(alive), _grade, _Plain(), SamplingConfig(), strategy, params, streaming=False)
     a = sync.label(sols)
     be = StreamingBackend(alive)
-    stream = Scheduler(be, _grade, _Plain(), SamplingConfig(), strategy, params)
+    stream = Scheduler(be, _grade, _Plain(), SamplingConfig(), strategy, params, streaming=True)
     assert stream.streaming
     b = stream.label(sols)
     assert [x.labels for x in a] == [x.labels for x in b]
@@ -138,7 +138,7 @@ def test_streaming_engine_error_names_the_solution():
     alive = {f"p{i}": [True] * 3 for i in range(5)}
     sols = [Solution(id=f"s{i}", problem=f"p{i}", answer="GOLD", steps=("a", "b", "x"), source=f"in.jsonl:{i + 1}")
             for i in range(5)]
-    sched = Scheduler(Failing(alive), _grade, _Plain(), SamplingConfig(), "per-step", StrategyParams(k=2))
+    sched = Scheduler(Failing(alive), _grade, _Plain(), SamplingConfig(), "per-step", StrategyParams(k=2), streaming=True)
     with pytest.raises(RuntimeError, match=r"solution 's3' \(in.jsonl:4\) \(prefix ending at step 1 of 3\): "
                                            r"prompt is longer than the maximum model length"):
         sched.label(sols)
