@@ -31,7 +31,7 @@ REFRESH = ["shard-written:2", "version-written:1"]
 
 
 def _args(inp, out):
-    return ("label", "--input", inp, "--output", out, "--k", "2", "--max-new-tokens", "48", "--shard-size", "1",
+    return ("label", "--input", inp, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48", "--shard-size", "1",
             "--executor", "local", "-q")
 
 

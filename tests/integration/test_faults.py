@@ -23,7 +23,7 @@ def _parts(out):
 
 
 def _cli_args(inp, out, *extra):
-    return ("label", "--input", inp, "--output", out, "--k", "2", "--max-new-tokens", "48", "--shard-size", "1",
+    return ("label", "--input", inp, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48", "--shard-size", "1",
             "--executor", "ray", "--num-workers", "1", *extra)
 
 

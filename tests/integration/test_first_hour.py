@@ -83,7 +83,7 @@ def test_own_data_warnings_and_gsm8k_splitter(tmp_path, monkeypatch):
 def test_cli_summary_names_executor_and_warnings(tmp_path):
     rows = [{"problem": "Compute 2 + 3.", "answer": "5", "solution": "2 + 3 = 5\nThe answer is \\boxed{5}."}] * 1
     inp = _write(tmp_path / "in.jsonl", rows)
-    r = run_mcprm("label", "--input", inp, "--output", str(tmp_path / "out"), "--k", "2", "--max-new-tokens", "16",
+    r = run_mcprm("label", "--input", inp, "--output", str(tmp_path / "out"), "--k", "2", "--strategy", "per-step", "--max-new-tokens", "16",
                   "--executor", "local", "-q", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "executor: local (--executor local given)" in r.stdout

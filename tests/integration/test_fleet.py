@@ -26,7 +26,7 @@ def test_multi_node_cluster_by_address_matches_in_process(small_input, reference
         cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()
         out = tmp_path / "out"
-        r = run_mcprm("label", "--input", small_input, "--output", str(out), "--k", "2", "--max-new-tokens", "48",
+        r = run_mcprm("label", "--input", small_input, "--output", str(out), "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
                       "--shard-size", "3", "--ray-address", cluster.address, "--num-workers", "2",
                       "--cpus-per-worker", "1", "--quiet", timeout=900)
         assert r.returncode == 0, r.stdout + r.stderr

@@ -19,7 +19,7 @@ def test_generate_then_label(tmp_path):
     assert len(rows) == 6 and len({r["id"] for r in rows}) == 6
     assert all(r["steps"] and all(isinstance(s, str) and s for s in r["steps"]) for r in rows)
     assert sum("\\boxed{" in r["steps"][-1] for r in rows) >= 4  # the model ends solutions with its answer
-    r = run_mcprm("label", "--input", str(sols), "--output", str(tmp_path / "out"), "--k", "2",
+    r = run_mcprm("label", "--input", str(sols), "--output", str(tmp_path / "out"), "--k", "2", "--strategy", "per-step",
                   "--executor", "local", "-q")
     assert r.returncode == 0, r.stderr
     distinct = len({(x["problem"], tuple(x["steps"])) for x in rows})

@@ -79,7 +79,7 @@ def test_damaged_committed_shard_detected_and_repaired_by_rerun(fault, committed
 def test_damaged_uncommitted_shards_are_relabeled_on_resume(small_input, reference_run, tmp_path):
     _, _, ref = reference_run
     out = str(tmp_path / "out")
-    r = run_mcprm("label", "--input", small_input, "--output", out, "--k", "2", "--max-new-tokens", "48",
+    r = run_mcprm("label", "--input", small_input, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
                   "--shard-size", "1", "--executor", "local", "-q", env={"MCPRM_FAULT": "shard-written:5"})
     assert r.returncode == -9, r.stdout + r.stderr  # killed by the fault hook after the 5th shard
     assert not os.path.exists(os.path.join(out, "manifest.json"))
@@ -149,7 +149,7 @@ def test_storage_errors_name_the_file_and_what_is_intact(small_input, tmp_path, 
 
     monkeypatch.setattr(CorpusStore, "_write_tmp", full)
     out = str(tmp_path / "out")
-    args = ["label", "--input", small_input, "--output", out, "--k", "2", "--max-new-tokens", "48",
+    args = ["label", "--input", small_input, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
             "--executor", "local", "-q"]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 1
@@ -172,7 +172,7 @@ def test_real_full_disk_tmpfs(small_input, reference_run, tmp_path):
         pytest.skip("cannot mount a tmpfs here (not root, or no mount namespace)")
     try:
         out = str(mnt / "out")
-        r = run_mcprm(*("label", "--input", small_input, "--output", out, "--k", "2", "--max-new-tokens", "48",
+        r = run_mcprm(*("label", "--input", small_input, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
                         "--shard-size", "1", "--executor", "local", "-q"))
         text = " ".join(r.stderr.split())
         assert r.returncode == 1, r.stdout + r.stderr

@@ -86,11 +86,11 @@ def test_cli_default_options_and_bad_input(tmp_path, small_input):
     lines.insert(2, '{"problem": "Compute 1 + 1.", "steps": ["1 + 1 = 2"]}')  # no gold answer
     bad.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
-    r = run_mcprm("label", "--input", str(bad), "--output", str(out), "--k", "2", "--executor", "local")
+    r = run_mcprm("label", "--input", str(bad), "--output", str(out), "--k", "2", "--strategy", "per-step", "--executor", "local")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "bad.jsonl" in r.stderr and "line 3" in r.stderr and "answer" in r.stderr
     assert not (out / "manifest.json").exists() and not list(out.glob("data/*/*.parquet"))
-    r = run_mcprm("label", "--input", str(bad), "--output", str(out), "--k", "2", "--executor", "local",
+    r = run_mcprm("label", "--input", str(bad), "--output", str(out), "--k", "2", "--strategy", "per-step", "--executor", "local",
                   "--skip-bad", "--limit", "3", "-q")
     assert r.returncode == 0, r.stdout + r.stderr
     rej = [json.loads(x) for x in (out / "rejects" / "v00001.jsonl").read_text().splitlines()]

@@ -17,7 +17,7 @@ from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
 
 
 def _killed_after_plan(inp: str, out: str) -> dict:
-    r = run_mcprm("label", "--input", inp, "--output", out, "--k", "2", "--max-new-tokens", "48", "--shard-size",
+    r = run_mcprm("label", "--input", inp, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48", "--shard-size",
                   "3", "--executor", "local", "-q", env={"MCPRM_FAULT": "plan-written:1"})
     assert r.returncode == -9, r.stdout + r.stderr
     return json.load(open(os.path.join(out, "data", "v00001", "_plan.json")))
@@ -66,7 +66,7 @@ def test_bad_input_leaves_no_staged_files(small_input, tmp_path):
     inp = tmp_path / "in.jsonl"
     inp.write_text(open(small_input).read() + '{"problem": "late"}\n')
     out = tmp_path / "out"
-    r = run_mcprm("label", "--input", str(inp), "--output", str(out), "--k", "2", "--shard-size", "1",
+    r = run_mcprm("label", "--input", str(inp), "--output", str(out), "--k", "2", "--strategy", "per-step", "--shard-size", "1",
                   "--executor", "local")
     assert r.returncode == 1 and "line 9" in r.stderr, r.stderr
     assert not list(out.glob("data/*/_staged/*")) and not list(out.glob("data/*/_plan.json"))
@@ -74,7 +74,7 @@ def test_bad_input_leaves_no_staged_files(small_input, tmp_path):
 
 def test_staged_input_left_by_a_kill_after_the_commit_goes(small_input, tmp_path):
     out = tmp_path / "out"
-    r = run_mcprm("label", "--input", small_input, "--output", str(out), "--k", "2", "--max-new-tokens", "48",
+    r = run_mcprm("label", "--input", small_input, "--output", str(out), "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
                   "--executor", "local", "-q", env={"MCPRM_FAULT": "manifest-written:1"})
     assert r.returncode == -9, r.stdout + r.stderr
     assert list(out.glob("data/v00001/_staged/*.parquet"))

@@ -55,7 +55,7 @@ def test_reader_sees_old_or_new_never_a_mix(halves, tmp_path):
     out = str(tmp_path / "out")
     label(make_cfg(a, out))
     old = set(read_corpus(out).column("key").to_pylist())
-    p = popen_mcprm("label", "--input", ab, "--output", out, "--k", "2", "--max-new-tokens", "48",
+    p = popen_mcprm("label", "--input", ab, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
                     "--shard-size", "1", "--executor", "local", "-q")
     seen = []
     while p.poll() is None:
@@ -71,10 +71,10 @@ def test_reader_sees_old_or_new_never_a_mix(halves, tmp_path):
 def test_two_jobs_at_once_one_refuses(halves, tmp_path):
     _, ab = halves
     out = str(tmp_path / "out")
-    p = popen_mcprm("label", "--input", ab, "--output", out, "--k", "2", "--max-new-tokens", "48",
+    p = popen_mcprm("label", "--input", ab, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
                     "--executor", "local", "-q")
     wait_for(lambda: os.path.exists(f"{out}/_lock"), 120, "the first job's lock", p)
-    r = run_mcprm("label", "--input", ab, "--output", out, "--k", "2", "--max-new-tokens", "48", "--executor", "local")
+    r = run_mcprm("label", "--input", ab, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48", "--executor", "local")
     assert r.returncode == 1 and "held by another mcprm run" in r.stderr, r.stderr
     out1, _ = p.communicate(timeout=600)
     assert p.returncode == 0, out1
@@ -86,7 +86,7 @@ def test_changed_meaning_refused_new_version_and_prune(halves, tmp_path):
     out = str(tmp_path / "out")
     label(make_cfg(a, out))
     before = open(f"{out}/manifest.json").read()
-    r = run_mcprm("label", "--input", a, "--output", out, "--k", "3", "--max-new-tokens", "48", "--executor", "local")
+    r = run_mcprm("label", "--input", a, "--output", out, "--k", "3", "--strategy", "per-step", "--max-new-tokens", "48", "--executor", "local")
     assert r.returncode == 1 and "different configuration" in r.stderr and "k: 2 -> 3" in r.stderr
     assert open(f"{out}/manifest.json").read() == before
     with pytest.raises(ConfigError):
@@ -122,7 +122,7 @@ def test_disk_full_keeps_previous_version(halves, tmp_path, monkeypatch):
         return real(self, rel, data)
 
     monkeypatch.setattr(CorpusStore, "write_bytes", flaky)
-    r = CliRunner().invoke(app, ["label", "--input", ab, "--output", out, "--k", "2", "--max-new-tokens", "48",
+    r = CliRunner().invoke(app, ["label", "--input", ab, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
                                  "--shard-size", "1", "--executor", "local", "-q"])
     assert r.exit_code == 1, r.output
     assert "No space left on device" in r.output and "previous corpus version is intact" in r.output
@@ -175,7 +175,7 @@ def test_label_refresh_resume_on_s3(halves, reference_run, s3_server, tmp_path):
     r1 = label(make_cfg(a, out))
     assert r1.added == N_ROWS // 2
     # a killed refresh on S3, then the same command again
-    p = popen_mcprm("label", "--input", ab, "--output", out, "--k", "2", "--max-new-tokens", "48",
+    p = popen_mcprm("label", "--input", ab, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
                     "--shard-size", "1", "--executor", "local", "-q")
     fs = fsspec.filesystem("s3")
 

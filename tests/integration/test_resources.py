@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(_has_gpu(), reason="asks for GPUs a CPU-only mac
 def test_gpu_request_on_cpu_machine_fails_with_what_to_do(small_input, tmp_path):
     out = tmp_path / "out"
     r = run_mcprm("label", "--input", small_input, "--output", str(out), "--backend", "vllm", "--executor", "ray",
-                  "--k", "2", timeout=300)
+                  "--k", "2", "--strategy", "per-step", timeout=300)
     assert r.returncode == 1, r.stdout + r.stderr
     msg = " ".join(r.stderr.split())
     assert "cannot run this job" in msg and "1 GPU(s) each" in msg, msg

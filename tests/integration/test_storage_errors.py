@@ -22,7 +22,7 @@ UNSET = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS
 
 
 def _cli(inp, out, env=None, unset=()):
-    args = ("label", "--input", inp, "--output", out, "--k", "2", "--max-new-tokens", "8", "--executor", "local",
+    args = ("label", "--input", inp, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "8", "--executor", "local",
             "-q")
     if not unset:
         return run_mcprm(*args, env=env)

@@ -21,7 +21,7 @@ def _input(small_input, tmp_path):
 
 
 def _label(inp, out, *extra, env=None):
-    return run_mcprm("label", "--input", inp, "--output", out, "--k", "2", "--max-new-tokens", "16",
+    return run_mcprm("label", "--input", inp, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "16",
                      "--shard-size", "2", *extra, env=env)
 
 
