@@ -319,6 +319,42 @@ class _Encoded:
         if texts:
             self._ids = dict(zip(texts, self._batch(texts), strict=True))
 
+    # An added token that the tokenizer does not normalize is split out of any text before the model's own
+    # tokenization (HF tokenizers match added tokens first), so it always encodes to its id, once per
+    # occurrence: counting it in the encoded text is counting it in the text. For such a tag, rows need no
+    # encoding; the first text of every batch is still encoded and both counts compared, and any difference
+    # turns the shortcut off for good.
+    _atomic: dict[str, bool]
+
+    def atomic_tag(self, tag: str) -> bool:
+        memo = self.__dict__.setdefault("_atomic", {})
+        if tag not in memo:
+            ok = False
+            try:
+                for t in (getattr(self._tok, "added_tokens_decoder", None) or {}).values():
+                    if getattr(t, "content", None) == tag:
+                        normalizer = getattr(getattr(self._tok, "_tokenizer", None), "normalizer", None)
+                        ok = ((not getattr(t, "normalized", True) or normalizer is None)
+                              and not getattr(t, "single_word", False))  # single_word: only between spaces
+                        break
+            except Exception:  # noqa: BLE001 - an unusual tokenizer: encode every row
+                ok = False
+            memo[tag] = ok
+        return memo[tag]
+
+    def tag_count(self, text: str, tag: str, tid: int) -> int:
+        """How often ``tag`` (token id ``tid``) occurs in the encoded ``text``."""
+        if self.atomic_tag(tag) and text not in self._ids:
+            return text.count(tag)
+        n = list(self(text)["input_ids"]).count(tid)
+        if self.atomic_tag(tag) and n != text.count(tag):
+            self._atomic[tag] = False  # the tokenizer does not keep the tag whole: encode every row from now on
+        return n
+
+    def prepare_for_count(self, texts: Sequence[str], tag: str) -> None:
+        """Encode what :meth:`tag_count` will need: every text, or only the first one for an atomic tag."""
+        self.prepare(texts[:1] if self.atomic_tag(tag) else texts)
+
     def __call__(self, text, add_special_tokens=False, **kw):
         if isinstance(text, str) and add_special_tokens is False and not kw:
             ids = self._ids.get(text)
@@ -406,11 +442,16 @@ def check_row(record: dict, row: Row, opts: ExportOptions, tokenizer=None) -> No
         return
     if fmt == "qwen-prm":
         tid = single_token_id(tokenizer, tag, "step separator", rid)
-        ids = _encode(tokenizer, record["text"])
+        text = record["text"]
     else:
         tid = single_token_id(tokenizer, tag, "step tag" if fmt == "math-shepherd" else "placeholder", rid)
-        ids = _encode(tokenizer, record["input"])
-    count = ids.count(tid)
+        text = record["input"]
+    counted = getattr(tokenizer, "tag_count", None)
+    if fmt != "math-shepherd" and counted is not None:  # an atomic tag is counted in the text (see _Encoded)
+        count = counted(text, tag, tid)
+    else:
+        ids = _encode(tokenizer, text)
+        count = ids.count(tid)
     if count != n:
         fail(f"the tag {tag!r} (token id {tid}) occurs {count} times in the encoded row, expected {n} (one per "
              "step): the text around it merges with it into other tokens. Choose another tag or tokenizer.")
@@ -804,9 +845,10 @@ def export_corpus(
         nonlocal n_rows, n_steps, pos, n_labeled, unlabeled
         checker = encoded if encoded is not None else tok
         recs = [format_row(row, opts, checker) for row in group]
-        if encoded is not None:
-            encoded.prepare([r[text_key] for r in recs]
-                            + ([r["label"] for r in recs] if fmt == "math-shepherd" else []))
+        if encoded is not None and fmt != "math-shepherd":  # ids are needed only to count the tag
+            encoded.prepare_for_count([r[text_key] for r in recs], _tag(opts))
+        elif encoded is not None:
+            encoded.prepare([r[text_key] for r in recs] + [r["label"] for r in recs])
         for rec, row in zip(recs, group, strict=True):
             check_row(rec, row, opts, checker)
             if weight_by_confidence:

@@ -274,3 +274,46 @@ def test_batch_encoding_gives_the_tokenizers_own_ids():
     enc = _Encoded(Plain(), texts)
     assert enc._backend is None and [enc(t)["input_ids"] for t in texts] == [[len(w) for w in t.split()]
                                                                               for t in texts]
+
+
+def test_atomic_tag_is_counted_in_the_text_with_the_same_result(corpus, tmp_path, monkeypatch):
+    """An added, unnormalized tag encodes to its id once per occurrence, so the export counts it in the text
+    (no per-row encoding); the files are byte for byte those of the export that encodes every row."""
+    import pathlib
+
+    from pipeline.commands import export as ex
+
+    tok = char_tokenizer()
+    enc = ex._Encoded(tok)
+    assert enc.atomic_tag("<extra_0>") and enc.atomic_tag("ки")
+    assert not enc.atomic_tag("not a token")
+    fast = export_corpus(corpus, "qwen-prm", str(tmp_path / "fast"), tokenizer=tok)
+    monkeypatch.setattr(ex._Encoded, "atomic_tag", lambda self, tag: False)
+    slow = export_corpus(corpus, "qwen-prm", str(tmp_path / "slow"), tokenizer=tok)
+    assert fast.rows == slow.rows > 0
+
+    def files(d):
+        return {p.name: p.read_bytes() for p in sorted(pathlib.Path(d).glob("part-*"))}
+
+    assert files(tmp_path / "fast") == files(tmp_path / "slow")
+
+
+def test_tag_the_tokenizer_does_not_keep_whole_turns_the_shortcut_off():
+    """A tag the tokenizer matches only as a whole word (single_word) is not atomic; and if a tokenizer ever
+    encodes a text's tags to another count than the text shows, the shortcut is off from then on."""
+    from tokenizers import AddedToken
+
+    from pipeline.commands.export import _Encoded
+
+    tok = char_tokenizer(extra_special=())
+    tok.add_tokens([AddedToken("<sep>", single_word=True)])
+    assert not _Encoded(tok).atomic_tag("<sep>")
+
+    enc = _Encoded(char_tokenizer())
+    tid = enc("<extra_0>")["input_ids"][0]
+    enc._atomic = {"<extra_0>": True}
+    enc.prepare(["a<extra_0>b"])
+    assert enc.tag_count("a<extra_0>b", "<extra_0>", tid) == 1  # prepared: encoded and compared
+    enc._atomic["<extra_0>"] = True
+    enc._ids = {"x<extra_0>": [tid + 1]}  # pretend the tokenizer split the tag
+    assert enc.tag_count("x<extra_0>", "<extra_0>", tid) == 0 and enc._atomic["<extra_0>"] is False
