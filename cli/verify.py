@@ -10,6 +10,16 @@ import typer
 from cli.common import echo, err, user_errors
 
 
+class _JudgeProblem:
+    """A damaged judge part, reported like a corpus problem."""
+
+    def __init__(self, text: str):
+        self.kind, self.text = "judge", text
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def register(app: typer.Typer) -> None:
     app.command("verify")(verify_cmd)
 
@@ -23,11 +33,18 @@ def verify_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Check every committed version: manifest, every shard's presence, size, sha256, schema and row count, and
-    the label invariants (len(labels) == len(steps), mc_correct <= mc_total, ...). Exit 1 on any problem."""
+    the label invariants (len(labels) == len(steps), mc_correct <= mc_total, ...); and every judge part
+    (`mcprm judge`) against its checksum. Exit 1 on any problem."""
     from pipeline.storage.integrity import verify_corpus
 
     with user_errors():
         problems, summary = verify_corpus(output, full=not quick, repair=repair)
+        if not quick:  # the judges' parts (`mcprm judge`) beside the corpus: checksums, no repeated rows
+            from pipeline.commands.judge import verify_judges
+
+            judge_problems, judge_rows = verify_judges(output)
+            summary["judges"] = judge_rows
+            problems = list(problems) + [_JudgeProblem(p) for p in judge_problems]
     if as_json:
         print(json.dumps({"ok": not problems, "summary": summary,
                           "problems": [p.__dict__ for p in problems]}, indent=2))
