@@ -2,7 +2,8 @@
 
 Versions share shards (a refresh lists the older shards again), so pruning removes the manifests of old
 versions and only the shard files no kept version lists. An unfinished run's folder (a version above the
-current one) is left alone; leftover temporary files from killed writes are removed. Runs under the output
+current one) is left alone; leftover temporary files from killed writes and the staged input of committed
+runs (``data/vN/_staged/``, left by a kill between a commit and their removal) are removed. Runs under the output
 lock, so it never races a refresh.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
+from pipeline.input.staging import STAGED
 from pipeline.storage.lock import OutputLock
 from pipeline.storage.store import CorpusStore
 
@@ -49,6 +51,10 @@ def prune(url: str, keep: int = 1, dry_run: bool = False) -> PruneResult:
                 continue  # not ours, or an unfinished run
             for f in store.fs.ls(d, detail=False):
                 rel = f"data/{name}/{posixpath.basename(f)}"
+                if posixpath.basename(f.rstrip("/")) == STAGED:  # a committed run's staged input (a kill came
+                    # between its commit and their removal): never read again
+                    files.extend(f"{rel}/{posixpath.basename(g)}" for g in store.fs.ls(f, detail=False))
+                    continue
                 if rel in referenced:
                     continue
                 orphan_sum = rel.endswith(".sum.json") and rel[: -len(".sum.json")] + ".parquet" not in referenced

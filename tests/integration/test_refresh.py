@@ -95,9 +95,16 @@ def test_changed_meaning_refused_new_version_and_prune(halves, tmp_path):
     assert res.version == 2 and res.added == N_ROWS // 2 and res.reused == 0
     assert set(read_corpus(out).column("k").to_pylist()) == {3}
     assert set(read_corpus(out, version=1).column("k").to_pylist()) == {2}  # old version still readable
+    # staged input a kill left behind: in a committed version it goes, in an unfinished one (a resume needs it)
+    # it stays
+    for v in (2, 3):
+        os.makedirs(f"{out}/data/v0000{v}/_staged", exist_ok=True)
+        open(f"{out}/data/v0000{v}/_staged/abc.parquet", "wb").write(b"x")
     r = run_mcprm("prune", out, "--keep", "1")
     assert r.returncode == 0, r.stderr
     assert not os.path.exists(f"{out}/data/v00001") or not os.listdir(f"{out}/data/v00001")
+    assert not os.path.exists(f"{out}/data/v00002/_staged/abc.parquet")
+    assert os.path.exists(f"{out}/data/v00003/_staged/abc.parquet")
     assert len(read_corpus(out)) == N_ROWS // 2
 
 
