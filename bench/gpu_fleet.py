@@ -204,7 +204,9 @@ def vllm_log_facts(skip: set[str] = frozenset()) -> dict:
             "model_load_s": r"Model loading took [\d.]+ Gi?B(?: memory)? and ([\d.]+) seconds",
             "compile_s": r"torch.compile takes ([\d.]+) s in total",
             "graphs_s": r"Graph capturing finished in ([\d.]+) secs?",
-            "init_engine_s": r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) seconds"}
+            "init_engine_s": r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s",
+            "init_compile_s": r"warmup model\) took [\d.]+ s(?:econds)? \(compilation: ([\d.]+) s"}
+    # (vLLM's wordings differ by release: "took 136.57 seconds", "took 200.69 s (compilation: 1.48 s)")
     found: dict[str, list[float]] = {k: [] for k in pats}
     for f in glob.glob("/tmp/ray/session_latest/logs/worker-*"):
         if f in skip:
@@ -381,19 +383,20 @@ def main() -> None:
                 deterministic=a.deterministic)
     fleet = start_fleet(base, a.workers, out, "fleet-1 (cold)" if not a.deterministic else "fleet det", a)
     try:
-        do_runs(fleet, base, parse_runs(a.runs), out, a, "first", deadline - (60 if a.warm_runs else 0))
+        do_runs(fleet, base, parse_runs(a.runs), out, a, "first",
+                deadline - (60 if a.warm_runs else 0) - (40 if a.bare else 0))
     finally:
         fleet.close()
-    if a.warm_runs and time.time() < deadline - 60:
+    if a.bare and time.time() < deadline - 40:  # before the second fleet: the baseline is never cut
         time.sleep(3)  # GPU memory given back
+        bare_start(a, mdir, tdir, out)
+    if a.warm_runs and time.time() < deadline - 60:
+        time.sleep(3)
         fleet = start_fleet(base, a.workers, out, "fleet-2 (warm)", a)
         try:
-            do_runs(fleet, base, parse_runs(a.warm_runs), out, a, "warm", deadline - (45 if a.bare else 0))
+            do_runs(fleet, base, parse_runs(a.warm_runs), out, a, "warm", deadline)
         finally:
             fleet.close()
-    if a.bare and time.time() < deadline - 40:
-        time.sleep(3)
-        bare_start(a, mdir, tdir, out)
     print(f"done in {time.time() - t_start:.0f} s", flush=True)
 
 
