@@ -188,18 +188,19 @@ def emit(out: Path, rec: dict) -> None:
 
 # ------------------------------------------------------------------------------------------ parts
 class GpuUtil:
-    """Samples GPU 0's utilization (NVML, every 50 ms) while a mode runs: where the GPU idles."""
+    """Samples the mean utilization of ``gpus`` (NVML indices; GPU 0 by default) every 50 ms while a mode or run
+    goes: where the GPUs idle."""
 
-    def __init__(self):
+    def __init__(self, gpus=(0,)):
         import threading
 
-        self.samples: list[int] = []
+        self.samples: list[float] = []
         self._stop = threading.Event()
         try:
             import pynvml
 
             pynvml.nvmlInit()
-            self._h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            self._h = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in gpus]
             self._nvml = pynvml
         except Exception:  # noqa: BLE001 - utilization is informative only
             self._nvml = None
@@ -208,9 +209,10 @@ class GpuUtil:
     def _run(self):
         while not self._stop.is_set():
             try:
-                self.samples.append(self._nvml.nvmlDeviceGetUtilizationRates(self._h).gpu)
+                u = [self._nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self._h]
             except Exception:  # noqa: BLE001
                 return
+            self.samples.append(sum(u) / len(u))
             self._stop.wait(0.05)
 
     def __enter__(self):
@@ -227,7 +229,7 @@ class GpuUtil:
 
     @property
     def idle_share(self):
-        """Share of samples with the GPU idle (no kernel running in the sample period)."""
+        """Share of samples with the GPUs idle (no kernel running in the sample period)."""
         return round(sum(1 for x in self.samples if x < 10) / len(self.samples), 3) if self.samples else None
 
 

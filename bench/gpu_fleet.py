@@ -38,7 +38,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -46,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gpu_bench import COMMON, SHAPES, VOCAB  # noqa: E402
+from gpu_bench import COMMON, SHAPES, VOCAB, GpuUtil  # noqa: E402
 
 K = 8
 MAX_TOKENS = 128
@@ -127,44 +126,6 @@ def write_job(n: int, golds: str, seed: int = 1) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- measuring
-class GpuUtil:
-    """Mean NVML utilisation of the given GPUs while a run goes (50 ms samples)."""
-
-    def __init__(self, gpus: list[int]):
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._h = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in gpus]
-            self._nvml = pynvml
-        except Exception:  # noqa: BLE001 - informative only
-            self._nvml = None
-        self._t = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                u = [self._nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self._h]
-                self.samples.append(sum(u) / len(u))
-            except Exception:  # noqa: BLE001
-                return
-            self._stop.wait(0.05)
-
-    def __enter__(self):
-        if self._nvml is not None:
-            self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-
-    @property
-    def mean(self):
-        return round(sum(self.samples) / len(self.samples), 1) if self.samples else None
-
-
 def timeline_facts(tl: list[dict], n_actors: int) -> dict:
     """Busy share per actor (union of its shards' intervals over the run) and the end-of-run tail."""
     if not tl:
@@ -257,15 +218,8 @@ def start_fleet(base: dict, n: int, out: Path, label: str, a) -> object:
     old_logs = set(glob.glob("/tmp/ray/session_latest/logs/worker-*"))
     t = time.time()
     fleet = RayExecutor(cfg)
-    # wait until every actor is ready (the run itself would start with the first): the whole start, per actor
-    import ray
-
-    got = ray.get([x.ready.remote() for x in fleet.actors])
+    got = fleet.wait_ready()  # every actor (a run itself would start with the first): the whole start
     t_all = time.time()
-    for i, (_, t_init, t_ready) in enumerate(got):
-        fleet.actor_start[i] = (t_init, t_ready)
-        fleet.ready_at[i] = t_ready
-        fleet._node_of[i] = got[i][0]
     stats = fleet.backend_stats()
     rec = {"part": "start", "what": label, "size": a.size, "workers": n, "tp": a.tp,
            "first_ready_s": round(min(r for _, _, r in got) - t, 2), "all_ready_s": round(t_all - t, 2),

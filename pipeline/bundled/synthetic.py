@@ -174,22 +174,22 @@ def _plain_expr(text: str):
     return node if i == len(toks) - 1 else None
 
 
-def _plain_sum(toks: list[str], i: int):
-    node, i = _plain_product(toks, i)
-    while toks[i] == "+" or toks[i] == "-":
+def _plain_level(toks: list[str], i: int, ops: str, operand):
+    """``operand (op operand)*`` for the operators ``ops`` of one precedence level, left-associative."""
+    node, i = operand(toks, i)
+    while toks[i] in ops:
         op = toks[i]
-        right, i = _plain_product(toks, i + 1)
+        right, i = operand(toks, i + 1)
         node = (op, node, right)
     return node, i
+
+
+def _plain_sum(toks: list[str], i: int):
+    return _plain_level(toks, i, ("+", "-"), _plain_product)
 
 
 def _plain_product(toks: list[str], i: int):
-    node, i = _plain_factor(toks, i)
-    while toks[i] == "*" or toks[i] == "/":
-        op = toks[i]
-        right, i = _plain_factor(toks, i + 1)
-        node = (op, node, right)
-    return node, i
+    return _plain_level(toks, i, ("*", "/"), _plain_factor)
 
 
 def _plain_factor(toks: list[str], i: int):

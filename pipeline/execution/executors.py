@@ -202,7 +202,7 @@ def _init_error(e: BaseException) -> BaseException:
 
 class RayExecutor:
     """Shards on Ray actors, one per GPU (or CPU slot). Labeling starts as soon as the first actor has built
-    its backend; the others join as they come up. ``keep=True`` keeps the actors across runs (``borrow``)."""
+    its backend; the others join as they come up. ``borrow`` lends the running actors to later runs."""
 
     name = "ray"
 
@@ -214,7 +214,7 @@ class RayExecutor:
         t_start = time.time()
         init_ray(cfg.ray_address, log_to_driver=cfg.ray_logs)
         spec = cfg.backend_spec  # what one worker of this backend needs (rollouts/registry.py)
-        gpus = cfg.gpus_per_worker or spec.gpus(cfg.backend_options)
+        gpus = cfg.worker_gpus
         cpus = cfg.worker_cpus(_cpus_per_gpu(ray) if gpus > 0 else None)
         n = cfg.num_workers
         if n is None:
@@ -244,7 +244,17 @@ class RayExecutor:
         self.actor_start: dict[int, tuple[float, float]] = {}  # actor -> (constructor entered, backend ready)
         self.timeline: list[dict] = []  # per shard: actor, submitted, started, ended (wall clock), rollouts, tokens
         self._node_of: dict[int, str] = {}
-        self.keep = False
+
+    def wait_ready(self) -> list[tuple[str, float, float]]:
+        """Wait until every actor has built its backend (a run does not: it starts with the first ready one);
+        per actor (node id, constructor entered, backend ready), wall clock. Later runs find them up."""
+        got = self.ray.get([a.ready.remote() for a in self.actors])
+        now = time.time()
+        for i, (node, t_init, t_ready) in enumerate(got):
+            self._node_of[i] = node
+            self.actor_start.setdefault(i, (t_init, t_ready))
+            self.ready_at.setdefault(i, now)
+        return got
 
     def borrow(self, num_workers: int | None = None) -> _Borrowed:
         """This executor's running actors for one more run (``pipeline.run.label(cfg, executor=...)``), the

@@ -54,8 +54,7 @@ def planned_workers(cfg) -> int:
     name, _ = choose_executor(cfg)
     if name != "ray":
         return 1
-    spec = cfg.backend_spec
-    gpus = cfg.gpus_per_worker or spec.gpus(cfg.backend_options)
+    gpus = cfg.worker_gpus
     if gpus > 0:
         return max(1, int(_gpu_count() // gpus))
     return max(1, int(_cpu_count() // max(cfg.worker_cpus(), 1e-9)))

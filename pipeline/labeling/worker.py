@@ -99,8 +99,7 @@ def grader_workers(cfg: LabelConfig, cpus: float) -> int:
     """Grader processes of one worker with ``cpus`` CPUs: all of them on a CPU backend's worker (which grades
     between generations), all but two on a GPU worker (its engine process and its own threads keep two busy
     while it generates)."""
-    gpu = (cfg.gpus_per_worker or cfg.backend_spec.gpus(cfg.backend_options)) > 0
-    return max(1, int(cpus) - (2 if gpu else 0))
+    return max(1, int(cpus) - (2 if cfg.worker_gpus > 0 else 0))
 
 
 class ShardWorker:
