@@ -75,7 +75,7 @@ def test_ray_executor_matches_in_process(small_input, reference_run, tmp_path):
     assert res.shards_run > th["workers"] == 2
     assert th["backend"]["samples"] == counts["rollouts"]
     assert th["backend"]["generated_tokens"] == counts["rollout_tokens"]
-    assert 0 < th["startup_seconds"] < th["seconds"]
+    assert 0 <= th["startup_seconds"] <= th["seconds"]  # by construction (no timing bound: loaded machines)
     assert th["labeling_seconds"] == pytest.approx(th["seconds"] - th["startup_seconds"], abs=0.01)
     assert th["generated_tokens_per_s"] == pytest.approx(counts["rollout_tokens"] / th["labeling_seconds"], rel=0.01)
 

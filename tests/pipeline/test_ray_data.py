@@ -45,8 +45,7 @@ def test_label_dataset_matches_the_in_process_worker(local_ray):
     from pipeline.labeling.worker import ShardWorker
     from pipeline.storage.schema import arrow_schema
 
-    if not (MODEL_DIR / "config.json").exists():
-        pytest.skip("bundled model not present")
+    assert (MODEL_DIR / "config.json").exists(), f"the bundled model is part of the repository: {MODEL_DIR}"
     rows = [json.loads(line) for line in SAMPLE_PATH.read_text().splitlines()[:3]]
     rows = [{k: r[k] for k in ("id", "problem", "answer", "steps")} for r in rows]
     cfg = LabelConfig(k=2, max_new_tokens=24, strategy="binary-search", num_workers=1, seed=3)
