@@ -17,7 +17,7 @@ def open_manifest(url: str, version: int | None = None) -> tuple[CorpusStore, di
 
     store = CorpusStore(url)
     try:
-        m = current_manifest(store) if version is None else store.version_manifest(version)
+        m = current_manifest(store, follow_newer=True) if version is None else store.version_manifest(version)
     except (ManifestError, RuntimeError) as e:
         raise CorpusError(str(e)) from None
     if m is None:

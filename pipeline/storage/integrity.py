@@ -181,10 +181,14 @@ def newest_intact_version(store: CorpusStore) -> dict | None:
     return None
 
 
-def current_manifest(store: CorpusStore, repair: bool = False) -> dict | None:
+def current_manifest(store: CorpusStore, repair: bool = False, follow_newer: bool = False) -> dict | None:
     """The current manifest. ``manifest.json`` when it is intact and not behind the newest version file;
     otherwise the newest intact ``versions/vNNNNN.json``, written back as ``manifest.json`` when ``repair``
-    (under the output lock), or a ManifestError naming the command that does it."""
+    (under the output lock), or a ManifestError naming the command that does it.
+
+    ``follow_newer`` (readers): an intact ``manifest.json`` behind an intact newer version file is a commit
+    caught between its two writes (or a run killed there); the version file is whole, so a reader gets that
+    newer version instead of an error, never a mix."""
     try:
         m = store.manifest()
         problem = None if m is None or (isinstance(m, dict) and isinstance(m.get("version"), int)) else "unreadable"
@@ -211,6 +215,8 @@ def current_manifest(store: CorpusStore, repair: bool = False) -> dict | None:
     else:
         why = (f"is at version {m['version']} but version {newest['version']} was committed (a run stopped "
                "between its two writes)")
+    if follow_newer and not problem and m is not None:
+        return newest
     if not repair:
         raise ManifestError(f"{store.uri(MANIFEST)} {why}. Recover it from the newest intact version "
                             f"(version {newest['version']}) with `mcprm verify {store.url} --repair`, or rerun "

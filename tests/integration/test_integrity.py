@@ -185,3 +185,18 @@ def test_real_full_disk_tmpfs(small_input, reference_run, tmp_path):
         assert verify_corpus(out)[0] == []
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def test_reader_between_a_commits_two_writes_gets_the_new_version(committed, small_input, tmp_path):
+    """A commit writes versions/vN.json, then replaces manifest.json. A reader that comes in between (or after a
+    kill there) reads the whole new version, not an error and never a mix; `mcprm verify` still names the
+    pointer left behind, and --repair moves it."""
+    out = _copy(committed, tmp_path)
+    label(make_cfg(small_input, out, shard_size=1, seed=1, overwrite=True))
+    v2_rows = rows_by_key(read_corpus(out))
+    shutil.copyfile(os.path.join(out, "versions", "v00001.json"), os.path.join(out, "manifest.json"))
+    assert rows_by_key(read_corpus(out)) == v2_rows
+    r = run_mcprm("verify", out)
+    assert r.returncode == 1 and "but version 2 was committed" in r.stderr and "--repair" in r.stderr, r.stderr
+    assert run_mcprm("verify", out, "--repair").returncode == 0
+    assert json.load(open(os.path.join(out, "manifest.json")))["version"] == 2
