@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 
 from pipeline.errors import FatalError
@@ -120,14 +121,16 @@ def iter_corpus(url: str, version: int | None = None, columns: list[str] | None 
             continue
         try:
             _check_size(store, s)
-            f = store.fs.open(store.path(rel), "rb")
+            # a local shard is read by pyarrow natively: its reader threads never call back into a Python file
+            # object (which can abort the interpreter at exit: see CorpusStore.read_table)
+            f = contextlib.nullcontext(store.path(rel)) if store.local else store.fs.open(store.path(rel), "rb")
         except FileNotFoundError:
             raise _damaged(url, ShardError(f"shard {store.uri(rel)} is missing")) from None
         except ShardError as e:
             raise _damaged(url, e) from None
-        with f:
+        with f as src:
             try:
-                pf = pq.ParquetFile(f)
+                pf = pq.ParquetFile(src)
                 # use_threads=False: see CorpusStore.read_table
                 batches = pf.iter_batches(batch_size=batch_rows, columns=columns, use_threads=False)
                 while True:
@@ -173,6 +176,8 @@ def _has_column(store: CorpusStore, m: dict, name: str) -> bool:
         return True
     rel = m["shards"][0]["path"]
     try:
+        if store.local:
+            return name in pq.read_schema(store.path(rel)).names
         with store.fs.open(store.path(rel), "rb") as f:
             return name in pq.read_schema(f).names
     except Exception as e:  # missing, truncated, corrupt footer

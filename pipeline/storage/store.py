@@ -277,7 +277,10 @@ class CorpusStore:
         try:
             # use_threads=False: pyarrow's threaded reader on a Python file object can abort the interpreter at
             # exit ("terminate called without an active exception", seen with pyarrow 25 and 26 in ~1 run of
-            # 3); shards are small, so one thread costs little.
+            # 3); shards are small, so one thread costs little. A local shard is read natively (no Python file
+            # object at all).
+            if self.local:
+                return pq.read_table(self.path(rel), columns=columns, use_threads=False)
             with self.fs.open(self.path(rel), "rb") as f:
                 return pq.read_table(f, columns=columns, use_threads=False)
         except FileNotFoundError as e:
