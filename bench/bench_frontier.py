@@ -65,7 +65,7 @@ def memo_grader(cfg):
 
 
 def replay(sd: Seed, strategy: str, k: int, backend=None, sols=None, strategy_overrides=None, grader=None,
-           **params):
+           reuse: bool | None = None, **params):
     """LabeledSolutions of ``strategy`` at ``k`` on seed ``sd``: ShardWorker.label's code on a replay backend
     (or on ``backend``); ``strategy_overrides``: StrategyParams fields that have no CLI option."""
     import dataclasses
@@ -77,7 +77,8 @@ def replay(sd: Seed, strategy: str, k: int, backend=None, sols=None, strategy_ov
     prompt = build_prompt_format(cfg)
     sp = dataclasses.replace(strategy_params(cfg), **(strategy_overrides or {}))
     sched = Scheduler(backend or ReplayBackend(sd.cache), grader or memo_grader(cfg), prompt, sampling_config(cfg, prompt),
-                      cfg.strategy, sp, seed=cfg.seed, max_batch_requests=cfg.max_batch_requests)
+                      cfg.strategy, sp, seed=cfg.seed, max_batch_requests=cfg.max_batch_requests,
+                      reuse=getattr(cfg, "reuse_rollouts", False) if reuse is None else reuse)
     return sched.label(sd.sols if sols is None else sols)
 
 
@@ -154,7 +155,8 @@ def table(a) -> None:
         for strategy in a.strategies.split(","):
             t = time.perf_counter()
             over = {"bisect_fraction": a.bisect_fraction} if a.bisect_fraction is not None else None
-            parts = [(rows_of(replay(sd, strategy, k, strategy_overrides=over), k), sd.truth) for sd in seeds]
+            parts = [(rows_of(replay(sd, strategy, k, strategy_overrides=over, reuse=a.reuse), k), sd.truth)
+                     for sd in seeds]
             for rule in rules:
                 m = pooled_score(parts, rule)
                 per_seed = [score(rs, ts, rule)["f1"] for rs, ts in parts]
@@ -227,14 +229,24 @@ def verify(a) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ frontier
-FRONTIER = (("per-step", None, (8, 16, 32, 64)), ("adaptive", None, (8, 16, 32, 64)),
-            ("binary-search", None, (8, 16, 22, 26, 32, 64)), ("binary-search", 0.6, (8, 16, 22, 32, 64)),
-            ("sequential", None, (8, 16)))
+# (strategy, bisect fraction, rollout reuse, relative drop, Ks); the last binary-search row at K=20 is the
+# default of `mcprm label`
+FRONTIER = (("per-step", None, False, None, (8, 16, 32, 64)), ("per-step", None, True, None, (8, 16)),
+            ("adaptive", None, False, None, (8, 16, 32, 64)),
+            ("binary-search", None, False, None, (8, 16, 22, 26, 32, 64)),
+            ("binary-search", 0.6, False, None, (8, 16, 22, 32, 64)),
+            ("binary-search", None, True, None, (8, 16, 20, 24)),
+            ("binary-search", 0.6, True, None, (8, 12, 16, 20, 24, 32)),
+            ("binary-search", 0.6, True, 0.25, (8, 12, 16, 20, 24, 32)),
+            ("sequential", None, False, None, (8, 16)))
 PAIRS = ((20261301, 20261302), (20261303, 20261304))  # A + B (recorded at K=64), C + D (K=32)
 
 
-def _run(sd: Seed, strategy: str, k: int, frac=None) -> list[dict]:
-    return rows_of(replay(sd, strategy, k, strategy_overrides=None if frac is None else {"bisect_fraction": frac}), k)
+def _run(sd: Seed, strategy: str, k: int, frac=None, reuse: bool = False, rho=None) -> list[dict]:
+    """``frac`` None: classic bisection (0.5); ``reuse``: rollout reuse (LabelConfig.reuse_rollouts); ``rho``:
+    binary-search's relative drop (LabelConfig.relative_drop; None = off)."""
+    over = {"bisect_fraction": 0.5 if frac is None else frac, "relative_drop": rho}
+    return rows_of(replay(sd, strategy, k, strategy_overrides=over, reuse=reuse), k)
 
 
 def paired_f1_diff(ra, rb, truth, reps: int = 1000) -> tuple[float, float]:
@@ -266,62 +278,71 @@ def frontier(a) -> None:
     seeds = {s: Seed(s) for p in PAIRS for s in p}
     runs: dict = {}
 
-    def run(s, strategy, k, frac=None):
-        key = (s, strategy, k, frac)
+    def run(s, strategy, k, frac=None, reuse=False, rho=None):
+        key = (s, strategy, k, frac, reuse, rho)
         if key not in runs:
-            runs[key] = _run(seeds[s], strategy, k, frac)
+            runs[key] = _run(seeds[s], strategy, k, frac, reuse, rho)
         return runs[key]
 
-    def pooled(ss, strategy, k, frac=None):
-        rows = [r for s in ss for r in run(s, strategy, k, frac)]
+    def pooled(ss, strategy, k, frac=None, reuse=False, rho=None):
+        rows = [r for s in ss for r in run(s, strategy, k, frac, reuse, rho)]
         return score(rows, [t for s in ss for t in seeds[s].truth]), rows
+
+    def name_of(strategy, frac, reuse, rho=None):
+        return (strategy + ("" if frac is None else f" (bisect {frac})") + (" + reuse" if reuse else "")
+                + ("" if rho is None else f" + drop {rho}"))
 
     print("| strategy | K | A+B tokens/sol (× per-step K=8) | A+B F1 | C+D tokens/sol (×) | C+D F1 |")
     print("|---|---|---|---|---|---|")
-    for strategy, frac, ks in FRONTIER:
+    for strategy, frac, reuse, rho, ks in FRONTIER:
         for k in ks:
             cells = []
             for ss, kmax in zip(PAIRS, (64, 32)):
                 if k > kmax:
                     cells += ["", ""]
                     continue
-                m, rows = pooled(ss, strategy, k, frac)
+                m, rows = pooled(ss, strategy, k, frac, reuse, rho)
                 ref = pooled(ss, "per-step", 8)[0]
                 cells += [f"{fmt(m['tokens'] / len(rows), m['tokens_per_solution_se'], 0)} "
                           f"({m['tokens'] / ref['tokens']:.2f})", fmt(m["f1"], m["f1_se"])]
-            name = strategy + ("" if frac is None else f" (bisect {frac})")
-            print(f"| {name} | {k} | " + " | ".join(cells) + " |", flush=True)
+            print(f"| {name_of(strategy, frac, reuse, rho)} | {k} | " + " | ".join(cells) + " |", flush=True)
     calib, held = PAIRS[0][0], [PAIRS[0][1], *PAIRS[1]]
     print(f"\nheld-out check: K chosen on {calib} (largest K within per-step K=8's tokens), measured on {held}")
-    for strategy, frac, ks in (("binary-search", None, range(16, 33, 2)), ("binary-search", 0.6, range(14, 31, 2))):
+    for strategy, frac, reuse, rho, ks in (("binary-search", None, False, None, range(16, 33, 2)),
+                                           ("binary-search", 0.6, False, None, range(14, 31, 2)),
+                                           ("binary-search", 0.6, True, None, range(12, 31, 2)),
+                                           ("binary-search", 0.6, True, 0.25, range(12, 31, 2))):
         ref_tok = sum(r["rollout_tokens"] for r in run(calib, "per-step", 8))
-        ok = [k for k in ks if sum(r["rollout_tokens"] for r in run(calib, strategy, k, frac)) <= ref_tok]
+        ok = [k for k in ks
+              if sum(r["rollout_tokens"] for r in run(calib, strategy, k, frac, reuse, rho)) <= ref_tok]
         k = max(ok)
         cells = []
         for s in [calib, *held]:
-            m = score(run(s, strategy, k, frac), seeds[s].truth)
+            m = score(run(s, strategy, k, frac, reuse, rho), seeds[s].truth)
             tr = m["tokens"] / sum(r["rollout_tokens"] for r in run(s, "per-step", 8))
             cells.append(f"{fmt(m['f1'], m['f1_se'])}, {tr:.2f}x")
-        m, rows = pooled(held, strategy, k, frac)
+        m, rows = pooled(held, strategy, k, frac, reuse, rho)
         ref, _ = pooled(held, "per-step", 8)
-        name = strategy + ("" if frac is None else f" (bisect {frac})")
+        name = name_of(strategy, frac, reuse, rho)
         print(f"| {name}, K={k} | " + " | ".join(cells) + f" | {fmt(m['f1'], m['f1_se'])}, "
               f"{m['tokens'] / ref['tokens']:.2f}x | {fmt(ref['f1'], ref['f1_se'])} |", flush=True)
     print("\npaired differences over all four seeds (same continuations), 95% bootstrap intervals:")
     every = [s for p in PAIRS for s in p]
     truth = [t for s in every for t in seeds[s].truth]
-    for (sa, ka, fa), (sb, kb, fb) in ((("binary-search", 22, 0.6), ("per-step", 8, None)),
-                                       (("binary-search", 8, None), ("per-step", 8, None)),
-                                       (("binary-search", 8, 0.6), ("binary-search", 8, None)),
-                                       (("binary-search", 22, 0.6), ("binary-search", 22, None)),
-                                       (("binary-search", 8, 0.6), ("binary-search", 10, None)),
-                                       (("binary-search", 16, 0.6), ("binary-search", 19, None)),
-                                       (("binary-search", 22, 0.6), ("binary-search", 26, None))):
-        (ma, ra), (mb, rb) = pooled(every, sa, ka, fa), pooled(every, sb, kb, fb)
+    pairs = ((("binary-search", 20, 0.6, True, 0.25), ("per-step", 8, None, False, None)),
+             (("binary-search", 20, 0.6, True, 0.25), ("binary-search", 8, None, False, None)),
+             (("binary-search", 20, 0.6, True, 0.25), ("binary-search", 20, 0.6, True, None)),
+             (("binary-search", 16, 0.6, True, None), ("binary-search", 16, 0.6, False, None)),
+             (("binary-search", 8, 0.6, True, None), ("binary-search", 8, 0.6, False, None)),
+             (("binary-search", 8, None, True, None), ("binary-search", 8, None, False, None)),
+             (("per-step", 8, None, True, None), ("per-step", 8, None, False, None)),
+             (("binary-search", 8, 0.6, False, None), ("binary-search", 8, None, False, None)),
+             (("binary-search", 22, 0.6, False, None), ("binary-search", 26, None, False, None)))
+    for a_, b_ in pairs:
+        (ma, ra), (mb, rb) = pooled(every, *a_), pooled(every, *b_)
         lo, hi = paired_f1_diff(ra, rb, truth)
-        na = sa + ("" if fa is None else f" ({fa})")
-        nb = sb + ("" if fb is None else f" ({fb})")
-        print(f"{na} K={ka} vs {nb} K={kb}: {ma['f1']:.3f} vs {mb['f1']:.3f} ({ma['tokens'] / len(ra):.0f} vs "
+        print(f"{name_of(a_[0], a_[2], a_[3], a_[4])} K={a_[1]} vs {name_of(b_[0], b_[2], b_[3], b_[4])} K={b_[1]}: "
+              f"{ma['f1']:.3f} vs {mb['f1']:.3f} ({ma['tokens'] / len(ra):.0f} vs "
               f"{mb['tokens'] / len(rb):.0f} tokens/sol): {ma['f1'] - mb['f1']:+.3f} [{lo:+.3f}, {hi:+.3f}]", flush=True)
 
 
@@ -360,7 +381,10 @@ def main() -> None:
     t.add_argument("--json", default=None)
     t.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     t.add_argument("--rules", default="all", help="'all' or 'stored' (the strategy's own labels only)")
-    t.add_argument("--bisect-fraction", type=float, default=None, help="binary-search's probe point (default: 0.6)")
+    t.add_argument("--bisect-fraction", type=float, default=None,
+                   help="binary-search's probe point (default: the product's, LabelConfig.bisect_fraction)")
+    t.add_argument("--reuse", action=argparse.BooleanOptionalAction, default=None,
+                   help="rollout reuse (default: the product's, LabelConfig.reuse_rollouts)")
     v = sub.add_parser("verify")
     v.add_argument("--exact-n", type=int, default=12)
     v.add_argument("--exact-k", type=int, default=4)

@@ -85,9 +85,11 @@ def gold_latex(rng: random.Random) -> str:
 def make_model_dir(size: str) -> tuple[str, str]:
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    path = tempfile.mkdtemp(prefix=f"mcprm-fleet-{size}-")
+    # A fixed path: vLLM's compile cache is keyed by the model's path, and a user's model path is stable, so a
+    # later process on the same machine (the "second run") finds the first one's cache, as it would for them.
+    path = os.path.join(tempfile.gettempdir(), f"mcprm-fleet-{size}")
     tdir = os.path.join(path, "tok")
-    os.makedirs(tdir)
+    os.makedirs(tdir, exist_ok=True)
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "<pad>": 3}
     ans = iter(latex_answers(VOCAB // 64 + 1))
     for i in range(4, VOCAB):
@@ -158,27 +160,44 @@ def timeline_facts(tl: list[dict], n_actors: int) -> dict:
             "dispatch_wait_s_mean": round(statistics.mean(dispatch), 3)}
 
 
-def vllm_log_facts(skip: set[str] = frozenset()) -> dict:
-    """What vLLM's own log lines in the Ray workers' logs (those not in ``skip``) say about engine start
-    (seconds, per engine)."""
-    pats = {"weights_s": r"Loading weights took ([\d.]+) seconds",
-            "model_load_s": r"Model loading took [\d.]+ Gi?B(?: memory)? and ([\d.]+) seconds",
-            "compile_s": r"torch.compile takes ([\d.]+) s in total",
-            "graphs_s": r"Graph capturing finished in ([\d.]+) secs?",
-            "init_engine_s": r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s",
-            "init_compile_s": r"warmup model\) took [\d.]+ s(?:econds)? \(compilation: ([\d.]+) s"}
-    # (vLLM's wordings differ by release: "took 136.57 seconds", "took 200.69 s (compilation: 1.48 s)")
-    found: dict[str, list[float]] = {k: [] for k in pats}
-    for f in glob.glob("/tmp/ray/session_latest/logs/worker-*"):
-        if f in skip:
-            continue
-        try:
-            text = open(f, errors="replace").read()
-        except OSError:
-            continue
-        for k, p in pats.items():
+_LOG_PATS = {"weights_s": r"Loading weights took ([\d.]+) seconds",
+             "model_load_s": r"Model loading took [\d.]+ Gi?B(?: memory)? and ([\d.]+) seconds",
+             "compile_s": r"torch.compile takes ([\d.]+) s in total",
+             "graphs_s": r"Graph capturing finished in ([\d.]+) secs?",
+             "init_engine_s": r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s",
+             "init_compile_s": r"warmup model\) took [\d.]+ s(?:econds)? \(compilation: ([\d.]+) s",
+             "dynamo_s": r"Dynamo bytecode transform time: ([\d.]+) s",
+             "profile_s": r"Memory profiling takes ([\d.]+) seconds"}
+# (vLLM's wordings differ by release: "took 136.57 seconds", "took 200.69 s (compilation: 1.48 s)")
+_LOG_KEEP = re.compile(r"took|takes|seconds|secs|compil|[Gg]raph|Loading|init engine|profil|KV cache|cache|"
+                       r"Available|Starting|Initializing|ERROR|Error|WARN")
+
+
+def log_facts(texts) -> dict:
+    """What vLLM's own log lines in ``texts`` say about engine start (seconds, per engine)."""
+    found: dict[str, list[float]] = {k: [] for k in _LOG_PATS}
+    for text in texts:
+        for k, p in _LOG_PATS.items():
             found[k] += [float(x) for x in re.findall(p, text)]
     return {k: v for k, v in found.items() if v}
+
+
+def keep_log(texts, path: Path) -> None:
+    """The engine-start lines of ``texts`` (for reading where the time went), in ``path``."""
+    with open(path, "w") as f:
+        for text in texts:
+            f.write("\n".join(x[:400] for x in text.splitlines() if _LOG_KEEP.search(x)) + "\n-----\n")
+
+
+def worker_logs(skip: set[str] = frozenset()) -> list[str]:
+    out = []
+    for f in sorted(glob.glob("/tmp/ray/session_latest/logs/worker-*")):
+        if f not in skip:
+            try:
+                out.append(open(f, errors="replace").read())
+            except OSError:
+                pass
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- runs
@@ -226,7 +245,8 @@ def start_fleet(base: dict, n: int, out: Path, label: str, a) -> object:
            "actor_sched_s": [round(i - t, 2) for _, i, _ in got],
            "actor_build_s": [round(r - i, 2) for _, i, r in got],
            "import_s": [s.get("import_seconds") for s in stats], "engine_s": [s.get("engine_seconds") for s in stats],
-           **vllm_log_facts(old_logs)}
+           **log_facts(logs := worker_logs(old_logs))}
+    keep_log(logs, out / f"start-{label.split()[0]}.log")
     emit(out, rec)
     return fleet
 
@@ -287,7 +307,12 @@ def table(out: Path) -> None:
               f"{str(m.get('busy_share')):>18}")
 
 
-def bare_start(a, mdir: str, tdir: str, out: Path) -> None:
+BARE_VARIANTS = {"cold": {}, "warm": {}, "inproc": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}}
+
+
+def bare_start(a, mdir: str, tdir: str, out: Path, variant: str = "warm", n: int = 0) -> None:
+    """A bare ``vllm.LLM`` start in a subprocess (no Ray); ``variant``: "cold" (label only: the first start on a
+    fresh machine), "warm", "inproc" (the engine core in the calling process: VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
     code = f"""
 import os, time, json
 t0 = time.time()
@@ -298,12 +323,13 @@ llm = vllm.LLM(model={mdir!r}, tokenizer={tdir!r}, load_format="dummy", dtype="b
 t2 = time.time()
 print("BARE " + json.dumps({{"import_s": round(t1 - t0, 2), "engine_s": round(t2 - t1, 2)}}), flush=True)
 """
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(a.tp)))
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(a.tp)), **BARE_VARIANTS[variant])
     t = time.time()
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=400)
     line = next((x for x in p.stdout.splitlines() if x.startswith("BARE ")), None)
-    rec = {"part": "start", "what": "bare", "size": a.size, "tp": a.tp, "wall_s": round(time.time() - t, 2),
-           "rc": p.returncode}
+    keep_log([p.stdout + p.stderr], out / f"bare-{n}-{variant}.log")
+    rec = {"part": "start", "what": f"bare {variant}", "size": a.size, "tp": a.tp,
+           "wall_s": round(time.time() - t, 2), "rc": p.returncode, **log_facts([p.stdout + p.stderr])}
     if line:
         rec.update(json.loads(line[5:]))
     else:
@@ -319,7 +345,8 @@ def main() -> None:
     ap.add_argument("--tp", type=int, default=1, help="tensor parallel size per actor")
     ap.add_argument("--runs", default="640@4,640@2,640@1,96@4x3,96@2x3,96@1")
     ap.add_argument("--warm-runs", default="")
-    ap.add_argument("--bare", action="store_true")
+    ap.add_argument("--bare", action="store_true", help="a warm bare engine after the first fleet")
+    ap.add_argument("--bare-first", default="", help="bare engine starts before the fleet, e.g. 'cold,warm,inproc'")
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--deadline-s", type=float, default=540)
     ap.add_argument("--table", action="store_true", help="print the table of OUT/fleet.jsonl and exit")
@@ -335,7 +362,11 @@ def main() -> None:
                 load_format="dummy", prompt_template="{problem} ", step_separator=" ", strategy="per-step",
                 ignore_eos=True, dtype="bfloat16", max_model_len=4096, tensor_parallel_size=a.tp,
                 deterministic=a.deterministic)
-    fleet = start_fleet(base, a.workers, out, "fleet-1 (cold)" if not a.deterministic else "fleet det", a)
+    for i, v in enumerate(filter(None, a.bare_first.split(","))):
+        bare_start(a, mdir, tdir, out, v, i)
+        time.sleep(2)
+    first = "fleet-1 (cold)" if not a.bare_first else "fleet-1 (warm, after bare)"
+    fleet = start_fleet(base, a.workers, out, first if not a.deterministic else "fleet det", a)
     try:
         do_runs(fleet, base, parse_runs(a.runs), out, a, "first",
                 deadline - (60 if a.warm_runs else 0) - (40 if a.bare else 0))

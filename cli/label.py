@@ -125,6 +125,8 @@ def label_cmd(**options: Any) -> None:
         f"{res.output}: version {res.version}: labeled {res.added} solutions ({res.reused} reused, "
         f"{res.rejected} rejected), {c.get('rollouts', 0):,} rollouts, {c.get('rollout_tokens', 0):,} tokens "
         f"in {res.seconds:.1f} s"
+        + (f"; {c['reused_rollouts']:,} continuations also counted for a later step (rollout reuse)"
+           if c.get("reused_rollouts") else "")
     )
     echo(
         f"throughput: {t.get('generated_tokens_per_s') or 0:,.0f} generated tok/s, "

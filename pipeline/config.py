@@ -38,7 +38,7 @@ from rollouts.registry import (
     option,
 )
 
-DEFAULT_K = 8  # continuations per step prefix: the one default of k (SamplingOptions, StrategyParams)
+DEFAULT_K = 20  # continuations per step prefix: the one default of k (SamplingOptions, StrategyParams); README "Labels" says why
 
 STRATEGIES = ("per-step", "binary-search", "adaptive", "sequential")
 BACKENDS = tuple(BACKEND_SPECS)  # hf, vllm, openai (rollouts/registry.py)
@@ -181,6 +181,16 @@ class StrategyConfig:
                                         shown="on for binary-search/adaptive, off for per-step")
     early_stop: bool = option(True, "binary-search: stop a probe at its first success (off = K per probe, "
                                     "OmegaPRM's original).", identity=True)
+    bisect_fraction: float = option(0.6, "binary-search: where the next probe goes between the last live and the "
+                                         "first dead prefix (0.5 = the midpoint; larger = later prefixes first).",
+                                    identity="non-default", legacy=0.5)
+    relative_drop: float = option(0.25, "binary-search: a prefix whose success rate is under this fraction "
+                                               "of the last live prefix's is dead (a wrong step the model recovers "
+                                               "from now and then); 0 = any success is alive.",
+                                         identity="non-default", legacy=0.0)
+    reuse_rollouts: bool = option(True, "Count a continuation that writes the solution's next steps verbatim as a "
+                                        "draw of those later prefixes too (no extra tokens; README: Labels).",
+                                  identity="non-default", legacy=False)
     # issue 16 (sequential strategy; pipeline/labeling/strategies.py)
     target_confidence: float = option(0.9, "sequential: stop when the first error's posterior probability "
                                            "reaches this.", identity="non-default")
@@ -196,6 +206,10 @@ class StrategyConfig:
             out.append(f"--target-confidence must be in (0, 1), got {self.target_confidence}")
         _at_least(out, "max_tokens_per_solution", self.max_tokens_per_solution, 1)
         _at_least(out, "wave_size", self.wave_size, 1)
+        if not 0 <= self.relative_drop < 1:
+            out.append(f"--relative-drop must be in [0, 1), got {self.relative_drop}")
+        if not 0 < self.bisect_fraction < 1:
+            out.append(f"--bisect-fraction must be in (0, 1), got {self.bisect_fraction}")
         if self.confidence_width is not None and not 0 < self.confidence_width < 1:
             out.append(f"--confidence-width must be in (0, 1), got {self.confidence_width}")
         return out
@@ -445,8 +459,11 @@ class LabelConfig:
     def _identity_counts(self, name: str) -> bool:
         """``identity=True``: always hashed; ``identity="non-default"`` (options added after corpora were
         written): hashed only when set to other than its default, so every earlier corpus keeps its identity."""
-        mode = _fields()[name][1].metadata.get("identity")
-        return mode is True or (mode == "non-default" and getattr(self, name) != option_default(name))
+        md = _fields()[name][1].metadata
+        mode = md.get("identity")
+        if mode == "non-default":
+            return getattr(self, name) != md.get("legacy", option_default(name))
+        return mode is True
 
     def identity(self) -> str:
         blob = json.dumps(self.identity_dict(), sort_keys=True, default=str)

@@ -66,6 +66,7 @@ class Counters:
     cached_prompt_tokens: int = 0  # prompt tokens served from a (prefix / KV) cache
     ungradable: int = 0  # verdicts with correct None (an answer the grader could not decide)
     no_answer: int = 0  # continuations with no final answer (graded incorrect)
+    reused_rollouts: int = 0  # scheduler: continuations also credited to a later prefix (rollout reuse), no tokens
     generate_seconds: float = 0.0
     grade_seconds: float = 0.0
     per_round_requests: list[int] = field(default_factory=list)
@@ -93,7 +94,7 @@ class Counters:
         return {k: getattr(self, k) for k in _SHARD_KEYS}
 
 
-_SHARD_KEYS = ("rollouts", "rollout_tokens", "ungradable", "no_answer", "rounds", "generate_seconds", "grade_seconds")
+_SHARD_KEYS = ("rollouts", "rollout_tokens", "reused_rollouts", "ungradable", "no_answer", "rounds", "generate_seconds", "grade_seconds")
 BackendStats = Counters  # the name backends and their tests have used
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from pipeline.faults import fault_raise
 from pipeline.labeling.last_step import is_no_answer, own_correct, own_response
-from pipeline.labeling.strategies import Probe, ProbeResult, StrategyParams, make_strategy
+from pipeline.labeling.strategies import Probe, ProbeResult, Reuse, StrategyParams, make_strategy
 from pipeline.labeling.types import LabeledSolution, Solution, StepStats
 from rollouts.base import Counters, GenRequest, RolloutBackend, SamplingConfig
 
@@ -50,6 +50,30 @@ class _Live:
     stats_seen: list[StepStats]
     rollouts: int = 0
     tokens: int = 0
+    prefixes: list[str] | None = None  # prompt text of every prefix (rollout reuse), built on first use
+
+
+def reused_remainders(prefixes: Sequence[str], step: int, text: str, limit: int) -> list[tuple[int, str]]:
+    """Rollout reuse: the later prefixes ``text`` (a continuation of prefix ``step``) is also a draw of.
+
+    A continuation of prefix i that begins by writing the solution's next steps verbatim, up to prefix j
+    (``prefixes[i] + text`` starts with ``prefixes[j]``), is, from there on, a continuation of prefix j: its
+    remainder is distributed exactly as a continuation sampled from prefix j (the model's distribution
+    conditioned on the text so far). Returns ``(j, remainder)`` for each such j < ``limit``, nearest first. The
+    remainder is graded on its own (it is what a draw of prefix j would have written), so the credit is exact,
+    not an approximation; no token is generated for it.
+    """
+    out = []
+    base = prefixes[step]
+    for j in range(step + 1, limit):
+        nxt = prefixes[j]
+        if not nxt.startswith(base):  # a format whose prefixes do not nest: no reuse
+            break
+        rel = nxt[len(base):]
+        if not text.startswith(rel):
+            break
+        out.append((j, text[len(rel):]))
+    return out
 
 
 class Scheduler:
@@ -64,6 +88,7 @@ class Scheduler:
         seed: int = 0,
         max_batch_requests: int = 512,
         streaming: bool = False,
+        reuse: bool = False,
     ):
         self.backend = backend
         self.grade_batch = grade_batch
@@ -78,6 +103,9 @@ class Scheduler:
         # Stream per-solution rounds (the backend takes requests while others are in flight: it has submit()).
         # The caller says so from the backend's description (rollouts/registry.py: BackendSpec.streaming).
         self.streaming = bool(streaming)
+        # Rollout reuse (LabelConfig.reuse_rollouts): credit a continuation that wrote the solution's next steps
+        # verbatim to those later prefixes too (reused_remainders).
+        self.reuse = bool(reuse)
 
     # -------------------------------------------------------------------------------------------------
     def solution_text(self, sol: Solution) -> str:
@@ -152,11 +180,36 @@ class Scheduler:
             for p in st.probes
         ]
 
-    def _account(self, st: _Live, comps_per_probe: list, verdicts: list) -> list[ProbeResult]:
-        """Count the graded completions of one solution's round; returns its ProbeResults in probe order."""
+    def _reuse_pairs(self, st: _Live, comps_per_probe: list) -> list[tuple[int, int, str]]:
+        """``(probe index, later step, remainder)`` for every reusable continuation of one solution's round."""
+        if not self.reuse:
+            return []
+        sol = st.sol
+        limit = len(sol.steps) - 1  # the last step is labeled by the solution's own answer, never sampled
+        if st.prefixes is None:
+            st.prefixes = [self.prompt.prefix(sol.problem, sol.steps[: i + 1]) for i in range(limit)]
+        out = []
+        for k, (p, comps) in enumerate(zip(st.probes, comps_per_probe)):
+            for c in comps:
+                out.extend((k, j, rem) for j, rem in reused_remainders(st.prefixes, p.step, c.text, limit))
+        return out
+
+    def _account(self, st: _Live, comps_per_probe: list, verdicts: list,
+                 reused: Sequence[tuple[int, int, object]] = ()) -> list[ProbeResult]:
+        """Count the graded completions of one solution's round; returns its ProbeResults in probe order.
+        ``reused``: ``(probe index, later step, verdict of the remainder)`` (rollout reuse)."""
+        credits: dict[int, dict[int, list[int]]] = {}
+        for k, j, v in reused:
+            c = credits.setdefault(k, {}).setdefault(j, [0, 0, 0, 0])
+            c[0] += 1
+            c[1] += v.correct is True
+            na = is_no_answer(v)
+            c[2] += v.correct is None and not na
+            c[3] += na
+            self.stats.reused_rollouts += 1
         results = []
         pos = 0
-        for p, comps in zip(st.probes, comps_per_probe):
+        for k, (p, comps) in enumerate(zip(st.probes, comps_per_probe)):
             vs = verdicts[pos : pos + len(comps)]
             pos += len(comps)
             correct = sum(1 for v in vs if v.correct is True)
@@ -175,20 +228,30 @@ class Scheduler:
             self.stats.rollout_tokens += tokens
             self.stats.ungradable += ungradable
             self.stats.no_answer += no_answer
-            results.append(ProbeResult(p.step, len(comps), correct, ungradable, tokens, no_answer))
+            reuse = tuple(Reuse(j, *c) for j, c in sorted(credits.get(k, {}).items()))
+            results.append(ProbeResult(p.step, len(comps), correct, ungradable, tokens, no_answer, reuse))
         return results
 
     def _grade_rounds(self, live: dict[int, _Live], done: dict[int, list], out: dict) -> None:
         """Grade the finished rounds of several solutions in one batch, then advance each of them."""
         t0 = time.perf_counter()
         pairs = [(live[idx].sol.answer, c.text) for idx, cpp in done.items() for comps in cpp for c in comps]
+        n_main = len(pairs)
+        reuse: dict[int, list] = {}
+        for idx, cpp in done.items():
+            with blame(live[idx].sol):
+                reuse[idx] = self._reuse_pairs(live[idx], cpp)
+            pairs.extend((live[idx].sol.answer, rem) for _k, _j, rem in reuse[idx])
         verdicts = self.grade_batch(pairs)
         self.stats.grade_seconds += time.perf_counter() - t0
-        pos = 0
+        pos, rpos = 0, n_main
         for idx, cpp in done.items():
             n = sum(len(c) for c in cpp)
+            r = reuse[idx]
+            rv = [(k, j, v) for (k, j, _rem), v in zip(r, verdicts[rpos : rpos + len(r)])]
+            rpos += len(r)
             with blame(live[idx].sol):
-                results = self._account(live[idx], cpp, verdicts[pos : pos + n])
+                results = self._account(live[idx], cpp, verdicts[pos : pos + n], rv)
             pos += n
             self._advance(idx, live[idx], results, live, out)
 

@@ -24,6 +24,7 @@ Conventions shared by all strategies (see README "Labels"):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -40,6 +41,17 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class Reuse:
+    """Continuations of an earlier prefix that are draws of prefix ``step`` (see ProbeResult.reused)."""
+
+    step: int
+    n: int
+    correct: int
+    ungradable: int = 0
+    no_answer: int = 0
+
+
+@dataclass(frozen=True)
 class ProbeResult:
     step: int
     n: int
@@ -47,6 +59,9 @@ class ProbeResult:
     ungradable: int
     tokens: int
     no_answer: int = 0  # no final answer found: counted as incorrect (included in n, not in correct)
+    # continuations of this probe that wrote the next steps of the solution verbatim, credited to those later
+    # prefixes (rollout reuse; counted there as ``reused``, never as new rollouts or tokens)
+    reused: tuple[Reuse, ...] = ()
 
 
 @dataclass
@@ -71,8 +86,11 @@ class StrategyParams:
     max_tokens_per_solution: int | None = None  # sequential: stop sampling a solution past this many tokens
     eps: float = 0.02  # sequential: success rate of a dead prefix (pipeline.labeling.rules.changepoint)
     # binary-search: where in the open interval (lo, hi) the next probe goes; 0.5 = classic bisection, larger =
-    # later prefixes first (measured in BENCHMARKS.md, issue 16: small gain, not the default; no CLI option)
-    bisect_fraction: float = 0.5
+    # later prefixes first (LabelConfig.bisect_fraction; measured in BENCHMARKS.md, issue 16)
+    bisect_fraction: float = 0.6
+    # binary-search: a prefix whose success rate is under this fraction of the last live prefix's counts as dead
+    # (a wrong step the model recovers from now and then), None = any success is alive (LabelConfig.relative_drop)
+    relative_drop: float | None = 0.25
 
 
 def _alive(st: StepStats) -> bool | None:
@@ -95,6 +113,13 @@ def _add(stats: list[StepStats], results: list[ProbeResult]) -> None:
         st.correct += r.correct
         st.ungradable += r.ungradable
         st.no_answer += r.no_answer
+        for u in r.reused:
+            st = stats[u.step]
+            st.total += u.n
+            st.reused += u.n
+            st.correct += u.correct
+            st.ungradable += u.ungradable
+            st.no_answer += u.no_answer
 
 
 def per_step(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
@@ -151,17 +176,29 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
     if solution_correct and p.trust_correct:
         return _finish([True] * n_steps, stats)
     # Not trusting a correct final answer: search as if the end were dead and accept "all alive".
-    hi = n_steps if solution_correct else last
+    hi = top = n_steps if solution_correct else last
     lo = -1
     while hi - lo > 1:
         mid = _probe_point(lo, hi, p.bisect_fraction)
-        alive = yield from _estimate(mid, stats, p, p.early_stop)
+        alive = yield from _estimate(mid, stats, _relative_cap(stats, lo, p), p.early_stop)
         # All continuations ungradable: no evidence either way. Treat as alive (never invent an error from
         # missing evidence); the step's label stays null below.
+        if alive and _dropped(stats, mid, lo, p.relative_drop):
+            alive = False
         if alive is None or alive:
             lo = mid
         else:
             hi = mid
+        # Rollout reuse: a success credited to a later prefix proves it alive (and every prefix before it: the
+        # solution's own steps up to there, then that continuation, reach the gold answer). The search moves past
+        # it; should it be at or past ``hi``, ``hi``'s failures were a false "dead" and the search reopens up to
+        # the end.
+        proven = max((j for j in range(lo + 1, min(top, last))
+                      if stats[j].correct > 0 and not _dropped(stats, j, lo, p.relative_drop)), default=lo)
+        if proven > lo:
+            lo = proven
+            if lo >= hi:
+                hi = top
     labels: list[bool | None] = [None] * n_steps
     for i in range(min(hi, n_steps)):
         labels[i] = True if stats[i].total == 0 or _alive(stats[i]) else None
@@ -170,6 +207,24 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
     if hi == n_steps:  # everything alive
         labels[last] = last_step_label(solution_correct)
     return _finish(labels, stats)
+
+
+def _rate(st: StepStats) -> float:
+    return (st.correct + 0.5) / (st.graded + 1.0)
+
+
+def _dropped(stats: list[StepStats], j: int, lo: int, rho: float | None) -> bool:
+    """Prefix ``j`` succeeds at under ``rho`` x the rate of the live prefix ``lo`` (Jeffreys-smoothed)."""
+    return rho is not None and lo >= 0 and stats[lo].graded > 0 and _rate(stats[j]) < rho * _rate(stats[lo])
+
+
+def _relative_cap(stats: list[StepStats], lo: int, p: StrategyParams) -> StrategyParams:
+    """``p`` with K lowered to the last draw whose success would still count against live prefix ``lo``
+    (:func:`_dropped`): past it a probe could only end dead, so it stops there."""
+    if p.relative_drop is None or lo < 0 or stats[lo].graded == 0 or not p.early_stop:
+        return p
+    cap = math.floor(1.5 / (p.relative_drop * _rate(stats[lo])) - 1.0)
+    return p if cap >= p.k else dataclasses.replace(p, k=max(1, cap))
 
 
 def _probe_point(lo: int, hi: int, fraction: float) -> int:

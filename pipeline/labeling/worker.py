@@ -92,7 +92,8 @@ def strategy_params(cfg: LabelConfig) -> StrategyParams:
     return StrategyParams(k=cfg.k, wave_size=cfg.wave_size, confidence_width=cfg.confidence_width,
                           trust_correct=cfg.effective_trust_correct(), early_stop=cfg.early_stop,
                           target_confidence=cfg.target_confidence,
-                          max_tokens_per_solution=cfg.max_tokens_per_solution)
+                          max_tokens_per_solution=cfg.max_tokens_per_solution,
+                          bisect_fraction=cfg.bisect_fraction, relative_drop=cfg.relative_drop or None)
 
 
 def grader_workers(cfg: LabelConfig, cpus: float) -> int:
@@ -141,7 +142,8 @@ class ShardWorker:
         sched = Scheduler(self.backend, self.grade, self.prompt, sampling_config(self.cfg, self.prompt), self.cfg.strategy,
                           strategy_params(self.cfg), seed=self.cfg.seed,
                           max_batch_requests=self.cfg.max_batch_requests,
-                          streaming=self.cfg.backend_spec.streaming(self.cfg.backend_options))
+                          streaming=self.cfg.backend_spec.streaming(self.cfg.backend_options),
+                          reuse=self.cfg.reuse_rollouts)
         sched.on_solution = on_solution
         return sched.label(solutions), sched.stats
 

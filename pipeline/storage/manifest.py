@@ -121,6 +121,8 @@ def build_manifest(cfg: LabelConfig, plan: dict, results: dict[int, dict], prev:
             "steps_added": sum(r.get("steps", 0) for r in results.values()),
             "rollouts": rollouts,
             "rollout_tokens": tokens,
+            # continuations also counted as draws of a later prefix (rollout reuse): no tokens of their own
+            "reused_rollouts": sum(r.get("reused_rollouts", 0) for r in results.values()),
         },
         "totals": {
             "rollouts": prev_totals.get("rollouts", 0) + rollouts,

@@ -111,7 +111,7 @@ def test_help_has_descriptions_defaults_and_choices():
                 assert (p.help or "").strip(), f"mcprm {name} {p.opts[0]} has no description"
     r = run_mcprm("label", "--help", env={"COLUMNS": "200"}, timeout=120)
     text = r.stdout
-    for opt, default in (("--k", "8"), ("--temperature", "1.0"), ("--max-new-tokens", "256"), ("--shard-size", "64"),
+    for opt, default in (("--k", "20"), ("--temperature", "1.0"), ("--max-new-tokens", "256"), ("--shard-size", "64"),
                          ("--strategy", "binary-search"), ("--backend", "hf")):
         block = _option_block(text, opt)
         assert f"(default: {default})" in block, block

@@ -24,12 +24,17 @@ def test_schema_rows_and_readers(reference_run):
     assert [s["path"] for s in m["shards"]] == [f"data/v00001/part-{i:05d}.parquet" for i in range(3)]
     assert m["versions"]["grader"] and m["identity_fields"]["k"] == 2
     assert m["counts"]["rollouts"] == sum(r["rollouts"] for r in rows.values()) > 0
+    # every reused draw is in some step's mc_total and in the manifest's count; the bundled model often copies the
+    # solution's next steps, so there are some
+    assert m["counts"]["reused_rollouts"] == sum(sum(r["mc_total"]) - r["rollouts"] for r in rows.values()) > 0
     for r in rows.values():
         n = len(r["steps"])
         assert len(r["labels"]) == len(r["mc_value"]) == len(r["mc_total"]) == n
         assert r["completions"] == r["steps"] and r["prompt"] == r["problem"]
-        # per-step: every prefix but the last gets K=2 continuations
-        assert r["mc_total"] == [2] * (n - 1) + [0]
+        # per-step: every prefix but the last gets K=2 continuations of its own, and maybe more from an earlier
+        # prefix's continuations that wrote its steps verbatim (rollout reuse)
+        assert all(t >= 2 for t in r["mc_total"][:-1]) and r["mc_total"][-1] == 0
+        assert r["rollouts"] == 2 * (n - 1)
         fe = next((i for i, x in enumerate(r["labels"]) if x is False), -1)
         assert r["first_error"] == fe
     import polars as pl

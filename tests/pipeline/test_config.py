@@ -73,6 +73,9 @@ _LEGACY_IDENTITY_FIELDS = (
 )
 
 
+LEGACY = dict(bisect_fraction=0.5, reuse_rollouts=False, relative_drop=0.0)  # labeling before these options existed
+
+
 def _legacy_identity(c: LabelConfig) -> str:
     import hashlib
     import json
@@ -98,7 +101,10 @@ def _legacy_identity(c: LabelConfig) -> str:
     dict(model="m", backend="vllm", vllm_engine="async", tensor_parallel_size=2, num_workers=3, shard_size=5),
 ])
 def test_identity_of_an_unchanged_configuration_is_what_it_was(options):
-    """Existing corpora resume only if the same settings hash to the same identity, byte for byte."""
+    """Existing corpora resume only if the same settings hash to the same identity, byte for byte. Options added
+    later with another default (issue 16: rollout reuse, the probe point) are set to what labeling did before
+    them; K is given where the legacy default (8) is meant."""
+    options = {"k": 8, **options, **LEGACY}
     c = LabelConfig(**options)
     assert c.identity() == _legacy_identity(c)
     r = c.resolved()
@@ -113,8 +119,16 @@ def test_identity_value_is_pinned(monkeypatch):
     monkeypatch.setattr(graders, "get_grader", lambda name="sympy": SimpleNamespace(version="v1"))
     # the same value as before the config tree (per-step was the default strategy then: binary-search since
     # issue 16, so an old default corpus is refreshed with --strategy per-step)
-    assert LabelConfig(model="m", strategy="per-step").identity() == "64689128caa15f70"
+    assert LabelConfig(model="m", strategy="per-step", k=8, **LEGACY).identity() == "64689128caa15f70"
     assert LabelConfig(model="m").identity() != "64689128caa15f70"
+    # issue 16's defaults (K=20, probe point 0.6, rollout reuse, relative drop) each make another configuration
+    old = LabelConfig(model="m", k=8, **LEGACY)
+    for change in (dict(k=20), dict(bisect_fraction=0.6), dict(reuse_rollouts=True), dict(relative_drop=0.25)):
+        assert LabelConfig(**{"model": "m", "k": 8, **LEGACY, **change}).identity() != old.identity(), change
+    ident = LabelConfig(model="m").identity_dict()
+    assert (ident["k"], ident["bisect_fraction"], ident["reuse_rollouts"], ident["relative_drop"]) == (20, 0.6, True,
+                                                                                                      0.25)
+    assert "reuse_rollouts" not in old.identity_dict() and "bisect_fraction" not in old.identity_dict()
 
 
 def test_tree_sections_and_flat_names():
@@ -169,7 +183,7 @@ def test_help_descriptions_come_from_the_field_docs():
     from pipeline.config import option_fields
 
     f, _ = option_fields()["k"]
-    assert option_help("k") == f.metadata["help"] + " (default: 8)"
+    assert option_help("k") == f.metadata["help"] + " (default: 20)"
 
 
 def test_config_imports_no_concrete_backend():

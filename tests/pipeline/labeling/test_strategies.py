@@ -93,14 +93,19 @@ def test_probe_point_is_strictly_inside_and_leans_late():
                 assert lo < _probe_point(lo, hi, f) < hi
             assert _probe_point(lo, hi, 0.6) >= _probe_point(lo, hi, 0.5)
     assert [_probe_point(-1, 7, f) for f in (0.5, 0.6, 0.75)] == [3, 4, 5]
-    assert StrategyParams().bisect_fraction == 0.5  # the default is classic bisection
+    from pipeline.config import LabelConfig
+
+    # the strategies' defaults are the label command's (issue 16: the probe point 0.6, the relative drop 0.25)
+    c, sp = LabelConfig(), StrategyParams()
+    assert (sp.k, sp.bisect_fraction, sp.relative_drop) == (c.k, c.bisect_fraction, c.relative_drop)
 
 
 @pytest.mark.parametrize("m,err", [(5, 0), (5, 2), (9, 7), (13, 4)])
 def test_binary_search_early_stop_same_decisions(m, err):
     alive = [i < err for i in range(m)]
-    full, r_full, _ = drive("binary-search", alive, False, k=8, early_stop=False)
-    early, r_early, _ = drive("binary-search", alive, False, k=8, wave_size=1)
+    # (without the relative drop, which lowers K after a live probe: test_relative_drop_*)
+    full, r_full, _ = drive("binary-search", alive, False, k=8, early_stop=False, relative_drop=None)
+    early, r_early, _ = drive("binary-search", alive, False, k=8, wave_size=1, relative_drop=None)
     assert early.labels == full.labels and early.first_error == full.first_error == err
     n_alive = sum(1 for st in full.stats if st.total and st.correct)
     n_dead = sum(1 for st in full.stats if st.total and not st.correct)
@@ -175,3 +180,43 @@ def test_sequential_trust_correct_and_correct_solutions():
     # without trust, a right final answer alone makes "no error" the most probable (prior 1/5 vs eps for others)
     oc, rollouts, _ = drive("sequential", [True] * 4, True, k=8)
     assert rollouts == 0 and oc.first_error == -1 and oc.extra["label_status"] == "decided"
+
+
+def _drive_rates(successes_at, n_steps, **kw):
+    """binary-search where prefix i's first success comes on draw successes_at[i] (None: never)."""
+    gen = make_strategy("binary-search", n_steps, False, StrategyParams(**kw))
+    seen = [0] * n_steps
+    probes_seen = []
+    try:
+        probes = next(gen)
+        while True:
+            res = []
+            for pr in probes:
+                probes_seen.append((pr.step, pr.n))
+                first = successes_at[pr.step]
+                draws = range(seen[pr.step] + 1, seen[pr.step] + pr.n + 1)
+                ok = sum(1 for d in draws if first is not None and d >= first and (d - first) % 4 == 0)
+                seen[pr.step] += pr.n
+                res.append(ProbeResult(pr.step, pr.n, ok, 0, pr.n))
+            probes = gen.send(res)
+    except StopIteration as stop:
+        return stop.value, probes_seen
+
+
+def test_relative_drop_turns_a_rare_recovery_into_an_error():
+    # 10 steps, answer wrong. Prefixes 0-5 succeed at once; prefix 6 (the first error) recovers on its 15th draw.
+    at = [1] * 6 + [15, None, None, None]
+    oc, _ = _drive_rates(at, 10, k=20, wave_size=1, relative_drop=None, bisect_fraction=0.6)
+    assert oc.first_error == 7  # any success is alive: the rare recovery hides the error
+    oc, probes = _drive_rates(at, 10, k=20, wave_size=1, relative_drop=0.25, bisect_fraction=0.6)
+    assert oc.first_error == 6
+    # against a live prefix that succeeded on its first draw, a probe stops after 7 failures (a success on the
+    # 8th would be under 0.25 x its rate anyway)
+    assert sum(n for s, n in probes if s == 6) == 7
+
+
+def test_relative_drop_keeps_a_slow_but_steady_prefix_alive():
+    # a hard problem: every correct prefix succeeds only on its 12th draw; the first error is at 6
+    at = [12] * 6 + [None] * 4
+    oc, _ = _drive_rates(at, 10, k=20, wave_size=1, relative_drop=0.25, bisect_fraction=0.6)
+    assert oc.first_error == 6
