@@ -183,11 +183,11 @@ class StrategyConfig:
                                     "OmegaPRM's original).", identity=True)
     bisect_fraction: float = option(0.6, "binary-search: where the next probe goes between the last live and the "
                                          "first dead prefix (0.5 = the midpoint; larger = later prefixes first).",
-                                    identity="non-default", legacy=0.5)
+                                    identity="non-default", legacy=0.5, strategies=("binary-search",))
     relative_drop: float = option(0.25, "binary-search: a prefix whose success rate is under this fraction "
                                                "of the last live prefix's is dead (a wrong step the model recovers "
                                                "from now and then); 0 = any success is alive.",
-                                         identity="non-default", legacy=0.0)
+                                         identity="non-default", legacy=0.0, strategies=("binary-search",))
     reuse_rollouts: bool = option(True, "Count a continuation that writes the solution's next steps verbatim as a "
                                         "draw of those later prefixes too (no extra tokens; README: Labels).",
                                   identity="non-default", legacy=False)
@@ -461,6 +461,8 @@ class LabelConfig:
         written): hashed only when set to other than its default, so every earlier corpus keeps its identity."""
         md = _fields()[name][1].metadata
         mode = md.get("identity")
+        if md.get("strategies") and self.strategy not in md["strategies"]:  # an option another strategy ignores
+            return False
         if mode == "non-default":
             return getattr(self, name) != md.get("legacy", option_default(name))
         return mode is True

@@ -18,7 +18,10 @@ import re
 from pipeline.labeling.types import Solution
 
 ONE_STEP_SHARE = 0.5  # warn when more than this share of solutions has a single step
-NO_SUCCESS_RATE = 0.02  # warn when fewer than this share of graded continuations reach the gold answer
+# warn when fewer than this share of the sampled step prefixes has a continuation that reaches the gold answer (a
+# share of prefixes, not of continuations: binary-search spends K failures on every dead prefix by design, and
+# rollout reuse adds many draws, so the continuations' success rate is low on a task the model does solve)
+NO_SUCCESS_PREFIXES = 0.05
 _ANSWER_LINE = re.compile(r"^\s*####\s*\S")
 _CALC = re.compile(r"<<[^<>\n]*>>")
 
@@ -72,27 +75,27 @@ class InputNotes:
 
 def rollout_warnings(store, shard_paths: list[str], max_shards: int = 50) -> tuple[list[dict], dict]:
     """The ``no-success`` warning, from the new shards' counts (at most ``max_shards`` read)."""
-    correct = total = ungradable = 0
+    correct = graded = prefixes = alive = 0
     for rel in shard_paths[:max_shards]:
         t = store.read_table(rel, columns=["mc_correct", "mc_total", "mc_ungradable"])
-        for col, acc in (("mc_correct", 0), ("mc_total", 1), ("mc_ungradable", 2)):
-            s = sum(sum(v or ()) for v in t.column(col).to_pylist())
-            if acc == 0:
-                correct += s
-            elif acc == 1:
-                total += s
-            else:
-                ungradable += s
-    graded = total - ungradable
+        cols = [t.column(c).to_pylist() for c in ("mc_correct", "mc_total", "mc_ungradable")]
+        for cs, ts, us in zip(*cols):
+            for c, tot, u in zip(cs or (), ts or (), us or ()):
+                if tot - u > 0:
+                    prefixes += 1
+                    alive += c > 0
+                    correct += c
+                    graded += tot - u
     stats = {"continuations_graded": graded, "continuations_correct": correct,
-             "success_rate": round(correct / graded, 4) if graded else None}
-    if graded >= 20 and correct / graded < NO_SUCCESS_RATE:
+             "success_rate": round(correct / graded, 4) if graded else None,
+             "prefixes_sampled": prefixes, "prefixes_with_success": alive}
+    if prefixes >= 5 and graded >= 20 and alive / prefixes < NO_SUCCESS_PREFIXES:
         return [{
             "code": "no-success",
-            "message": f"almost no rollout reached the gold answer: {correct} of {graded} graded continuations "
-                       f"({correct / graded:.1%}) from any prefix. The model cannot solve these problems, so its "
-                       "labels are meaningless: use a stronger --model, or check the gold answers and the prompt "
-                       "format.",
+            "message": f"almost no rollout reached the gold answer: {alive} of {prefixes} sampled step prefixes "
+                       f"had a continuation that did ({correct} of {graded} graded continuations). The model "
+                       "cannot solve these problems, so its labels are meaningless: use a stronger --model, or "
+                       "check the gold answers and the prompt format.",
         }], stats
     return [], stats
 

@@ -129,6 +129,10 @@ def test_identity_value_is_pinned(monkeypatch):
     assert (ident["k"], ident["bisect_fraction"], ident["reuse_rollouts"], ident["relative_drop"]) == (20, 0.6, True,
                                                                                                       0.25)
     assert "reuse_rollouts" not in old.identity_dict() and "bisect_fraction" not in old.identity_dict()
+    # binary-search's own options are no part of another strategy's identity: an old per-step corpus is refreshed
+    # with --strategy per-step --k 8 --no-reuse-rollouts
+    assert (LabelConfig(model="m", strategy="per-step", k=8, reuse_rollouts=False).identity()
+            == LabelConfig(model="m", strategy="per-step", k=8, **LEGACY).identity())
 
 
 def test_tree_sections_and_flat_names():
