@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pipeline.config import ConfigError, LabelConfig
-from pipeline.execution.sizing import planned_workers
+from pipeline.execution.sizing import planned_workers, solution_cost
 from pipeline.labeling.types import Solution
 from pipeline.storage.lock import OutputLock
 from pipeline.storage.manifest import ExecutionFacts, InputCounts, build_manifest
@@ -38,6 +38,22 @@ log = logging.getLogger("mcprm")
 # What each schema version changed (for the message that refuses to mix versions in one corpus).
 _SCHEMA_CHANGES = {2: "it adds mc_no_answer and counts a continuation with no final answer as incorrect",
                    3: "it adds mc_low, mc_high, first_error_confidence and label_status"}
+
+
+class _Counted:
+    """An iterator of the run's shards that knows how many it has still to hand out (``left``): the Ray executor
+    gives each actor one shard at a time once no more are left than actors (RayExecutor.run)."""
+
+    def __init__(self, it, n: int):
+        self.it, self.left = it, n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        x = next(self.it)
+        self.left -= 1
+        return x
 
 
 @dataclass
@@ -353,7 +369,9 @@ def _read_input(run: _Run, known):
     stats = IngestStats()
     rejects_rel = f"rejects/v{run.version:05d}.jsonl"
     rejects = RejectsWriter(store.uri(rejects_rel)) if cfg.skip_bad else None
-    stager = Stager(store, run.vdir, cfg.shard_size, planned_workers(cfg))
+    workers = planned_workers(cfg)
+    stager = Stager(store, run.vdir, cfg.shard_size, workers,
+                    cost=solution_cost(cfg.strategy) if workers > 1 else None)
     try:
         for key, sol in iter_keyed_solutions(input_spec(cfg), cfg.skip_bad, rejects, stats, limit=cfg.limit,
                                              known=known, on_solution=run.input_notes.observe):
@@ -458,7 +476,7 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
 
             executor.on_solution = progress.solution  # live counts from the workers, where supported
             progress.start()
-            shards = _iter_shards(run, set(done_shards))
+            shards = _Counted(_iter_shards(run, set(done_shards)), len(plan["shards"]) - len(done_shards))
             if getattr(executor, "cfg", cfg) is cfg:
                 executor.run(run.version, shards, on_done)
             else:  # a kept executor: its workers label with this run's settings

@@ -312,19 +312,29 @@ class RayExecutor:
         exhausted = False
         t_run = time.perf_counter()
 
-        def submit(shard: int, sols) -> None:
-            live = [i for i in range(len(actors)) if up[i]]
-            a = min(live, key=lambda i: load[i])
+        def submit(shard: int, sols, free: list[int]) -> None:
+            a = min(free, key=lambda i: load[i])
             args = (version, shard, sols) + ((cfg_ref,) if cfg_ref is not None else ())
             ref = actors[a].process.remote(*args)
             pending[ref] = (a, shard, sols, time.time())
             load[a] += 1
 
+        def per_actor() -> int:
+            """Shards an actor holds at once: two (it never idles between shards), but one each once no more
+            shards are left than actors up, so the last ones go to idle actors instead of queueing behind a
+            busy one's shard (``shards.left``: what the run still has to hand out, when it knows)."""
+            left = getattr(shards, "left", None)
+            return 1 if left is not None and left + len(retry_queue) <= sum(up) else 2
+
         def fill() -> None:
             nonlocal exhausted
-            while any(up) and sum(load[i] for i in range(len(up)) if up[i]) < 2 * sum(up):
+            while True:
+                cap = per_actor()
+                free = [i for i in range(len(actors)) if up[i] and load[i] < cap]
+                if not free:
+                    return
                 if retry_queue:
-                    submit(*retry_queue.pop(0))
+                    submit(*retry_queue.pop(0), free)
                     continue
                 if exhausted:
                     return
@@ -333,7 +343,7 @@ class RayExecutor:
                 except StopIteration:
                     exhausted = True
                     return
-                submit(shard, sols)
+                submit(shard, sols, free)
 
         def mark_down(a: int) -> None:
             if up[a]:

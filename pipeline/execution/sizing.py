@@ -42,6 +42,53 @@ def shard_sizes(n: int, shard_size: int, workers: int = 1) -> list[int]:
     return sizes
 
 
+def solution_cost(strategy: str):
+    """A solution's expected labeling work in relative units, from its number of steps (what a shard cut by
+    :func:`weighted_cuts` balances): per-step and the scans sample every prefix but the last (``steps - 1``);
+    binary-search about ``1 + log2(steps)`` probes."""
+    import math
+
+    if strategy == "binary-search":
+        return lambda steps: 1.0 + math.log2(max(1, steps))
+    return lambda steps: float(max(1, steps - 1))
+
+
+def weighted_cuts(costs: list[float], sizes: list[int]) -> list[int]:
+    """Re-cut ``len(sizes)`` consecutive shards over solutions of ``costs`` so that each holds about the work the
+    count layout ``sizes`` gives it on average: shard i ends where the running cost is nearest to
+    ``(sizes[0] + ... + sizes[i]) x mean cost`` (cumulative targets: no drift, the last shard ends at the last
+    solution; each shard keeps at least one solution). Equal costs give ``sizes`` back.
+
+    Measured on 4 H200s (BENCHMARKS.md, issue 18, second session): equal-count shards of 6 solutions with 3-10
+    steps each carried 130-430 continuations, and one actor ran its last pair while the others idled."""
+    import bisect
+
+    n, m = len(costs), len(sizes)
+    if m == 0 or n != sum(sizes):
+        raise ValueError(f"weighted_cuts: {n} costs for shards of {sum(sizes)} solutions")
+    if any(c <= 0 for c in costs):
+        raise ValueError("weighted_cuts: costs must be > 0")
+    mean = sum(costs) / n
+    running = [0.0]  # running[e] = cost of the first e solutions (increasing)
+    for c in costs:
+        running.append(running[-1] + c)
+    out: list[int] = []
+    start = rows = 0
+    for i, size in enumerate(sizes):
+        rows += size
+        left = m - i - 1  # shards after this one, one solution each at least
+        if left == 0:
+            end = n
+        else:
+            target = rows * mean
+            j = bisect.bisect_left(running, target)
+            cands = [e for e in (j - 1, j) if start + 1 <= e <= n - left] or [min(max(j, start + 1), n - left)]
+            end = min(cands, key=lambda e: (abs(running[e] - target), abs(e - rows)))
+        out.append(end - start)
+        start = end
+    return out
+
+
 def planned_workers(cfg) -> int:
     """The number of workers the run will most likely have, known before the executor starts (no Ray call):
     ``--num-workers`` if given; 1 for the local executor; else one per GPU of this machine for a GPU backend,

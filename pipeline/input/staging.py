@@ -72,8 +72,11 @@ class Stager:
     """Receives the run's new solutions in input order (:meth:`add`) and writes them as staged shards of the
     sizes ``shard_sizes`` gives (:meth:`finish` returns the plan's shard entries)."""
 
-    def __init__(self, store: CorpusStore, vdir: str, shard_size: int, workers: int):
+    def __init__(self, store: CorpusStore, vdir: str, shard_size: int, workers: int, cost=None):
         self.store, self.dir = store, posixpath.join(vdir, STAGED)
+        # cost(n_steps) -> expected work of a solution (sizing.solution_cost): the last, smaller shards are cut
+        # to equal work rather than equal counts (sizing.weighted_cuts); None = by count
+        self.cost = cost
         self.shard_size, self.workers = shard_size, max(1, int(workers))
         self.lookahead = 4 * self.workers * shard_size  # sizes are shard_size while more than this is left
         self.pending: list[tuple[str, Solution]] = []  # solutions not cut into a shard yet
@@ -119,7 +122,12 @@ class Stager:
         if sizes[: len(head)] != head:
             raise RuntimeError(f"shard_sizes({self.n}, {self.shard_size}, {self.workers}) does not keep full "
                                f"shards while more than {self.lookahead} solutions are left, as staging needs")
-        for size in sizes[len(head) :]:
+        tail = sizes[len(head) :]
+        if self.cost is not None and len(tail) > 1:
+            from pipeline.execution.sizing import weighted_cuts
+
+            tail = weighted_cuts([self.cost(len(s.steps)) for _, s in self.pending], tail)
+        for size in tail:
             self._cut(size)
         self._write()
         return self.shards, self._all.hexdigest()[:32]

@@ -47,6 +47,7 @@ def test_kept_workers_label_later_runs_with_their_own_settings(small_input, tmp_
     fleet = RayExecutor(cfg1.resolved())  # workers built from the run's settings, bundled model filled in
     try:
         r1 = label(cfg1, executor=fleet.borrow())
+        tl1 = list(fleet.timeline)
         pids1 = sorted(fleet.actor_pids())
         r2 = label(cfg2, executor=fleet.borrow(1))  # one of the two workers
         pids2 = sorted(fleet.actor_pids())
@@ -59,6 +60,12 @@ def test_kept_workers_label_later_runs_with_their_own_settings(small_input, tmp_
     assert rows_by_key(read_corpus(str(tmp_path / "a"))) == rows_by_key(read_corpus(ref1.output))
     assert rows_by_key(read_corpus(str(tmp_path / "b"))) == rows_by_key(read_corpus(ref2.output))
     assert {t["actor"] for t in fleet.timeline} == {0, 1}
+    # 5 one-solution shards on 2 workers: two each at first, but the last shard (no more left than workers) went
+    # to a worker with nothing else in flight, not into a busy worker's queue
+    assert len(tl1) == 5
+    last = max(tl1, key=lambda t: t["submitted"])
+    assert not [t for t in tl1 if t is not last and t["actor"] == last["actor"]
+                and t["submitted"] <= last["submitted"] < t["done"]], tl1
     assert all(t["started"] <= t["ended"] for t in fleet.timeline)
 
 
@@ -94,3 +101,32 @@ def test_shard_sizes_cover_the_input_and_shrink_at_the_end(n, size, workers):
         assert min(sizes) >= max(1, size // 4)
     elif n >= 4 * workers:  # a small job: ~four shards per worker, so the first wave (two each) is balanced
         assert len(sizes) >= 4 * workers and len(set(sizes[: 2 * workers])) == 1, sizes
+
+
+def test_weighted_cuts_balance_work_and_keep_the_count_layout():
+    import random
+
+    from pipeline.execution.sizing import solution_cost, weighted_cuts
+
+    sizes = shard_sizes(96, 64, 4)
+    assert weighted_cuts([3.0] * 96, sizes) == sizes  # equal work: the count layout
+    rnd = random.Random(1)
+    cost = solution_cost("per-step")
+    costs = [cost(rnd.randint(3, 10)) for _ in range(96)]
+    cut = weighted_cuts(costs, sizes)
+    assert sum(cut) == 96 and len(cut) == len(sizes) and min(cut) >= 1
+
+    def work(layout):
+        out, start = [], 0
+        for n in layout:
+            out.append(sum(costs[start : start + n]))
+            start += n
+        return out
+
+    spread = lambda w: max(w) - min(w)  # noqa: E731
+    assert spread(work(cut)) < spread(work(sizes))
+    # a tail of very unequal solutions still gives every shard one at least, and ends at the last one
+    assert weighted_cuts([100.0, 1.0, 1.0, 1.0], [1, 1, 1, 1]) == [1, 1, 1, 1]
+    assert weighted_cuts([1.0] * 9 + [50.0], [4, 3, 3]) == [8, 1, 1]  # the big one alone, at the end
+    with pytest.raises(ValueError):
+        weighted_cuts([1.0, 2.0], [3])

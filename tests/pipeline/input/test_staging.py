@@ -72,3 +72,28 @@ def test_a_missing_staged_file_is_named():
     st.discard()
     with pytest.raises(ShardError, match="rerun the same command"):
         read_staged(store, "data/v00001", sh)
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_staged_tail_is_cut_by_work(workers):
+    """With a cost per solution, the last (smaller) shards hold about equal work: same number of shards, same
+    full shards before them, every solution once, in input order."""
+    from pipeline.execution.sizing import solution_cost
+
+    cost = solution_cost("per-step")
+    sols = [Solution(id=f"w{i}", problem=f"p{i}", answer="1", steps=tuple(f"s{j}" for j in range(3 + (i * 7) % 8)))
+            for i in range(97)]
+    for shard_size in (3, 8):
+        store = CorpusStore(f"memory://stage-{uuid.uuid4().hex}")
+        st = Stager(store, "data/v00001", shard_size, workers, cost=cost)
+        for s in sols:
+            st.add(s.key, s)
+        head = len(st.shards)  # full shards cut while more than the lookahead was waiting
+        shards, _ = st.finish()
+        by_count = shard_sizes(97, shard_size, workers)
+        rows = [sh["rows"] for sh in shards]
+        assert len(rows) == len(by_count) and sum(rows) == 97 and min(rows) >= 1
+        assert rows[:head] == by_count[:head]
+        if head < len(rows) - 1:
+            assert rows != by_count  # unequal solutions: the tail moved
+        assert [s for sh in shards for s in read_staged(store, "data/v00001", sh)] == sols
