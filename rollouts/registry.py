@@ -63,9 +63,15 @@ class VLLMOptions:
     compile_cache: str | None = option(None, "vllm: folder for vLLM's caches (torch.compile artifacts, model "
                                              "info), shared by a run's workers and by later runs; a local path "
                                              "on each node.", shown="~/.cache/vllm (VLLM_CACHE_ROOT)")
+    vllm_inproc: bool = option(False, "vllm (loop/offline engines): vLLM's engine core in the worker's own process "
+                                      "(VLLM_ENABLE_V1_MULTIPROCESSING=0): a warm engine start took 0.36x of a "
+                                      "cold one instead of 0.56x; throughput not measured (BENCHMARKS.md).")
 
     def problems(self, active: bool) -> list[str]:
         out = []
+        if self.vllm_inproc and self.vllm_engine == "async":
+            out.append("--vllm-inproc needs --vllm-engine loop or offline (vLLM's AsyncLLM runs its engine core "
+                       "in a process of its own)")
         if self.vllm_engine not in VLLM_ENGINES:
             out.append(f"--vllm-engine must be one of {', '.join(VLLM_ENGINES)}, got {self.vllm_engine!r}")
         if self.tensor_parallel_size < 1:
@@ -158,6 +164,8 @@ def _vllm_env(o: VLLMOptions) -> dict[str, str]:
         import os
 
         env["VLLM_CACHE_ROOT"] = os.path.abspath(os.path.expanduser(o.compile_cache))
+    if o.vllm_inproc:
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     return env
 
 

@@ -198,3 +198,16 @@ def test_config_imports_no_concrete_backend():
             "print([m for m in ('rollouts.hf', 'rollouts.vllm_backend', 'rollouts.openai_backend') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_vllm_engine_environment():
+    from pipeline.config import ConfigError
+    from rollouts.registry import VLLMOptions, _vllm_env
+
+    assert _vllm_env(VLLMOptions()) == {}
+    env = _vllm_env(VLLMOptions(deterministic=True, vllm_inproc=True, compile_cache="~/cc"))
+    assert env["VLLM_BATCH_INVARIANT"] == "1" and env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert env["VLLM_CACHE_ROOT"].endswith("/cc") and "~" not in env["VLLM_CACHE_ROOT"]
+    with pytest.raises(ConfigError, match="--vllm-inproc needs --vllm-engine loop or offline"):
+        LabelConfig(output="x", backend="vllm", vllm_engine="async", vllm_inproc=True).validate()
+    LabelConfig(output="x", backend="vllm", vllm_inproc=True).validate()
