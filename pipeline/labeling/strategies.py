@@ -168,8 +168,14 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
     The probe is :func:`_probe_point`, ``bisect_fraction`` of the way from ``lo`` to ``hi`` (default 0.5: the
     midpoint). Above 0.5 later prefixes go first: a live late prefix settles every step before it at once and is
     the cheap, reliable probe, while an early prefix of a long solution can be alive and still fail K times.
-    Measured on the bundled task (BENCHMARKS.md, issue 16, 1,440 solutions): 0.6 gives +0.035 first-error F1 at
-    the same K for ~15% more tokens, +0.01-0.02 at equal tokens (within noise), so the default stays 0.5.
+    Measured on the bundled task (BENCHMARKS.md, issue 16, 1,440 solutions): 0.6 gives +0.037 first-error F1 at
+    K=8 (paired 95% interval +0.016 to +0.057); it is the default (LabelConfig.bisect_fraction).
+
+    With ``relative_drop`` (rho) a probe is compared with the last live prefix ``lo`` rather than with zero: a
+    success rate (Jeffreys-smoothed) under rho x ``lo``'s makes it dead (:func:`_dropped`: a wrong step the model
+    recovers from now and then), and the probe stops at the last draw whose success could still count
+    (:func:`_relative_cap`). The stored labels then follow this rule, not the ``hard`` rule recomputed from the
+    counts. Successes credited by rollout reuse move ``lo`` forward without a probe (see below).
     """
     stats = [StepStats() for _ in range(n_steps)]
     last = n_steps - 1
