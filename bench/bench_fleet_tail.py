@@ -30,26 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-
-def timeline_facts(tl: list[dict], n_actors: int) -> dict:
-    t0 = min(t["submitted"] for t in tl)
-    t1 = max(t["ended"] for t in tl)
-    busy, last_end = [], []
-    for a in range(n_actors):
-        iv = sorted((t["started"], t["ended"]) for t in tl if t["actor"] == a)
-        tot, cur_s, cur_e = 0.0, None, None
-        for s, e in iv:
-            if cur_e is None or s > cur_e:
-                if cur_e is not None:
-                    tot += cur_e - cur_s
-                cur_s, cur_e = s, e
-            else:
-                cur_e = max(cur_e, e)
-        if cur_e is not None:
-            tot += cur_e - cur_s
-        busy.append(round(tot / (t1 - t0), 3) if t1 > t0 else 1.0)
-        last_end.append(max((e for _, e in iv), default=t0))
-    return {"busy": busy, "tail_s": round(t1 - min(last_end), 2), "span_s": round(t1 - t0, 2)}
+from gpu_fleet import timeline_facts  # noqa: E402  (busy share per actor, end-of-run tail)
 
 
 def main() -> None:
@@ -107,7 +88,8 @@ def main() -> None:
                 facts = timeline_facts(tl, a.workers)
                 sizes = [t["solutions"] for t in sorted(tl, key=lambda t: t["submitted"])]
                 rec = {"variant": name, "rep": rep, "labeling_s": res.manifest["throughput"].get("labeling_seconds"),
-                       "wall_s": round(wall, 2), "shards": sizes, **facts}
+                       "wall_s": round(wall, 2), "shards": sizes, "busy": facts["busy_share"],
+                       "tail_s": facts["tail_s"], "span_s": facts["span_s"]}
                 out[name].append(rec)
                 print(json.dumps(rec), flush=True)
                 got = {r["key"]: (r["labels"], r["mc_correct"], r["mc_total"]) for r in read_corpus(res.output).to_pylist()}
