@@ -78,7 +78,7 @@ def replay(sd: Seed, strategy: str, k: int, backend=None, sols=None, strategy_ov
     sp = dataclasses.replace(strategy_params(cfg), **(strategy_overrides or {}))
     sched = Scheduler(backend or ReplayBackend(sd.cache), grader or memo_grader(cfg), prompt, sampling_config(cfg, prompt),
                       cfg.strategy, sp, seed=cfg.seed, max_batch_requests=cfg.max_batch_requests,
-                      reuse=getattr(cfg, "reuse_rollouts", False) if reuse is None else reuse)
+                      reuse=cfg.reuse_rollouts if reuse is None else reuse)
     return sched.label(sd.sols if sols is None else sols)
 
 

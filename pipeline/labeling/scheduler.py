@@ -50,7 +50,27 @@ class _Live:
     stats_seen: list[StepStats]
     rollouts: int = 0
     tokens: int = 0
-    prefixes: list[str] | None = None  # prompt text of every prefix (rollout reuse), built on first use
+    # rollout reuse: the text each step adds to the prompt (step_deltas), built on first use
+    deltas: list[str | None] | None = None
+
+
+def step_deltas(prefixes: Sequence[str]) -> list[str | None]:
+    """``deltas[j]``: the text prefix j adds to prefix j-1 (its step and separator); None where prefix j does
+    not extend prefix j-1 (a format whose prefixes do not nest: no reuse across it)."""
+    return [None] + [b[len(a):] if b.startswith(a) else None for a, b in zip(prefixes, prefixes[1:])]
+
+
+def remainders(deltas: Sequence[str | None], step: int, text: str, limit: int) -> list[tuple[int, str]]:
+    """:func:`reused_remainders` from the solution's :func:`step_deltas` (computed once per solution)."""
+    out = []
+    pos = 0
+    for j in range(step + 1, limit):
+        d = deltas[j]
+        if d is None or not text.startswith(d, pos):
+            break
+        pos += len(d)
+        out.append((j, text[pos:]))
+    return out
 
 
 def reused_remainders(prefixes: Sequence[str], step: int, text: str, limit: int) -> list[tuple[int, str]]:
@@ -63,17 +83,7 @@ def reused_remainders(prefixes: Sequence[str], step: int, text: str, limit: int)
     remainder is graded on its own (it is what a draw of prefix j would have written), so the credit is exact,
     not an approximation; no token is generated for it.
     """
-    out = []
-    base = prefixes[step]
-    for j in range(step + 1, limit):
-        nxt = prefixes[j]
-        if not nxt.startswith(base):  # a format whose prefixes do not nest: no reuse
-            break
-        rel = nxt[len(base):]
-        if not text.startswith(rel):
-            break
-        out.append((j, text[len(rel):]))
-    return out
+    return remainders(step_deltas(prefixes), step, text, limit)
 
 
 class Scheduler:
@@ -186,12 +196,12 @@ class Scheduler:
             return []
         sol = st.sol
         limit = len(sol.steps) - 1  # the last step is labeled by the solution's own answer, never sampled
-        if st.prefixes is None:
-            st.prefixes = [self.prompt.prefix(sol.problem, sol.steps[: i + 1]) for i in range(limit)]
+        if st.deltas is None:
+            st.deltas = step_deltas([self.prompt.prefix(sol.problem, sol.steps[: i + 1]) for i in range(limit)])
         out = []
         for k, (p, comps) in enumerate(zip(st.probes, comps_per_probe)):
             for c in comps:
-                out.extend((k, j, rem) for j, rem in reused_remainders(st.prefixes, p.step, c.text, limit))
+                out.extend((k, j, rem) for j, rem in remainders(st.deltas, p.step, c.text, limit))
         return out
 
     def _account(self, st: _Live, comps_per_probe: list, verdicts: list,
