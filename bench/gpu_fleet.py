@@ -240,7 +240,8 @@ def start_fleet(base: dict, n: int, out: Path, label: str, a) -> object:
     got = fleet.wait_ready()  # every actor (a run itself would start with the first): the whole start
     t_all = time.time()
     stats = fleet.backend_stats()
-    rec = {"part": "start", "what": label, "size": a.size, "workers": n, "tp": a.tp,
+    rec = {"part": "start", "what": label, "variant": getattr(a, "variant", "default"), "size": a.size,
+           "workers": n, "tp": a.tp,
            "first_ready_s": round(min(r for _, _, r in got) - t, 2), "all_ready_s": round(t_all - t, 2),
            "actor_sched_s": [round(i - t, 2) for _, i, _ in got],
            "actor_build_s": [round(r - i, 2) for _, i, r in got],
@@ -268,7 +269,8 @@ def do_runs(fleet, base: dict, runs, out: Path, a, tag: str, deadline: float) ->
                 res = label(cfg, executor=ex)
                 wall = time.time() - t
             th, counts = res.manifest["throughput"], res.manifest["counts"]
-            emit(out, {"part": "run", "set": tag, "size": a.size, "tp": a.tp, "golds": golds, "solutions": n,
+            emit(out, {"part": "run", "set": tag, "variant": getattr(a, "variant", "default"), "size": a.size,
+                       "tp": a.tp, "golds": golds, "solutions": n,
                        "gpus": gpus * a.tp, "workers": gpus, "rep": rep, "shards": res.shards_run,
                        "rollouts": counts["rollouts"], "tokens": counts["rollout_tokens"], "wall_s": round(wall, 2),
                        "labeling_s": th.get("labeling_seconds"), "tok_per_s": th["generated_tokens_per_s"],
@@ -292,19 +294,42 @@ def table(out: Path) -> None:
     runs = [r for r in rows if r["part"] == "run"]
     groups: dict[tuple, list] = {}
     for r in runs:
-        groups.setdefault((r["set"], r["golds"], r["solutions"], r["gpus"], r.get("deterministic")), []).append(r)
-    one = {(k[1], k[2], k[4]): statistics.median(x["tok_per_s"] for x in v) for k, v in groups.items() if k[3] == 1}
-    print(f"\n{'set':6} {'golds':5} {'sols':>5} {'GPUs':>4} {'reps':>4} {'labeling s':>10} {'tok/s':>8} "
-          f"{'eff':>5} {'GPU util':>8} {'grade':>6} {'tail s':>6} {'busy':>18}")
+        var = r.get("variant") or ("det" if r.get("deterministic") else "default")
+        groups.setdefault((r["size"], var, r["golds"], r["solutions"], r["gpus"]), []).append(r)
+    med = {k: statistics.median(x["tok_per_s"] for x in v) for k, v in groups.items()}
+    print(f"\n{'size':5} {'variant':8} {'golds':5} {'sols':>5} {'GPUs':>4} {'reps':>4} {'labeling s':>10} "
+          f"{'tok/s':>8} {'eff':>5} {'vs dflt':>7} {'GPU util':>8} {'grade':>6} {'tail s':>6} {'busy':>18}")
     for k, v in groups.items():
-        tps = statistics.median(x["tok_per_s"] for x in v)
+        size, var, golds, n, gpus = k
+        tps = med[k]
         lab = statistics.median(x["labeling_s"] for x in v)
-        base = one.get((k[1], k[2], k[4]))
-        eff = tps / (base * k[3]) if base else float("nan")
+        base = med.get((size, "default", golds, n, 1))  # efficiency: vs the default 1-GPU rate of the same job
+        eff = tps / (base * gpus) if base else float("nan")
+        dflt = med.get((size, "default", golds, n, gpus))
+        vs = tps / dflt if dflt and var != "default" else float("nan")
         m = sorted(v, key=lambda x: x["tok_per_s"])[len(v) // 2]
-        print(f"{k[0]:6} {k[1]:5} {k[2]:5d} {k[3]:4d} {len(v):4d} {lab:10.1f} {tps:8.0f} {eff:5.2f} "
-              f"{m.get('gpu_util') or 0:7.0f}% {m.get('grade_share') or 0:6.3f} {m.get('tail_s') or 0:6.1f} "
-              f"{str(m.get('busy_share')):>18}")
+        print(f"{size:5} {var:8} {golds:5} {n:5d} {gpus:4d} {len(v):4d} {lab:10.1f} {tps:8.0f} {eff:5.2f} "
+              f"{vs:7.2f} {m.get('gpu_util') or 0:7.0f}% {m.get('grade_share') or 0:6.3f} "
+              f"{m.get('tail_s') or 0:6.1f} {str(m.get('busy_share')):>18}")
+
+
+FLEET_VARIANTS = {"default": {}, "inproc": {"vllm_inproc": True}, "det": {"deterministic": True},
+                  "tp2": {"tensor_parallel_size": 2}}
+
+
+def parse_fleets(specs: list[str]) -> list[tuple[str, dict, str]]:
+    """'inproc+tp2:96@2x3,96@1' -> [(variant name, config overrides, runs spec)] (one fleet each, in order)."""
+    out = []
+    for spec in specs:
+        name, _, runs = spec.partition(":")
+        over: dict = {}
+        for v in name.split("+"):
+            if v not in FLEET_VARIANTS:
+                raise SystemExit(f"bad fleet variant {v!r} (one of {', '.join(FLEET_VARIANTS)})")
+            over.update(FLEET_VARIANTS[v])
+        parse_runs(runs)  # fail before any GPU time is spent
+        out.append((name, over, runs))
+    return out
 
 
 BARE_VARIANTS = {"cold": {}, "warm": {}, "inproc": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}}
@@ -348,6 +373,9 @@ def main() -> None:
     ap.add_argument("--bare", action="store_true", help="a warm bare engine after the first fleet")
     ap.add_argument("--bare-first", default="", help="bare engine starts before the fleet, e.g. 'cold,warm,inproc'")
     ap.add_argument("--deterministic", action="store_true")
+    ap.add_argument("--fleet", action="append", default=[],
+                    help="VARIANT:RUNS, repeatable: fleets one after another in this process (replaces --runs and "
+                         "--warm-runs); VARIANT = default or '+'-joined inproc, det, tp2")
     ap.add_argument("--deadline-s", type=float, default=540)
     ap.add_argument("--table", action="store_true", help="print the table of OUT/fleet.jsonl and exit")
     a = ap.parse_args()
@@ -365,23 +393,29 @@ def main() -> None:
     for i, v in enumerate(filter(None, a.bare_first.split(","))):
         bare_start(a, mdir, tdir, out, v, i)
         time.sleep(2)
-    first = "fleet-1 (cold)" if not a.bare_first else "fleet-1 (warm, after bare)"
-    fleet = start_fleet(base, a.workers, out, first if not a.deterministic else "fleet det", a)
-    try:
-        do_runs(fleet, base, parse_runs(a.runs), out, a, "first",
-                deadline - (60 if a.warm_runs else 0) - (40 if a.bare else 0))
-    finally:
-        fleet.close()
-    if a.bare and time.time() < deadline - 40:  # before the second fleet: the baseline is never cut
-        time.sleep(3)  # GPU memory given back
-        bare_start(a, mdir, tdir, out)
-    if a.warm_runs and time.time() < deadline - 60:
-        time.sleep(3)
-        fleet = start_fleet(base, a.workers, out, "fleet-2 (warm)", a)
+    fleets = parse_fleets(a.fleet) if a.fleet else (
+        [("det" if a.deterministic else "default", {"deterministic": a.deterministic}, a.runs)]
+        + ([("default", {"deterministic": a.deterministic}, a.warm_runs)] if a.warm_runs else []))
+    for i, (name, over, runs) in enumerate(fleets):
+        if i and time.time() > deadline - 90:
+            print(f"skip fleet {name}: deadline", flush=True)
+            break
+        if i:
+            time.sleep(3)  # GPU memory given back
+        heat = "cold" if i == 0 and not a.bare_first else "warm"
+        fbase = dict(base, **over)
+        tp = fbase["tensor_parallel_size"]
+        va = argparse.Namespace(**dict(vars(a), tp=tp, deterministic=fbase["deterministic"], variant=name))
+        fleet = start_fleet(fbase, max(1, a.workers * a.tp // tp), out, f"fleet-{i + 1} {name} ({heat})", va)
+        later = sum(1 for _ in fleets[i + 1:])
         try:
-            do_runs(fleet, base, parse_runs(a.warm_runs), out, a, "warm", deadline)
+            do_runs(fleet, fbase, parse_runs(runs), out, va, f"fleet-{i + 1}",
+                    deadline - 90 * later - (40 if a.bare and i == 0 else 0))
         finally:
             fleet.close()
+        if a.bare and i == 0 and time.time() < deadline - 40:  # a warm bare engine, the start baseline
+            time.sleep(3)
+            bare_start(a, mdir, tdir, out)
     print(f"done in {time.time() - t_start:.0f} s", flush=True)
 
 

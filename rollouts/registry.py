@@ -58,14 +58,16 @@ class VLLMOptions:
                               identity=True, cli=False)
     vllm_engine: str = option(DEFAULT_VLLM_ENGINE, "vllm: loop (streaming), async (vLLM's AsyncLLM) or offline "
                                                    "(one generate call per round).", choices=VLLM_ENGINES)
-    deterministic: bool = option(False, "vllm: batch-invariant kernels (VLLM_BATCH_INVARIANT=1): the same request "
-                                        "gives the same text whatever else is in the batch; slower (BENCHMARKS.md).")
+    deterministic: bool = option(False, "vllm: batch-invariant kernels (VLLM_BATCH_INVARIANT=1), prefix cache off: "
+                                        "the same request gives the same text whatever else is in the batch; "
+                                        "0.39x the tokens/s at 7B on an H200 (BENCHMARKS.md).")
     compile_cache: str | None = option(None, "vllm: folder for vLLM's caches (torch.compile artifacts, model "
                                              "info), shared by a run's workers and by later runs; a local path "
                                              "on each node.", shown="~/.cache/vllm (VLLM_CACHE_ROOT)")
     vllm_inproc: bool = option(False, "vllm (loop/offline engines): vLLM's engine core in the worker's own process "
-                                      "(VLLM_ENABLE_V1_MULTIPROCESSING=0): a warm engine start took 0.36x of a "
-                                      "cold one instead of 0.56x; throughput not measured (BENCHMARKS.md).")
+                                      "(VLLM_ENABLE_V1_MULTIPROCESSING=0): a second fleet start took 0.29-0.32x "
+                                      "of a cold one (0.5B, H200), at the same tokens/s; 7B throughput not "
+                                      "measured (BENCHMARKS.md).")
 
     def problems(self, active: bool) -> list[str]:
         out = []
