@@ -407,7 +407,7 @@ def main() -> None:
         tp = fbase["tensor_parallel_size"]
         va = argparse.Namespace(**dict(vars(a), tp=tp, deterministic=fbase["deterministic"], variant=name))
         fleet = start_fleet(fbase, max(1, a.workers * a.tp // tp), out, f"fleet-{i + 1} {name} ({heat})", va)
-        later = sum(1 for _ in fleets[i + 1:])
+        later = len(fleets) - i - 1  # fleets still to start after this one
         try:
             do_runs(fleet, fbase, parse_runs(runs), out, va, f"fleet-{i + 1}",
                     deadline - 90 * later - (40 if a.bare and i == 0 else 0))

@@ -39,6 +39,9 @@ from rollouts.registry import (
 )
 
 DEFAULT_K = 20  # continuations per step prefix: the one default of k (SamplingOptions, StrategyParams); README "Labels" says why
+# binary-search's probe point and relative drop (StrategyConfig, StrategyParams; BENCHMARKS.md, issue 16)
+DEFAULT_BISECT_FRACTION = 0.6
+DEFAULT_RELATIVE_DROP = 0.25
 
 STRATEGIES = ("per-step", "binary-search", "adaptive", "sequential")
 BACKENDS = tuple(BACKEND_SPECS)  # hf, vllm, openai (rollouts/registry.py)
@@ -181,10 +184,10 @@ class StrategyConfig:
                                         shown="on for binary-search/adaptive, off for per-step")
     early_stop: bool = option(True, "binary-search: stop a probe at its first success (off = K per probe, "
                                     "OmegaPRM's original).", identity=True)
-    bisect_fraction: float = option(0.6, "binary-search: where the next probe goes between the last live and the "
+    bisect_fraction: float = option(DEFAULT_BISECT_FRACTION, "binary-search: where the next probe goes between the last live and the "
                                          "first dead prefix (0.5 = the midpoint; larger = later prefixes first).",
                                     identity="non-default", legacy=0.5, strategies=("binary-search",))
-    relative_drop: float = option(0.25, "binary-search: a prefix whose success rate is under this fraction "
+    relative_drop: float = option(DEFAULT_RELATIVE_DROP, "binary-search: a prefix whose success rate is under this fraction "
                                                "of the last live prefix's is dead (a wrong step the model recovers "
                                                "from now and then); 0 = any success is alive.",
                                          identity="non-default", legacy=0.0, strategies=("binary-search",))

@@ -18,6 +18,7 @@ the run it resumes, whatever the number of workers it then has.
 
 from __future__ import annotations
 
+import bisect
 import math
 
 
@@ -46,8 +47,6 @@ def solution_cost(strategy: str):
     """A solution's expected labeling work in relative units, from its number of steps (what a shard cut by
     :func:`weighted_cuts` balances): per-step and the scans sample every prefix but the last (``steps - 1``);
     binary-search about ``1 + log2(steps)`` probes."""
-    import math
-
     if strategy == "binary-search":
         return lambda steps: 1.0 + math.log2(max(1, steps))
     return lambda steps: float(max(1, steps - 1))
@@ -61,8 +60,6 @@ def weighted_cuts(costs: list[float], sizes: list[int]) -> list[int]:
 
     Measured on 4 H200s (BENCHMARKS.md, issue 18, second session): equal-count shards of 6 solutions with 3-10
     steps each carried 130-430 continuations, and one actor ran its last pair while the others idled."""
-    import bisect
-
     n, m = len(costs), len(sizes)
     if m == 0 or n != sum(sizes):
         raise ValueError(f"weighted_cuts: {n} costs for shards of {sum(sizes)} solutions")

@@ -29,7 +29,7 @@ import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
-from pipeline.config import DEFAULT_K
+from pipeline.config import DEFAULT_BISECT_FRACTION, DEFAULT_K, DEFAULT_RELATIVE_DROP
 from pipeline.labeling.last_step import last_step_label
 from pipeline.labeling.types import StepStats
 
@@ -87,10 +87,10 @@ class StrategyParams:
     eps: float = 0.02  # sequential: success rate of a dead prefix (pipeline.labeling.rules.changepoint)
     # binary-search: where in the open interval (lo, hi) the next probe goes; 0.5 = classic bisection, larger =
     # later prefixes first (LabelConfig.bisect_fraction; measured in BENCHMARKS.md, issue 16)
-    bisect_fraction: float = 0.6
+    bisect_fraction: float = DEFAULT_BISECT_FRACTION
     # binary-search: a prefix whose success rate is under this fraction of the last live prefix's counts as dead
     # (a wrong step the model recovers from now and then), None = any success is alive (LabelConfig.relative_drop)
-    relative_drop: float | None = 0.25
+    relative_drop: float | None = DEFAULT_RELATIVE_DROP
 
 
 def _alive(st: StepStats) -> bool | None:
@@ -114,12 +114,12 @@ def _add(stats: list[StepStats], results: list[ProbeResult]) -> None:
         st.ungradable += r.ungradable
         st.no_answer += r.no_answer
         for u in r.reused:
-            st = stats[u.step]
-            st.total += u.n
-            st.reused += u.n
-            st.correct += u.correct
-            st.ungradable += u.ungradable
-            st.no_answer += u.no_answer
+            later = stats[u.step]
+            later.total += u.n
+            later.reused += u.n
+            later.correct += u.correct
+            later.ungradable += u.ungradable
+            later.no_answer += u.no_answer
 
 
 def per_step(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:

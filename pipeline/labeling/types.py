@@ -37,7 +37,7 @@ class StepStats:
     ungradable: int = 0  # grader returned null: an answer it could not decide (left out of ``value``)
     no_answer: int = 0  # no final answer found: counted as incorrect (in ``total`` and ``graded``, not ``correct``)
     # of ``total``: continuations sampled from an earlier prefix that wrote this prefix's steps verbatim and went
-    # on from there (rollout reuse, pipeline.labeling.scheduler.reuse_depth): draws of this prefix at no token cost
+    # on from there (rollout reuse, pipeline.labeling.scheduler.reused_remainders): draws of this prefix at no token cost
     reused: int = 0
 
     @property
