@@ -69,6 +69,24 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
         raise typer.Exit(1) from None
 
 
+def preflight(cfg, output: bool = True) -> None:
+    """What a command that runs the model checks before it touches anything (issue 25): the device and the
+    backend can run on this machine (not checked for a Ray cluster's workers: --ray-address), and ``output``:
+    the output folder is not a file."""
+    import os
+
+    from pipeline.config import ConfigError
+    from rollouts.devices import backend_problem
+
+    why = backend_problem(cfg.backend, cfg.device, remote=bool(cfg.ray_address or os.environ.get("RAY_ADDRESS")))
+    if why:
+        raise ConfigError(why)
+    if output:
+        from pipeline.commands.outputs import check_output_folder
+
+        check_output_folder(cfg.output)
+
+
 def echo(msg: str) -> None:
     print(msg, file=sys.stdout, flush=True)
 

@@ -16,8 +16,10 @@ def register(app: typer.Typer) -> None:
 
 def eval_cmd(
     output: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")] = "./mcprm-out",
-    reference: Annotated[str, typer.Option(help="'synthetic' (the bundled task's exact checker), or a "
-                                                "ProcessBench-style (label) or PRM800K-style (ratings) JSONL/Parquet file.")] = "synthetic",
+    reference: Annotated[str | None, typer.Option(
+        metavar="FILE", help="Reference labels: a ProcessBench-style (label) or PRM800K-style (ratings) JSONL/Parquet "
+                             "file, or 'synthetic' (the bundled task's exact checker). (default: 'synthetic' for "
+                             "a corpus of the bundled task; other data needs a file)")] = None,
     version: Annotated[int | None, typer.Option(help="A committed version (default: current).")] = None,
     neutral_is_error: Annotated[bool, typer.Option(help="PRM800K: count rating 0 as an error.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -41,7 +43,7 @@ def eval_cmd(
                 "brier", "rollouts", "rollout_tokens"):
         v = m[key]
         rows.append((key, "n/a" if v is None else (f"{v:.4f}" if isinstance(v, float) else f"{v:,}")))
-    print_table(f"{output} vs {reference} (strategy {m['strategy']}, K={m['k']})", rows)
+    print_table(f"{output} vs {m['reference']} (strategy {m['strategy']}, K={m['k']})", rows)
 
 
 def _eval_all_rules(output, reference, version, neutral_is_error, as_json) -> None:
@@ -59,7 +61,7 @@ def _eval_all_rules(output, reference, version, neutral_is_error, as_json) -> No
             return "n/a"
         return f"{v:.3f}" + (f" ±{se:.3f}" if se is not None else "")
 
-    print(f"{output} vs {reference} (strategy {ms[0]['strategy']}, K={ms[0]['k']}, {ms[0]['solutions']} solutions)")
+    print(f"{output} vs {ms[0]['reference']} (strategy {ms[0]['strategy']}, K={ms[0]['k']}, {ms[0]['solutions']} solutions)")
     print(f"{'rule':12} {'F1':>14} {'acc_error':>10} {'acc_correct':>11} {'step_acc':>14} {'brier':>14}")
     for m in ms:
         print(f"{m['label_rule']:12} {f(m['f1'], m['f1_se']):>14} {f(m['acc_error']):>10} {f(m['acc_correct']):>11} "

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.common import echo, user_errors
+from cli.common import echo, preflight, user_errors
 from pipeline.config import LabelConfig, option_default, option_fields
 
 
@@ -113,6 +113,7 @@ def label_cmd(**options: Any) -> None:
         cfg = LabelConfig.from_file(config, **given) if config else LabelConfig.from_dict(given, source="options")
         cfg.progress = show_progress and not quiet
         cfg.ray_logs = verbose
+        preflight(cfg)  # a device this machine lacks, an output that is a file: said before any work
         res = label(cfg)
     m = res.manifest or {}
     if res.added == 0:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import user_errors
+from cli.common import preflight, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -42,6 +42,7 @@ def plan_cmd(
     with user_errors():
         cfg = LabelConfig.from_file(config, **given) if config else LabelConfig.from_dict(given, source="options")
         cfg.progress = False
+        preflight(cfg, output=False)
         res = plan(cfg, pilot=pilot, gpu_tokens_per_s=gpu_tokens_per_s, seed=seed)
     if as_json:
         print(json.dumps(res.to_dict(), indent=2))

@@ -66,6 +66,10 @@ class HFBackend:
         transformers = require("transformers", "pip install transformers")
         if max_batch_rows < 1:
             raise ValueError(f"max_batch_rows must be >= 1, got {max_batch_rows}")
+        from .devices import device_problem
+
+        if why := device_problem(device):  # a clear message, not torch's RuntimeError / AssertionError (issue 25)
+            raise ValueError(why)
         self._torch = torch
         self.model_path = str(model_path)
         self.device = torch.device(device)

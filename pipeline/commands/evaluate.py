@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from pipeline.errors import FatalError
+
 
 @dataclass
 class RefRow:
@@ -88,10 +90,25 @@ def _load_reference_rows(ref: str, neutral_is_error: bool) -> tuple[dict, dict]:
     return by_id, by_steps
 
 
-def evaluate(output: str, reference: str = "synthetic", version: int | None = None,
+class ReferenceNeeded(FatalError, ValueError):
+    """The corpus is not the bundled synthetic task, so its labels need a reference file to be judged."""
+
+    def __init__(self, output: str, row: dict, given: str | None):
+        what = ("--reference synthetic judges only the bundled task ('Compute <expression>.' problems)"
+                if given == "synthetic" else "no --reference given, and the corpus is not the bundled synthetic "
+                                             "task, so there is no built-in checker")
+        super().__init__(
+            f"{output}: row {row.get('id')!r} has the problem {str(row.get('problem'))[:60]!r}: {what}. Pass "
+            "--reference FILE: a JSONL/Parquet file of reference labels, ProcessBench-style (id, steps, label = "
+            "index of the first wrong step or -1) or PRM800K-style (id, steps, ratings = -1/0/1 per step)")
+
+
+def evaluate(output: str, reference: str | None = None, version: int | None = None,
              neutral_is_error: bool = False, label_rule: str | None = None) -> dict:
-    """Metrics of one corpus against ``reference``. ``label_rule`` (pipeline.labeling.rules) relabels every row
-    from its stored counts first (None: the stored labels); ``label_rule="all"``: use :func:`evaluate_rules`."""
+    """Metrics of one corpus against ``reference``: a reference file, or ``"synthetic"`` (the bundled task's
+    exact checker); None: the checker if the corpus is the bundled task, else :class:`ReferenceNeeded`.
+    ``label_rule`` (pipeline.labeling.rules) relabels every row from its stored counts first (None: the stored
+    labels); ``label_rule="all"``: use :func:`evaluate_rules`."""
     from pipeline.storage.corpus import iter_corpus, open_manifest
 
     _, manifest = open_manifest(output, version)
@@ -109,11 +126,14 @@ def evaluate(output: str, reference: str = "synthetic", version: int | None = No
                 yield from b.to_pylist()
 
     rows = corpus_rows()
-    if reference == "synthetic":
+    if reference is None or reference == "synthetic":
         from pipeline.bundled.synthetic import check_steps
 
         def lookup(r):
-            res = check_steps(r["problem"], list(r["steps"]))
+            try:
+                res = check_steps(r["problem"], list(r["steps"]))
+            except ValueError:  # issue 25: own data has no built-in checker; say what to pass instead
+                raise ReferenceNeeded(output, r, given=reference) from None
             fe = res.first_error
             ok = [None if (fe != -1 and i > fe) else (i != fe) for i in range(len(r["steps"]))]
             return RefRow(fe, ok)
@@ -178,7 +198,7 @@ def evaluate(output: str, reference: str = "synthetic", version: int | None = No
 
     return {
         "output": output,
-        "reference": reference,
+        "reference": reference or "synthetic",
         "version": manifest["version"],
         "strategy": manifest.get("strategy"),
         "k": manifest.get("k"),
@@ -242,7 +262,7 @@ def _standard_errors(acc_error, n_err, acc_correct, n_ok, step_acc, step_n, brie
             "tokens_per_solution_se": mean_se(tokens, tok_sq, n_rows)}
 
 
-def evaluate_rules(output: str, reference: str = "synthetic", version: int | None = None,
+def evaluate_rules(output: str, reference: str | None = None, version: int | None = None,
                    neutral_is_error: bool = False, rules: list[str] | None = None) -> list[dict]:
     """:func:`evaluate` once per label rule (default: every rule), the same corpus and counts."""
     from pipeline.labeling.rules import RULES

@@ -414,7 +414,7 @@ def check_row(record: dict, row: Row, opts: ExportOptions, tokenizer=None) -> No
     if n == 0:
         fail("no steps to export")
     if fmt in ("math-shepherd", "openrlhf", "qwen-prm") and (tag in row.problem or any(tag in s for s in row.steps)):
-        for where, text in [("problem", row.problem)] + [(f"step {i}", s) for i, s in enumerate(row.steps)]:
+        for where, text in [("problem", row.problem)] + [(f"step {i}", s) for i, s in enumerate(row.steps, 1)]:
             if tag in text:
                 fail(f"the {where} contains the step tag {tag!r}; it must appear exactly once per step. "
                      "Choose another --step-tag/--placeholder.")
@@ -729,6 +729,9 @@ def export_corpus(
         raise ExportError(f"--reward-tokens must differ, got {reward_tokens}")
     opts = ExportOptions(fmt, "hard" if label_rule in COUNT_RULES else label_rule, threshold, tag or "",
                          tuple(reward_tokens), system_prompt)  # COUNT_RULES: relabeled in stream(), then "hard"
+    from pipeline.commands.outputs import check_output_folder
+
+    check_output_folder(output_url)  # issue 25: before anything is written (a staging folder beside it)
     tok = load_tokenizer(tokenizer)
 
     cols = ["id", "problem", "steps", "labels", "mc_value", "solution_correct"]

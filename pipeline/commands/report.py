@@ -334,9 +334,11 @@ img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:0.9em}h
 def build_report(out_url: str, output_dir: str, *, version: int | None = None,
                  reference: str | None = None) -> ReportResult:
     """Draw the figures of corpus ``out_url`` into ``output_dir`` (any fsspec URL): ``report.html`` + PNGs."""
+    from pipeline.commands.outputs import check_output_folder
     from pipeline.storage.corpus import corpus_stats, iter_corpus
     from pipeline.storage.store import CorpusStore
 
+    check_output_folder(output_dir)  # issue 25: a file there is named as such, before any figure is drawn
     stats = corpus_stats(out_url, version)
     agg = _Figures()
     for b in iter_corpus(out_url, version, ["labels", "mc_value", "first_error", "solution_correct", "rollouts",

@@ -118,10 +118,36 @@ def _prompt_checked(spec: InputSpec, rows: Checked) -> Checked:
         return rows
 
     def reject(raw: RawRow, why: str) -> Reject:
-        fld = spec.steps_field if isinstance(raw.data, dict) and spec.steps_field in raw.data else spec.solution_field
-        return Reject(raw.file, raw.row, fld, why, _raw_text(raw), raw.kind)
+        return Reject(raw.file, raw.row, _longest_field(spec, raw.data), why, _raw_text(raw), raw.kind)
 
-    return _batch_checked(rows, spec.prompt_check, reject)
+    check = spec.prompt_check
+
+    def quiet_check(sols):
+        # transformers warns "Token indices sequence length is longer than the specified maximum sequence
+        # length" when it counts an over-long prompt: the reject's own message says it better (issue 25)
+        import logging
+
+        tok_log = logging.getLogger("transformers.tokenization_utils_base")
+        level = tok_log.level
+        tok_log.setLevel(logging.ERROR)
+        try:
+            return check(sols)
+        finally:
+            tok_log.setLevel(level)
+
+    return _batch_checked(rows, quiet_check, reject)
+
+
+def _longest_field(spec: InputSpec, data) -> str:
+    """The field a too-long prompt is blamed on: the problem when it is longer than the steps together (a 50 KB
+    problem is the problem's fault), else the steps (or the solution text they were cut from)."""
+    steps_fld = spec.steps_field if isinstance(data, dict) and data.get(spec.steps_field) is not None \
+        else spec.solution_field
+    if not isinstance(data, dict):
+        return steps_fld
+    steps = data.get(steps_fld)
+    steps_len = sum(len(str(x)) for x in steps) if isinstance(steps, list | tuple) else len(str(steps or ""))
+    return spec.problem_field if len(str(data.get(spec.problem_field) or "")) > steps_len else steps_fld
 
 
 

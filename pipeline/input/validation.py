@@ -137,10 +137,10 @@ def validate(raw: RawRow, spec: InputSpec) -> Solution | Reject:
         steps = []
         for i, s in enumerate(steps_value):
             if not isinstance(s, str):
-                return reject(sf, f"steps[{i}] is {_type_name(s)}, expected text")
+                return reject(sf, f"step {i + 1} (steps[{i}]) is {_type_name(s)}, expected text")
             s = s.strip()
             if not s:
-                return reject(sf, f"steps[{i}] is empty")
+                return reject(sf, f"step {i + 1} (steps[{i}]) is empty")
             steps.append(s)
         where_field = sf
     else:
@@ -167,7 +167,7 @@ def validate(raw: RawRow, spec: InputSpec) -> Solution | Reject:
         where_field = tf
     if len(steps) > spec.max_steps:
         return reject(where_field, f"{len(steps)} steps, over the limit of {spec.max_steps} (--max-steps)")
-    for i, s in enumerate(steps):
+    for i, s in enumerate(steps, 1):  # steps count from 1 in every message (issue 25)
         if len(s) > spec.max_step_chars:
             return reject(
                 where_field,

@@ -167,7 +167,7 @@ def test_tag_inside_a_step_or_merging_is_caught(tok):
     from pipeline.commands.export import Row
 
     row = Row("r7", "P", ["a ки b", "c"], [True, False])
-    with pytest.raises(ExportError, match=r"row 'r7'.*step 0 contains the step tag"):
+    with pytest.raises(ExportError, match=r"row 'r7'.*step 1 contains the step tag"):
         check_row(format_row(row, opts, tok), row, opts, tok)
     # a tag that is one token alone but merges with its neighbours in context
     from tokenizers import Tokenizer, models

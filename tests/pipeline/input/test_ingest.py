@@ -312,16 +312,16 @@ def test_field_mapping_and_splitters(tmp_path):
         ({"problem": "p", "answer": "1", "steps": "a\n\nb"}, "steps", "got one text; if this field holds"),
         ({"problem": "p", "answer": "1", "steps": {"0": "a"}}, "steps", "got an object"),
         ({"problem": "p", "answer": "1", "steps": []}, "steps", "empty steps list"),
-        ({"problem": "p", "answer": "1", "steps": ["a", 3]}, "steps", "steps[1] is int, expected text"),
-        ({"problem": "p", "answer": "1", "steps": ["a", None]}, "steps", "steps[1] is null"),
-        ({"problem": "p", "answer": "1", "steps": ["a", " \n "]}, "steps", "steps[1] is empty"),
-        ({"problem": "p", "answer": "1", "steps": ["a", "x" * 20001]}, "steps", "step 1 has 20001 characters"),
+        ({"problem": "p", "answer": "1", "steps": ["a", 3]}, "steps", "step 2 (steps[1]) is int, expected text"),
+        ({"problem": "p", "answer": "1", "steps": ["a", None]}, "steps", "step 2 (steps[1]) is null"),
+        ({"problem": "p", "answer": "1", "steps": ["a", " \n "]}, "steps", "step 2 (steps[1]) is empty"),
+        ({"problem": "p", "answer": "1", "steps": ["a", "x" * 20001]}, "steps", "step 2 has 20001 characters"),
         ({"problem": "p", "answer": "1", "steps": ["a"] * 201}, "steps", "201 steps, over the limit of 200"),
         ({"problem": "p", "answer": "1"}, "steps", "missing steps: need 'steps' (list of strings) or 'solution'"),
         ({"problem": "p", "answer": "1", "steps": None, "solution": None}, "steps", "both 'steps' and 'solution'"),
         ({"problem": "p", "answer": "1", "solution": 12}, "solution", "expected the solution as text, got int"),
         ({"problem": "p", "answer": "1", "solution": "\n\n"}, "solution", "solution is empty"),
-        ({"problem": "p", "answer": "1", "solution": "x" * 20001}, "solution", "step 0 has 20001 characters"),
+        ({"problem": "p", "answer": "1", "solution": "x" * 20001}, "solution", "step 1 has 20001 characters"),
         ({"problem": "p", "answer": "1", "steps": ["a"], "id": 1.5}, "id", "expected the id as text or an integer"),
         ({"problem": "p", "answer": "1", "steps": ["a"], "id": " "}, "id", "id is empty"),
         (b'{"problem": "p\\ud800", "answer": "1", "steps": ["a"]}', "problem", "lone surrogate"),
@@ -338,7 +338,7 @@ def test_bad_row_names_file_line_and_field(tmp_path, line, field, reason):
 
 def test_limits_are_configurable(tmp_path):
     p = write_jsonl(tmp_path / "in.jsonl", [{"problem": "p", "answer": "1", "steps": ["abcdef"] * 3}])
-    with pytest.raises(InputError, match="step 0 has 6 characters, over the limit of 5"):
+    with pytest.raises(InputError, match="step 1 has 6 characters, over the limit of 5"):
         load(p, max_step_chars=5)
     with pytest.raises(InputError, match="3 steps, over the limit of 2"):
         load(p, max_steps=2)

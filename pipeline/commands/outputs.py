@@ -1,0 +1,44 @@
+"""An output folder that is a file is refused before anything is written (issue 25): ``--output FILE``
+otherwise fails deep inside a write ("Not a directory", "File exists") and may leave a staging folder."""
+
+from __future__ import annotations
+
+import posixpath
+
+from pipeline.errors import FatalError
+
+
+class OutputIsAFile(FatalError, ValueError):
+    """An output folder names a file (or lies inside one)."""
+
+
+def check_output_folder(url: str, option: str = "--output") -> None:
+    """Raise :class:`OutputIsAFile` if ``url`` is a file, or (local disk) lies below a file; else nothing.
+
+    Remote stores (s3://, gs://) are checked for the path itself only: their "folders" are name prefixes."""
+    import fsspec
+
+    try:
+        fs, path = fsspec.core.url_to_fs(url)
+    except Exception:  # noqa: BLE001 - an unknown protocol: the store's own open says what is wrong
+        return
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    local = "file" in protocols or "local" in protocols
+    p = path.rstrip("/") or path
+    while True:
+        try:
+            if fs.isfile(p):
+                break
+            if not local or fs.exists(p):  # an existing folder (or a remote prefix): fine
+                return
+        except Exception:  # noqa: BLE001 - credentials, network: the write itself names the problem
+            return
+        parent = posixpath.dirname(p)
+        if not parent or parent == p:
+            return
+        p = parent
+    if p == (path.rstrip("/") or path):
+        raise OutputIsAFile(f"{url} is a file, not a folder: {option} names the folder to write into. Pass a "
+                            "folder path (a new one is created), or move the file away")
+    raise OutputIsAFile(f"{p} is a file, not a folder, so {option} {url} cannot be created inside it. Pass a "
+                        "folder path that is not inside a file")
