@@ -17,10 +17,22 @@ import re
 from fractions import Fraction
 
 from graders.config import GraderConfig
-from graders.normalize import check_math, is_text_answer, prescreen, split_top_level
-from graders.numbers import Number, approx_equal, parse_number
+from graders.normalize import check_math, is_text_answer, lenient, prescreen, split_top_level
+from graders.numbers import Number, approx_equal, parse_number, word_number
 
 Result = tuple[bool | None, str]
+LENIENT_TAG = " (read leniently)"
+
+
+def _decimal_readings(n: Number, policy: str) -> list[Number]:
+    """``n`` as the decimals it may stand for: ``33.3%`` is 33.3 and/or 0.333 (two more decimal places)."""
+    if not n.percent:
+        return [n]
+    out = []
+    for v in n.candidates(policy):
+        digits = n.frac_digits if v == n.value or n.frac_digits is None else n.frac_digits + 2
+        out.append(Number(v, False, digits, n.sig_digits))
+    return out
 
 
 def compare_numbers(gold: Number, answer: Number, config: GraderConfig) -> Result:
@@ -29,10 +41,11 @@ def compare_numbers(gold: Number, answer: Number, config: GraderConfig) -> Resul
         for a in answer.candidates(config.percent):
             if g == a:
                 return True, "numeric: exact" + (" (percent)" if gold.percent or answer.percent else "")
-    if not (gold.percent or answer.percent):
-        k = config.approx_min_sig_digits
-        if approx_equal(answer, gold.value, k) or approx_equal(gold, answer.value, k):
-            return True, "numeric: rounded decimal"
+    k = config.approx_min_sig_digits
+    for g in _decimal_readings(gold, config.percent):
+        for a in _decimal_readings(answer, config.percent):
+            if approx_equal(a, g.value, k) or approx_equal(g, a.value, k):
+                return True, "numeric: rounded decimal" + (" (percent)" if gold.percent or answer.percent else "")
     return False, "numeric: different values"
 
 
@@ -136,6 +149,22 @@ def relation_values(gold: str, answer: str) -> tuple[str, str]:
     return (value, answer) if g_eq else (gold, value)
 
 
+_CHOICE_VALUE_RE = re.compile(r"^\(([A-E])\)\s*(\S.*)$|^([A-E])[.:)]\s*(\S.*)$", re.ASCII)
+
+
+def split_choice(gold: str, answer: str) -> tuple[str | None, str]:
+    """``(B) 7``: a multiple-choice letter written with its value. Against a letter gold, ``(letter, "")``;
+    against any other gold, ``(None, value)``; ``(None, answer)`` when ``answer`` is not of that form."""
+    m = _CHOICE_VALUE_RE.match(answer)
+    if not m:
+        return None, answer
+    letter, value = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    g = gold.strip("()")
+    if len(g) == 1 and g.isalpha():
+        return letter, ""
+    return None, value
+
+
 def compare_fast(gold: str, answer: str, config: GraderConfig, grouped: bool = False) -> Result | None:
     """Verdict for two *normalized* answers when cheap rules decide it, else None (needs sympy)."""
     if not answer:
@@ -168,6 +197,18 @@ def compare_fast(gold: str, answer: str, config: GraderConfig, grouped: bool = F
         if g_grp is not None and a_grp is not None:
             return compare_numbers(g_grp, a_grp, config)
     g_text, a_text = is_text_answer(gold), is_text_answer(answer)
+    if g_text != a_text:  # "six" against 6: a number written in words
+        w = word_number(answer if a_text else gold)
+        other = g_num if a_text else a_num
+        if w is not None and other is not None:
+            wn = Number(Fraction(w))
+            return compare_numbers(other, wn, config) if a_text else compare_numbers(wn, other, config)
+    letter, value = split_choice(gold, answer)
+    if letter is not None:
+        same = gold.strip("()").upper() == letter
+        return same, "choice letter" if same else "choice letter: different"
+    if value != answer:
+        return compare_fast(gold, value, config, grouped)
     if g_text or a_text:
         if g_text and a_text:
             same = " ".join(gold.casefold().split()) == " ".join(answer.casefold().split())
@@ -177,7 +218,13 @@ def compare_fast(gold: str, answer: str, config: GraderConfig, grouped: bool = F
         return gold.casefold() == answer.casefold(), "single letter"
     why = check_math(answer)
     if why:
-        return None, f"answer unparseable: {why}"
+        loose = lenient(answer)
+        if loose is None:
+            return None, f"answer unparseable: {why}"
+        res = compare_fast(gold, loose, config, grouped)
+        if res is None:
+            return None  # the worker reads it leniently too
+        return res[0], res[1] + LENIENT_TAG if res[0] is not None else res[1]
     why = check_math(gold)
     if why:
         return None, f"gold unparseable: {why}"

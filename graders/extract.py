@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from graders.normalize import unicode_math
+from graders.normalize import split_top_level, unicode_math
 
 _LEAD_RE = re.compile(r"^(?:[\s*:_]|\}(?=\s))+")  # "**Answer:** 61", "\text{Answer: } (1, -6)"
 _MAX_SCAN = 100_000  # characters scanned for a box's closing brace
@@ -173,6 +173,10 @@ def math_run(text: str, first: bool = False) -> str | None:
             kinds[i] = "stop"  # "AZYUK2A", "abc2": a number glued after a word is part of a name
         elif toks[i - 1] == "^" and i > 1 and kinds[i - 2] == "stop":
             kinds[i] = kinds[i - 1] = "stop"  # "10 cm^2": the exponent of a unit
+        elif toks[i - 1] == "{" and i > 2 and toks[i - 2] == "^" and kinds[i - 3] == "stop":
+            kinds[i] = kinds[i - 1] = kinds[i - 2] = "stop"  # "10 cm^{2}", "cm²"
+            if i + 1 < len(toks) and toks[i + 1] == "}":
+                kinds[i + 1] = "stop"
     nums = [i for i, k in enumerate(kinds) if k == "num"]
     last = (nums[0] if first else nums[-1]) if nums else None
     if last is None:
@@ -247,8 +251,19 @@ def _clean_phrase(s: str) -> str | None:
         if s.startswith(open_):
             end = _find_close(s, close, len(open_))
             if end != -1:
-                inner = s[len(open_) : end].strip()
-                return inner or None
+                items = [s[len(open_) : end].strip()]
+                rest = s[end + len(close) :]
+                for _ in range(8):  # "The answer is $1,\!000$ and $2,\!000$.": one list answer
+                    m = re.match(r"\s*(?:,\s*(?:and|or)?|,?\s*(?:and|or))\s*" + re.escape(open_), rest)
+                    if not m:
+                        break
+                    k = _find_close(rest, close, m.end())
+                    if k == -1:
+                        break
+                    items.append(rest[m.end() : k].strip())
+                    rest = rest[k + len(close) :]
+                items = [i for i in items if i]
+                return ", ".join(items) or None
     if s.startswith("\\begin{"):  # a matrix or cases environment written without math delimiters
         env = re.match(r"\\begin\{([a-zA-Z*]{1,20})\}", s)
         end = s.find(f"\\end{{{env.group(1)}}}") if env else -1
@@ -310,19 +325,34 @@ def _last_span(text: str) -> tuple[int, str] | None:
     if not spans:
         return None
     first = len(spans) - 1
-    while first > 0 and _LIST_SEP_RE.match(text[spans[first - 1][1] : spans[first][0]][:40]):
+    shape = _shape(spans[-1][2])
+    while (
+        first > 0 and _LIST_SEP_RE.match(text[spans[first - 1][1] : spans[first][0]][:40])
+        and _shape(spans[first - 1][2]) == shape
+    ):  # fmt: skip
         first -= 1
     return spans[-1][1], ", ".join(s[2] for s in spans[first:])
 
 
+_INEQ_RE = re.compile(r"[<>≤≥≠]|\\(?:le|ge|lt|gt|ne|leq|geq|neq)(?![a-zA-Z])")
+
+
+def _shape(span: str) -> str:
+    """An inequality, an equation or a value: spans joined into one list answer are of one shape
+    (``$n > 0$, $n = 5$`` is a condition and an answer, not a list)."""
+    return "ineq" if _INEQ_RE.search(span) else "eq" if "=" in span else "value"
+
+
 def extract_answer(
-    response: str, fallback: bool = True, last_number: bool | None = None, yes_no: bool = False
+    response: str, fallback: bool = True, last_number: bool | None = None, yes_no: bool = False, parts: int = 1
 ) -> str | None:
     """The final answer written in ``response``, or None when none is found (see the module docstring).
 
     ``yes_no``: the question is a yes/no question (its gold answer is Yes or No): an unmarked response that
-    opens with "Yes"/"No" ("No, $57$ is not a prime.") answers with that word. ``last_number`` is the old
-    name of ``fallback``.
+    opens with "Yes"/"No" ("No, $57$ is not a prime.") answers with that word. ``parts``: the gold answer is
+    a list of that many values (a two-part question): a response that boxes each part separately
+    ("(a) $\\boxed{2}$ ... (b) $\\boxed{3}$") answers with its last ``parts`` boxes. ``last_number`` is the
+    old name of ``fallback``.
     """
     if not response:
         return None
@@ -334,7 +364,10 @@ def extract_answer(
         while boxes and not boxes[-1][2]:
             boxes.pop()  # an empty \boxed{} is no answer
         if boxes:
-            cands.append(_box_group(response, boxes, len(boxes) - 1))
+            start, content = _box_group(response, boxes, len(boxes) - 1)
+            if parts > 1 and len(boxes) >= parts and len(split_top_level(content)) < parts:
+                start, content = boxes[-parts][0], ", ".join(b[2] for b in boxes[-parts:])
+            cands.append((start, content))
     cands.extend(_phrases(response))
     cands = [c for c in cands if not _PLACEHOLDER_RE.match(c[1])]  # "#### X" copied from the instruction
     if cands:
@@ -353,6 +386,7 @@ def extract_answer(
         bare = _bare_answer(last_line)  # a short last line that is only an answer: "\textbf{(C)}"
         if bare is not None:
             return bare
+    response = _drop_check(response)
     span = _last_span(response)
     if span is not None:
         end, content = span
@@ -362,6 +396,30 @@ def extract_answer(
             return content if not (run and _trailing_number_is_answer(masked_tail)) else run
         return run
     return math_run(response)
+
+
+_CHECK_RE = re.compile(
+    r"(?:^|\n|(?<=[.!:]\s))[\W_]*(?:let(?:'s|\s+me|\s+us)\s+(?:double[- ]?)?(?:check|verify)|to\s+(?:double[- ]?)?"
+    r"(?:check|verify|confirm)|(?:double[- ]?)?check(?:ing)?\b|verif(?:y|ication|ying)|sanity\s+check|"
+    r"we\s+can\s+(?:check|verify)|(?:as\s+a\s+)?check\s*:)",
+    re.IGNORECASE,
+)
+_CONCLUSION_RE = re.compile(r"\b(?:therefore|thus|hence|so\s+the|answer|in\s+conclusion|final)\b", re.IGNORECASE)
+
+
+def _drop_check(response: str) -> str:
+    """The response without a closing verification (``x = 4. Check: 3(4) + 2 = 14``), so that the unmarked
+    answer is the one stated, not the last equation of the check. A check followed by a conclusion stays."""
+    tail_start = max(0, len(response) - _TAIL)
+    last = None
+    for m in _CHECK_RE.finditer(response, tail_start):
+        last = m
+    if last is None:
+        return response
+    before, after = response[: last.start()], response[last.start() :]
+    if len(after) > 600 or _CONCLUSION_RE.search(after) or not re.search(r"\d", before):
+        return response
+    return before
 
 
 _ENV_NAME_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]{1,20}\}")

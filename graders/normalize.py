@@ -159,11 +159,94 @@ def _drop_text(s: str) -> str:
     return _TEXT_RE.sub(r"\1", s)
 
 
+# ------------------------------------------------------------------ repairs of common slips (issue 26)
+_DOUBLE_BS_RE = re.compile(r"\\\\(?=[a-zA-Z{}%$])")  # \\frac (JSON-escaped twice) -> \frac
+_STRAY_BS_RE = re.compile(r"(?<!\\)\\(?=\d)")  # \42 -> 42 (a backslash before a number means nothing)
+_ORDINAL_RE = re.compile(
+    r"(?<=\d)\s*(?:\^\s*\{?\s*)?(?:\\(?:text|mathrm|textrm|rm|mbox)\s*\{?\s*)?(?:st|nd|rd|th)\b\s*\}?\s*\}?",
+)
+_FONT_SWITCH_RE = re.compile(r"\\(?:bf|rm|it|sf|tt|bold|mathbf|boldsymbol|bm|mathrm|textbf)\s*(?=\d)|\\(?:bf|rm|it|sf|tt)\b\s*")
+_COLOR_RE = re.compile(r"\\(?:color|textcolor)\s*\{[a-zA-Z]{1,20}\}")
+_FRAC_ALIAS_RE = re.compile(r"\\(?:nicefrac|sfrac|dfrac|tfrac|cfrac)(?![a-zA-Z])")
+_BRACE_RE = re.compile(r"\\(?:underbrace|overbrace|underset\s*\{[^{}]*\}|overset\s*\{[^{}]*\})\s*\{([^{}]*)\}(?:[_^]\s*\{[^{}]*\})?")
+_MATHBB_DIGITS_RE = re.compile(r"\\mathbb\s*\{\s*(\d+)\s*\}")
+_LEADING_REL_RE = re.compile(r"^(?:=|\\approx|\\sim|\\simeq|\\Rightarrow|\\implies|\\therefore|\\to)\s*(?=\S)")
+_REPEATING_RE = re.compile(r"^(-?)(\d*)\.(\d*)\\(?:overline|bar|dot)\s*\{?\s*(\d{1,6})\s*\}?$", re.ASCII)
+_TEXT_LHS_RE = re.compile(r"\\(?:text|mathrm|textbf|textit|mbox)\s*\{\s*([A-Za-z][A-Za-z ]{0,30}?)\s*\}\s*(?==)")
+_END_UNIT_RE = re.compile(
+    r"(?<=\d)(?:\s|\\[,;: !])*\\(?:mathrm|rm|mbox)\s*\{\s*(?:[a-df-hj-zA-Z]|[a-zA-Z]{2,4})\s*\}"
+    r"(?:\^\s*\{?\s*[23]\s*\}?)?\s*$"
+)
+
+
+def _brace_balance(s: str) -> int:
+    """Unescaped ``{`` minus unescaped ``}``."""
+    n = i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        n += (c == "{") - (c == "}")
+        i += 1
+    return n
+
+
+def _repeating(m: re.Match) -> str:
+    sign, whole, fixed, rep = m.group(1), m.group(2) or "0", m.group(3), m.group(4)
+    from fractions import Fraction
+
+    value = Fraction(int(whole + fixed or "0"), 10 ** len(fixed)) + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed))
+    text = f"{value.numerator}/{value.denominator}" if value.denominator != 1 else str(value.numerator)
+    return sign + text
+
+
+def repair(s: str) -> str:
+    """Common slips that make an answer unreadable, undone (``\\boxed{\\42}``, ``3^{\\text{rd}}``, ``\\\\frac``,
+    an unclosed ``\\boxed{``, ``\\color{red}{16}``, ``\\nicefrac``, ``= 16``, ``0.\\overline{3}``)."""
+    if "\\" in s:
+        if "\\\\" in s and "\\begin" not in s:
+            s = _DOUBLE_BS_RE.sub(r"\\", s)
+        s = _STRAY_BS_RE.sub("", s)
+        if s.startswith("\\boxed{") and _brace_balance(s) > 0:
+            s = s[len("\\boxed{") :]  # a box left unclosed
+        s = _COLOR_RE.sub("", s)
+        s = _FONT_SWITCH_RE.sub("", s)
+        s = _FRAC_ALIAS_RE.sub(r"\\frac", s)
+        s = _MATHBB_DIGITS_RE.sub(r"\1", s)
+        for _ in range(3):
+            s2 = _BRACE_RE.sub(r"\1", s)
+            if s2 == s:
+                break
+            s = s2
+        s = _TEXT_LHS_RE.sub(r"\1", s)
+        s = _END_UNIT_RE.sub("", s)
+    if "{" in s or "}" in s:
+        b = _brace_balance(s)
+        if b > 0 and b <= 3:
+            s = s + "}" * b  # \frac{1}{2 (cut off): closed
+        elif b < 0:
+            k = len(s)
+            while b < 0 and k > 0 and s[k - 1] in "} ":
+                b += s[k - 1] == "}"
+                k -= 1
+            s = s[:k]  # "7}": a brace left over from the box around it
+    if any(t in s for t in ("st", "nd", "rd", "th")):
+        s = _ORDINAL_RE.sub("", s)
+    s = _LEADING_REL_RE.sub("", s.strip())
+    m = _REPEATING_RE.match(s)
+    if m:
+        s = _repeating(m)
+    return s
+
+
 @lru_cache(maxsize=1 << 16)
 def normalize(answer: str) -> str:
     """The canonical string form of an answer (idempotent, cheap, no parsing)."""
     s = unicode_math(answer)
     s = _MARKDOWN_RE.sub("", s)
+    s = _strip_delims(s)
+    s = repair(s)
     s = _strip_delims(s)
     s = _TRAILING_DELIMS_RE.sub("", s).strip()
     s = _QUALIFIER_RE.sub("", s).strip()
@@ -382,3 +465,42 @@ def is_text_answer(s: str) -> bool:
         return False
     words = s.replace("-", " ").split()
     return not all(w.lower() in KNOWN_NAMES or len(w) == 1 for w in words)
+
+
+# ------------------------------------------------------------------------------------- lenient reading
+# LaTeX commands the parsers know; lenient() drops any other command (keeping its arguments).
+PARSED_COMMANDS = frozenset(
+    "frac dfrac tfrac sqrt pi infty infin cdot times div pm mp sin cos tan cot sec csc arcsin arccos arctan "
+    "sinh cosh tanh log ln lg exp left right le ge ne lt gt leq geq neq approx in notin cup cap setminus "
+    "emptyset varnothing mathbb begin end binom dbinom tbinom choose sum prod int lim to infty alpha beta "
+    "gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi rho sigma tau phi "
+    "varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Phi Psi Omega circ degree vert lvert rvert "
+    "mid ldots cdots dots vdots ddots angle min max gcd lcm det mod bmod pmod operatorname mathrm mathit "
+    "text mathbf boldsymbol overline bar hat vec dot ddot prime cdotp land lor neg wedge vee subset "
+    "subseteq supset supseteq equiv lfloor rfloor lceil rceil langle rangle partial nabla".split()
+)
+_CMD_RE = re.compile(r"\\([a-zA-Z]+)")
+_LENIENT_TEXT_RE = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|operatorname)\s*\{[^{}]*\}")
+_PROSE_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}(?![a-zA-Z])")
+
+
+def lenient(s: str) -> str | None:
+    """A second, looser reading of an answer that could not be read: unknown LaTeX commands dropped (their
+    arguments kept), ``\\text{}`` groups dropped, and prose around one piece of math dropped
+    (``Tom has 13 apples`` -> ``13``). None when nothing different and readable is left."""
+    t = s
+    if "\\" in t:
+        t = _LENIENT_TEXT_RE.sub(" ", t)
+        t = _CMD_RE.sub(lambda m: m.group(0) if m.group(1) in PARSED_COMMANDS else " ", t)
+    words = [w for w in _PROSE_RE.findall(_ENV_RE.sub(" ", t)) if w.lower() not in KNOWN_NAMES]
+    if words:
+        marked = _PROSE_RE.sub(lambda m: m.group(0) if m.group(0).lower() in KNOWN_NAMES else "\0", t)
+        chunks = [c.strip(" ,.;:") for c in marked.split("\0")]
+        chunks = [c for c in chunks if c and re.search(r"[\d\\]", c)]
+        if len(chunks) != 1:
+            return None
+        t = chunks[0]
+    t = " ".join(t.split()).strip(" ,.;:")
+    if not t or t == s or check_math(t) or not re.search(r"[\d\\a-zA-Z]", t):
+        return None
+    return t

@@ -95,3 +95,39 @@ def approx_equal(decimal: Number, other: Fraction, min_sig_digits: int) -> bool:
     if abs(diff) <= ulp / 2:  # rounded
         return True
     return 0 <= (diff if other > 0 else -diff) < ulp  # truncated toward zero
+
+
+_UNITS = {
+    w: i for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen".split()
+    )
+}
+_TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)}
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6}
+
+
+def word_number(s: str) -> int | None:
+    """An integer written in English words (``six``, ``twenty-four``, ``one hundred and five``), else None."""
+    words = s.casefold().replace("-", " ").split()
+    if not words or len(words) > 8:
+        return None
+    total = current = 0
+    seen = False
+    for w in words:
+        if w == "and" and seen:
+            continue
+        if w in _UNITS:
+            current += _UNITS[w]
+        elif w in _TENS:
+            current += _TENS[w]
+        elif w in _SCALES:
+            if w == "hundred":
+                current = (current or 1) * 100
+            else:
+                total += (current or 1) * _SCALES[w]
+                current = 0
+        else:
+            return None
+        seen = True
+    return total + current

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 from graders.compare import compare_fast, thousands_written
 from graders.config import GraderConfig
 from graders.extract import extract_answer, prepare_gold
-from graders.normalize import normalize
+from graders.normalize import normalize, split_top_level
 from graders.numbers import parse_number
 from graders.verdict import NO_ANSWER, Verdict
 
@@ -100,6 +100,14 @@ def _prepared_gold(gold: str) -> tuple[str, bool]:
     return g, parse_number(g) is not None
 
 
+@lru_cache(maxsize=1 << 14)
+def _gold_parts(g_norm: str) -> int:
+    """How many answers a gold written as a bare list (``2, 3``, ``a=2, b=3``) asks for (1 otherwise)."""
+    if "," not in g_norm or g_norm[:1] in "([{\\":
+        return 1
+    return len(split_top_level(g_norm))
+
+
 class SympyGrader:
     """The default grader: in-process fast path, then sympy in killable worker processes.
 
@@ -114,7 +122,8 @@ class SympyGrader:
         """``(verdict, None)`` when decided in-process, else ``(None, (key, extracted))`` for the workers."""
         g_norm, _ = _prepared_gold(gold)
         yes_no = g_norm.casefold() in ("yes", "no")
-        extracted = extract_answer(response, fallback=config.last_number_fallback, yes_no=yes_no)
+        parts = _gold_parts(g_norm)
+        extracted = extract_answer(response, fallback=config.last_number_fallback, yes_no=yes_no, parts=parts)
         if extracted is None:
             return Verdict(False, NO_ANSWER, None), None
         if len(extracted) > 20 * config.max_answer_chars:

@@ -17,8 +17,9 @@ from sympy.core.function import AppliedUndef
 from sympy.core.relational import Relational
 from sympy.matrices.expressions import MatrixExpr
 
-from graders.compare import relation_values
+from graders.compare import LENIENT_TAG, relation_values, split_choice
 from graders.config import GraderConfig
+from graders.normalize import lenient
 from graders.numbers import Number, approx_equal
 from graders.safe_parse import Parsed, ParseError, PlainList, parse
 
@@ -368,16 +369,25 @@ def _candidates(p: Parsed, policy: str) -> list:
 
 def sympy_verdict(gold: str, answer: str, config: GraderConfig) -> tuple[bool | None, str]:
     """Decide whether two normalized answers are equal; ``(None, reason)`` when it cannot be decided."""
+    answer = split_choice(gold, answer)[1] or answer
     if config.equation_lhs_symbol:
         gold, answer = relation_values(gold, answer)
     try:
         g = parse(gold)
     except ParseError as e:
         return None, f"gold unparseable: {e}"
+    tag = ""
     try:
         a = parse(answer)
     except ParseError as e:
-        return None, f"answer unparseable: {e}"
+        loose = lenient(answer)
+        try:
+            if loose is None:
+                raise
+            a = parse(loose)
+            tag = LENIENT_TAG
+        except ParseError:
+            return None, f"answer unparseable: {e}"
     cmp = Comparer(config)
     undecided = None
     first_rule = None
@@ -385,7 +395,7 @@ def sympy_verdict(gold: str, answer: str, config: GraderConfig) -> tuple[bool | 
         for av in _candidates(a, config.percent):
             try:
                 if cmp.equal(gv, av, g.number, a.number):
-                    return True, cmp.rule
+                    return True, cmp.rule + tag
             except Undecided as e:
                 undecided = str(e)
             except (TypeError, ValueError, AttributeError, NotImplementedError) as e:
@@ -393,4 +403,4 @@ def sympy_verdict(gold: str, answer: str, config: GraderConfig) -> tuple[bool | 
             first_rule = first_rule or cmp.rule
     if undecided is not None:
         return None, undecided
-    return False, first_rule or "different"
+    return False, (first_rule or "different") + tag
