@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -96,58 +95,7 @@ def gold_check(grader: str, timeout_s: float):
     return GoldCheck(functools.partial(check_golds, config=GraderConfig(timeout_s=timeout_s)))
 
 
-class _Progress:
-    """A rich progress bar on a terminal, refreshed from every finished solution (``pipeline.execution.progress``); plain
-    log lines (every ``every_s``) when the output is not a terminal; nothing when disabled."""
-
-    def __init__(self, total: int, enabled: bool, every_s: float = 10.0):
-        from pipeline.execution.progress import ProgressState
-
-        self.state = ProgressState(total, t0=time.perf_counter())
-        self.total = total
-        self.every_s = every_s
-        self.last = self.state.t0
-        self.bar = None
-        self.enabled = enabled
-        if enabled and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-            self.bar = Progress(
-                TextColumn("labeling"), BarColumn(), MofNCompleteColumn(), TextColumn("solutions"),
-                TextColumn("{task.fields[info]}"), transient=False, console=Console(stderr=True),
-            )
-            self.task = self.bar.add_task("label", total=total, info="")
-            self.bar.start()
-
-    def start(self) -> None:
-        """Labeling starts now (after the model load): rates and ETA count from here."""
-        self.state.t0 = self.last = time.perf_counter()
-
-    def _show(self) -> None:
-        now = time.perf_counter()
-        st = self.state
-        if self.bar is not None:
-            r, t = st.rates(now)
-            eta = st.eta(now)
-            self.bar.update(self.task, completed=st.done,
-                            info=f"{st.rollouts:,} rollouts, {t:,.0f} tok/s, ETA "
-                                 + ("?" if eta is None else f"{eta:,.0f} s"))
-        elif self.enabled and (now - self.last >= self.every_s or st.done >= self.total):
-            self.last = now
-            print(f"[mcprm] {st.line(now)}", file=sys.stderr, flush=True)
-
-    def solution(self, shard: int, rollouts: int, tokens: int) -> None:
-        self.state.solution_done(shard, rollouts, tokens)
-        self._show()
-
-    def shard(self, res: dict) -> None:
-        self.state.shard_done(res["shard"], res["rows"], res["rollouts"], res["rollout_tokens"])
-        self._show()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+from pipeline.execution.progress import LiveProgress as _Progress  # noqa: E402 - issue 25: phases, smoothed ETA
 
 
 def _iter_shards(run: _Run, skip: set[int]) -> Iterator[tuple[int, list[Solution]]]:
