@@ -38,7 +38,17 @@ from collections.abc import Sequence
 from graders.config import GraderConfig
 from graders.extract import extract_answer
 from graders.normalize import normalize
-from graders.registry import CACHE, Grader, available_graders, check_golds, get_grader, register_grader
+from graders.registry import (
+    CACHE,
+    Grader,
+    _check_pair,
+    available_graders,
+    check_golds,
+    get_grader,
+    grader_identity,
+    register_grader,
+    with_problems,
+)
 from graders.registry import SYMPY_GRADER_VERSION as GRADER_VERSION
 from graders.verdict import Verdict
 
@@ -54,22 +64,39 @@ __all__ = [
     "get_grader",
     "grade",
     "grade_batch",
+    "grader_identity",
     "normalize",
     "register_grader",
     "shutdown",
 ]
 
 
-def grade(gold: str, response: str, config: GraderConfig | None = None, grader: str = "sympy") -> Verdict:
-    """The verdict for one (gold answer, model response) pair."""
-    return get_grader(grader).grade_batch([(gold, response)], config or GraderConfig())[0]
+def grade(
+    gold: str, response: str, config: GraderConfig | None = None, grader: str = "sympy", problem: str | None = None
+) -> Verdict:
+    """The verdict for one (gold answer, model response) pair; ``problem`` (optional) decides wording policies."""
+    return grade_batch([(gold, response)], config, grader, problems=[problem])[0]
 
 
 def grade_batch(
-    pairs: Sequence[tuple[str, str]], config: GraderConfig | None = None, grader: str = "sympy"
+    pairs: Sequence[tuple],
+    config: GraderConfig | None = None,
+    grader: str = "sympy",
+    problems: Sequence[str | None] | None = None,
 ) -> list[Verdict]:
-    """Verdicts for many (gold, response) pairs, in the same order; sympy work runs in parallel workers."""
-    return get_grader(grader).grade_batch(pairs, config or GraderConfig())
+    """Verdicts for many (gold, response) pairs, in the same order; sympy work runs in parallel workers.
+
+    The problem text of each pair is optional: give ``problems`` (one per pair, None allowed) or pass
+    (gold, response, problem) triples. It decides the ``"auto"`` policies of :class:`GraderConfig` (an
+    "ordered pair" keeps a tuple apart from a set). A grader without ``accepts_problems`` gets plain pairs.
+    """
+    g = get_grader(grader)
+    config = config or GraderConfig()
+    if getattr(g, "accepts_problems", False):
+        return g.grade_batch(with_problems(pairs, problems), config)
+    if problems is not None and len(problems) != len(pairs):
+        raise ValueError(f"problems: expected one per pair ({len(pairs)}), got {len(problems)}")
+    return g.grade_batch([_check_pair(i, p) for i, p in enumerate(pairs)], config)
 
 
 def shutdown() -> None:

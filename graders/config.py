@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Literal
 
 
@@ -38,8 +39,17 @@ class GraderConfig:
             Sets ``\\{1, 2\\}`` are always unordered; interval bracket types always matter.
         comma_list: a bare list ``1, 2`` (no brackets): ``"unordered"`` (default, like Math-Verify, which
             reads it as a set) or ``"ordered"``.
+        tuple_vs_set: a tuple ``(1, 2)`` against the set ``\\{1, 2\\}`` of the same values.
+            ``"auto"`` (default): equal, unless the problem's wording asks for order ("ordered pair",
+            "ordered triple", "in order", "in increasing order", ...), then different; without the problem
+            text, equal. ``"equal"``/``"differ"``: always so.
         interval_vs_inequality: ``1 < x \\le 2`` equals ``(1, 2]`` (default True).
+        rename_function_variable: ``f(x) = 2x`` equals ``f(t) = 2t`` (and ``2t``): a one-variable function
+            is the same function under another variable name (default True).
         equation_lhs_symbol: ``x = 3`` equals ``3`` when the left side is a single symbol (default True).
+
+    The problem text (optional, ``grade_batch(pairs, config, problems=...)``) decides ``"auto"`` policies:
+    ordered tuples and tuple vs set as above; "in any order" makes tuples unordered for that problem.
 
     Symbolic
         symbolic: ``"simplify"`` (default): two expressions are equal when their difference simplifies to 0,
@@ -56,7 +66,9 @@ class GraderConfig:
     percent: Literal["both", "number", "fraction"] = "both"
     ordered_tuples: bool = True
     comma_list: Literal["unordered", "ordered"] = "unordered"
+    tuple_vs_set: Literal["auto", "equal", "differ"] = "auto"
     interval_vs_inequality: bool = True
+    rename_function_variable: bool = True
     equation_lhs_symbol: bool = True
     symbolic: Literal["simplify", "expand"] = "simplify"
 
@@ -71,8 +83,43 @@ class GraderConfig:
             raise ValueError(
                 f"GraderConfig.comma_list must be 'unordered' or 'ordered', got {self.comma_list!r}"
             )
+        if self.tuple_vs_set not in ("auto", "equal", "differ"):
+            raise ValueError(
+                f"GraderConfig.tuple_vs_set must be 'auto', 'equal' or 'differ', got {self.tuple_vs_set!r}"
+            )
         if self.symbolic not in ("simplify", "expand"):
             raise ValueError(f"GraderConfig.symbolic must be 'simplify' or 'expand', got {self.symbolic!r}")
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def policy_id(self) -> str:
+        """The options that may change a verdict and differ from their defaults, as ``name=value`` joined by
+        commas ("" for the defaults). Resources (``timeout_s``, ``workers``) are not policies."""
+        default = GraderConfig()
+        parts = [
+            f"{f.name}={getattr(self, f.name)}"
+            for f in fields(self)
+            if f.name not in RESOURCE_FIELDS and getattr(self, f.name) != getattr(default, f.name)
+        ]
+        return ",".join(parts)
+
+    def for_problem(self, problem: str | None) -> GraderConfig:
+        """This config with its ``"auto"`` policies decided for one problem's wording (see the class doc)."""
+        if self.tuple_vs_set != "auto" and self.ordered_tuples is not True:
+            return self
+        changes: dict = {}
+        if self.tuple_vs_set == "auto":
+            changes["tuple_vs_set"] = "differ" if problem and _ORDER_ASKED_RE.search(problem) else "equal"
+        if self.ordered_tuples and problem and _ANY_ORDER_RE.search(problem):
+            changes["ordered_tuples"] = False
+        return replace(self, **changes)
+
+
+RESOURCE_FIELDS = ("timeout_s", "workers")
+_ORDER_ASKED_RE = re.compile(
+    r"\bordered\s+(?:pair|triple|tuple|quadruple|list|set)s?\b|\bin\s+(?:that\s+|this\s+|the\s+given\s+)?order\b(?!\s+to\b)"
+    r"|\bin\s+(?:increasing|decreasing|ascending|descending)\s+order\b|\bin\s+the\s+form\s+\$?\\?\(\s*[a-z]\s*,",
+    re.IGNORECASE,
+)
+_ANY_ORDER_RE = re.compile(r"\bin\s+any\s+order\b|\border\s+(?:does\s+not|doesn't)\s+matter\b", re.IGNORECASE)

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 
 from graders.config import GraderConfig
-from graders.verdict import NO_ANSWER, Verdict
+from graders.verdict import CRASH, GOLD, NO_ANSWER, NO_ANSWER_KIND, VERDICT, Verdict
 
 
 def _check_installed():
@@ -53,12 +53,12 @@ class MathVerifyGrader:
                     gold_cache[gold] = g
                 a = parse(response, parsing_timeout=limit)
                 if not a:
-                    out.append(Verdict(False, NO_ANSWER, None))
+                    out.append(Verdict(False, NO_ANSWER, None, why=NO_ANSWER_KIND))
                 elif not g:
-                    out.append(Verdict(None, "gold unparseable", str(a[-1])))
+                    out.append(Verdict(None, "gold unparseable", str(a[-1]), why=GOLD))
                 else:
                     ok = verify(g, a, timeout_seconds=limit)
-                    out.append(Verdict(bool(ok), "math-verify", str(a[-1])))
+                    out.append(Verdict(bool(ok), "math-verify", str(a[-1]), why=VERDICT))
             except Exception as e:  # noqa: BLE001 - a third-party grader must not stop a run
-                out.append(Verdict(None, f"math-verify failed: {type(e).__name__}", None))
+                out.append(Verdict(None, f"math-verify failed: {type(e).__name__}", None, why=CRASH))
         return out

@@ -9,20 +9,30 @@ object with ``name``, ``version`` and ``grade_batch(pairs, config)``, or a plain
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
-from graders.compare import compare_fast, thousands_written
+from graders.compare import compare_fast, compare_numbers, thousands_written
 from graders.config import GraderConfig
 from graders.extract import extract_answer, prepare_gold
 from graders.normalize import normalize, split_top_level
 from graders.numbers import parse_number
-from graders.verdict import NO_ANSWER, Verdict
+from graders.verdict import (
+    CRASH,
+    NO_ANSWER,
+    NO_ANSWER_KIND,
+    REJECTED,
+    UNREADABLE,
+    VERDICT,
+    Verdict,
+    kind_of,
+)
 
-SYMPY_GRADER_VERSION = "sympy-2"
+SYMPY_GRADER_VERSION = "sympy-3"
 EXACT_GRADER_VERSION = "exact-1"
 _NOT_CACHED = ("timeout", "worker crashed", "out of memory")
 
@@ -77,18 +87,52 @@ class VerdictCache:
 CACHE = VerdictCache()
 
 
-def _check_pair(i: int, pair) -> tuple[str, str]:
+def _check_triple(i: int, pair) -> tuple[str, str, str | None]:
+    """``(gold, response, problem)`` of a (gold, response) pair or a (gold, response, problem) triple."""
     try:
-        gold, response = pair
+        if isinstance(pair, (tuple, list)) and len(pair) == 3:
+            gold, response, problem = pair
+        else:
+            (gold, response), problem = pair, None
     except (TypeError, ValueError):
-        raise TypeError(f"pair {i}: expected a (gold, response) tuple, got {type(pair).__name__}") from None
+        raise TypeError(
+            f"pair {i}: expected a (gold, response) or (gold, response, problem) tuple, got {type(pair).__name__}"
+        ) from None
     if isinstance(gold, int) and not isinstance(gold, bool):
         gold = str(gold)
     if not isinstance(gold, str):
         raise TypeError(f"pair {i}: gold must be a string, got {type(gold).__name__} {gold!r:.60}")
     if not isinstance(response, str):
         raise TypeError(f"pair {i}: response must be a string, got {type(response).__name__}")
-    return gold, response
+    if problem is not None and not isinstance(problem, str):
+        raise TypeError(f"pair {i}: problem must be a string or None, got {type(problem).__name__}")
+    return gold, response, problem
+
+
+def _check_pair(i: int, pair) -> tuple[str, str]:
+    return _check_triple(i, pair)[:2]
+
+
+def with_problems(pairs: Sequence, problems: Sequence[str | None] | None) -> list:
+    """``pairs`` as (gold, response, problem) triples (``problems`` given) or as they are."""
+    if problems is None:
+        return list(pairs)
+    if len(problems) != len(pairs):
+        raise ValueError(f"problems: expected one per pair ({len(pairs)}), got {len(problems)}")
+    return [(*_check_pair(i, p), q) for i, (p, q) in enumerate(zip(pairs, problems))]
+
+
+@lru_cache(maxsize=4096)
+def _config_for(config: GraderConfig, problem: str | None) -> GraderConfig:
+    return config.for_problem(problem)
+
+
+def grader_identity(grader: str = "sympy", config: GraderConfig | None = None) -> str:
+    """What a corpus records of its grader: the grader's version, plus ``+`` and the policy options that differ
+    from their defaults (:meth:`GraderConfig.policy_id`), so that a policy change never mixes verdicts."""
+    version = get_grader(grader).version
+    policy = (config or GraderConfig()).policy_id()
+    return f"{version}+{policy}" if policy else version
 
 
 @lru_cache(maxsize=1 << 14)
@@ -108,6 +152,27 @@ def _gold_parts(g_norm: str) -> int:
     return len(split_top_level(g_norm))
 
 
+_NUM_RE = re.compile(r"(?<![\d.])-?\d+(?:\.\d+)?(?![\d.])")
+_OPERATOR_RE = re.compile(r"[+*/^=<>!]|\\[a-zA-Z]+|\d\s*-|\(|\)")
+
+
+def _numbers_all_differ(g_norm: str, a_norm: str, config: GraderConfig) -> bool:
+    """The gold is a plain number and the (unreadable) answer is prose with plain numbers only -- no operator,
+    no command, nothing that could combine them -- none of which is the gold: ``between 3 and 5`` against 4."""
+    g = parse_number(g_norm)
+    if g is None:
+        return False
+    text = re.sub(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}", r"\1", a_norm).replace("%", "")
+    nums = _NUM_RE.findall(text)
+    if not nums or len(nums) > 6 or _OPERATOR_RE.search(_NUM_RE.sub(" ", text)):
+        return False
+    for n in nums:
+        a = parse_number(n)
+        if a is None or compare_numbers(g, a, config)[0]:
+            return False
+    return True
+
+
 class SympyGrader:
     """The default grader: in-process fast path, then sympy in killable worker processes.
 
@@ -117,6 +182,7 @@ class SympyGrader:
 
     name = "sympy"
     version = SYMPY_GRADER_VERSION
+    accepts_problems = True  # grade_batch takes (gold, response, problem) triples; the problem decides policies
 
     def _fast(self, gold: str, response: str, config: GraderConfig):
         """``(verdict, None)`` when decided in-process, else ``(None, (key, extracted))`` for the workers."""
@@ -125,10 +191,12 @@ class SympyGrader:
         parts = _gold_parts(g_norm)
         extracted = extract_answer(response, fallback=config.last_number_fallback, yes_no=yes_no, parts=parts)
         if extracted is None:
-            return Verdict(False, NO_ANSWER, None), None
+            return Verdict(False, NO_ANSWER, None, why=NO_ANSWER_KIND), None
         if len(extracted) > 20 * config.max_answer_chars:
-            return Verdict(None, f"too large: {len(extracted)} characters", extracted[:200]), None
+            return Verdict(None, f"too large: {len(extracted)} characters", extracted[:200], why=REJECTED), None
         a_norm = normalize(extracted)
+        if not a_norm:  # "$$", "\boxed{\text{}}": nothing written where the answer goes
+            return Verdict(False, NO_ANSWER, None, why=NO_ANSWER_KIND), None
         grouped = thousands_written(gold) or thousands_written(extracted)
         key = (self.name, g_norm, a_norm, config, grouped)
         hit = CACHE.get(key)
@@ -137,20 +205,42 @@ class SympyGrader:
             if hit is not None:
                 CACHE.put(key, hit)
         if hit is not None:
-            return Verdict(hit[0], hit[1], extracted), None
+            return self._verdict(hit, extracted, response, g_norm, config), None
         return None, (key, extracted)
 
-    def grade_batch(self, pairs: Sequence[tuple[str, str]], config: GraderConfig) -> list[Verdict]:
+    @staticmethod
+    def _verdict(res: tuple, extracted: str, response: str, g_norm: str, config: GraderConfig) -> Verdict:
+        """The verdict of a comparison result, with its kind stated; an answer that cannot be read is no
+        answer when it was only guessed (no box, no answer phrase: the unmarked fallback of a response that
+        was cut off mid-formula), and wrong when no reading of it can equal a numeric gold."""
+        correct, reason = res
+        if correct is not None:
+            return Verdict(correct, reason, extracted, why=VERDICT)
+        why = kind_of(None, reason, extracted)
+        if why == UNREADABLE:
+            if extract_answer(response, fallback=False, parts=_gold_parts(g_norm)) is None:
+                return Verdict(False, NO_ANSWER, None, why=NO_ANSWER_KIND)
+            if _numbers_all_differ(g_norm, normalize(extracted), config):
+                return Verdict(False, "numeric: no number of the answer is the gold", extracted, why=VERDICT)
+        return Verdict(None, reason, extracted, why=why)
+
+    def grade_batch(
+        self, pairs: Sequence[tuple], config: GraderConfig, problems: Sequence[str | None] | None = None
+    ) -> list[Verdict]:
+        """Verdicts of (gold, response) pairs or (gold, response, problem) triples (or pairs and ``problems``)."""
         from graders.pool import get_pool
 
+        pairs = with_problems(pairs, problems)
         out: list[Verdict | None] = [None] * len(pairs)
         todo: dict[tuple, list[tuple[int, str]]] = {}
         for i, pair in enumerate(pairs):
-            gold, response = _check_pair(i, pair)
+            gold, response, problem = _check_triple(i, pair)
+            cfg = _config_for(config, problem)
             try:
-                verdict, pending = self._fast(gold, response, config)
+                verdict, pending = self._fast(gold, response, cfg)
             except Exception as e:  # noqa: BLE001 - never let one input stop the batch
-                verdict, pending = Verdict(None, f"grader error: {type(e).__name__}: {e}"[:200], None), None
+                reason = f"grader error: {type(e).__name__}: {e}"[:200]
+                verdict, pending = Verdict(None, reason, None, why=CRASH), None
             if verdict is not None:
                 out[i] = verdict
             else:
@@ -158,11 +248,12 @@ class SympyGrader:
                 todo.setdefault(key, []).append((i, extracted))
         if todo:
             keys = list(todo)
-            results = get_pool(config.workers).run([(k[1], k[2], config) for k in keys], config.timeout_s)
+            results = get_pool(config.workers).run([(k[1], k[2], k[3]) for k in keys], config.timeout_s)
             for key, res in zip(keys, results, strict=True):
                 CACHE.put(key, res)
                 for i, extracted in todo[key]:
-                    out[i] = Verdict(res[0], res[1], extracted)
+                    gold, response, _ = _check_triple(i, pairs[i])
+                    out[i] = self._verdict(res, extracted, response, key[1], key[3])
         return out  # type: ignore[return-value]
 
 
@@ -179,11 +270,11 @@ class ExactGrader:
             g_norm, g_is_number = _prepared_gold(gold)
             extracted = extract_answer(response, fallback=config.last_number_fallback)
             if extracted is None:
-                out.append(Verdict(False, NO_ANSWER, None))
+                out.append(Verdict(False, NO_ANSWER, None, why=NO_ANSWER_KIND))
             elif normalize(extracted) == g_norm:
-                out.append(Verdict(True, "string match", extracted))
+                out.append(Verdict(True, "string match", extracted, why=VERDICT))
             else:
-                out.append(Verdict(False, "strings differ", extracted))
+                out.append(Verdict(False, "strings differ", extracted, why=VERDICT))
         return out
 
 

@@ -85,6 +85,9 @@ class Comparer:
                 if var_b is None:
                     var_b = _single_symbol(body_b)
                 if var_a is not None and var_b is not None and var_a != var_b:
+                    if not self.cfg.rename_function_variable:
+                        self.rule = "function: variables differ"
+                        return False
                     body_b = body_b.xreplace({var_b: var_a})
                 self.rule = "function"
                 return self.equal(body_a, body_b)
@@ -174,8 +177,12 @@ class Comparer:
     def _collections(self, a, b) -> bool:
         a_set, b_set = isinstance(a, sympy.FiniteSet), isinstance(b, sympy.FiniteSet)
         if a_set != b_set and isinstance(b if a_set else a, (sympy.Tuple, sympy.Interval)):
-            self.rule = "tuple vs set"  # (3, 1) is ordered, {1, 3} is not: different objects
-            return False
+            if self.cfg.tuple_vs_set == "differ":
+                self.rule = "tuple vs set"  # (3, 1) is ordered, {1, 3} is not: different objects
+                return False
+            ok = self._unordered(self._items(a)[0], self._items(b)[0])
+            self.rule = "tuple vs set: same values" if ok else "tuple vs set: values differ"
+            return ok
         if isinstance(a, sympy.MatrixBase) and isinstance(b, sympy.MatrixBase) and a.shape != b.shape:
             self.rule = f"matrix: shapes {a.shape} vs {b.shape}"
             return False
@@ -197,6 +204,12 @@ class Comparer:
                     return False
             self.rule = "ordered collection"
             return True
+        ok = self._unordered(ia, ib)
+        if ok:
+            self.rule = "unordered collection"
+        return ok
+
+    def _unordered(self, ia: list, ib: list) -> bool:
         ia, ib = _distinct(ia), _distinct(ib)  # unordered: a set, duplicates count once
         if len(ia) != len(ib):
             self.rule = f"sets of different sizes ({len(ia)} vs {len(ib)})"
@@ -210,7 +223,6 @@ class Comparer:
             else:
                 self.rule = "unordered: no match for an element"
                 return False
-        self.rule = "unordered collection"
         return True
 
     # --------------------------------------------------------------------------------------------- sets
@@ -245,7 +257,7 @@ class Comparer:
             and len(a.args) == len(b.args) == 1 and all(isinstance(x.args[0], sympy.Symbol) for x in (a, b))
         ):  # fmt: skip
             self.rule = "function: renamed variable"  # f(x) vs f(y): the same function
-            return True
+            return self.cfg.rename_function_variable or a == b
         if not a.free_symbols and not b.free_symbols:
             return self._constants(a, b, num_a, num_b)
         if self.cfg.symbolic == "expand":
