@@ -42,6 +42,22 @@ def _o(*decls: str, help: str, **kw):
     return typer.Option(*decls, help=help, show_default=False, **kw)
 
 
+PANELS = {  # config section (pipeline/config.py SECTIONS) -> its --help panel
+    "reading": "Input", "writing": "Output", "prompting": "Model and prompt", "hf": "hf backend",
+    "vllm": "vllm backend", "openai": "openai backend", "sampling": "Sampling", "labeling": "Strategy",
+    "grading": "Grading", "execution": "Execution (where and how widely it runs)",
+}
+COMMAND_PANEL = "This command"
+
+
+def _section_of(name: str) -> str:
+    import dataclasses
+
+    from pipeline.config import SECTIONS
+
+    return next(sec for sec, cls in SECTIONS.items() if name in {f.name for f in dataclasses.fields(cls)})
+
+
 def _param(name: str, f, typ) -> inspect.Parameter:
     """A ``mcprm label`` option made from its config field: flags, type, choices, help and default text."""
     md = f.metadata
@@ -54,20 +70,24 @@ def _param(name: str, f, typ) -> inspect.Parameter:
     if base is bool:
         decls = (f"{flag}/--no-{name.replace('_', '-')}",)
     extra = {"envvar": md["envvar"]} if md.get("envvar") else {}
+    extra["rich_help_panel"] = PANELS.get(_section_of(name), "Options")
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
                              annotation=Annotated[base | None, _o(*decls, help=option_help(name), **extra)])
 
 
 _CLI_ONLY = [  # options of the command itself, not of the run
     inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        str | None, _o("--config", "-c", help="YAML/JSON file with any of these options (options given here win).")]),
+        str | None, _o("--config", "-c", help="YAML/JSON file with any of these options (options given here win).",
+                              rich_help_panel="Input")]),
     inspect.Parameter("verbose", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, _o("--verbose/--no-verbose", "-v", help="Show Ray's own log lines and more detail. (default: off)")]),
+        bool, _o("--verbose/--no-verbose", "-v", help="Show Ray's own log lines and more detail. (default: off)",
+                          rich_help_panel=COMMAND_PANEL)]),
     inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, _o("--quiet/--no-quiet", "-q", help="No progress output. (default: off)")]),
+        bool, _o("--quiet/--no-quiet", "-q", help="No progress output. (default: off)", rich_help_panel=COMMAND_PANEL)]),
     inspect.Parameter("show_progress", inspect.Parameter.KEYWORD_ONLY, default=True, annotation=Annotated[
         bool, _o("--progress/--no-progress", help="Live progress bar on a terminal (solutions, rollouts, tok/s, "
-                                                  "ETA); plain lines every 10 s when not a terminal. (default: on)")]),
+                                                  "ETA); plain lines every 10 s when not a terminal. (default: on)",
+                                                  rich_help_panel=COMMAND_PANEL)]),
 ]
 
 
@@ -119,6 +139,7 @@ def label_cmd(**options: Any) -> None:
     if res.added == 0:
         echo(f"{res.output}: up to date at version {res.version} ({res.reused} solutions already labeled, "
              f"{res.rejected} rejected)")
+        _next_steps(res.output, bundled=not cfg.input)
         return
     t = m.get("throughput", {})
     c = m.get("counts", {})
@@ -141,6 +162,21 @@ def label_cmd(**options: Any) -> None:
         echo(f"executor: {ex.get('executor')} ({ex.get('reason')})")
     for w in m.get("warnings") or []:
         echo(f"warning: {w['message']}")
+    _next_steps(res.output, bundled=not cfg.input)
+
+
+def _next_steps(output: str, bundled: bool) -> None:
+    """What to run next on the corpus just written (issue 25), with its actual path."""
+    import shlex
+
+    out = shlex.quote(output)
+    ref = "" if bundled else " --reference FILE"
+    echo(f"next: mcprm stats {out}   (counts, label balance)")
+    echo(f"      mcprm eval {out}{ref}   (label quality against "
+         + ("the bundled task's exact checker)" if bundled else "reference labels: ProcessBench/PRM800K-style)"))
+    echo(f"      mcprm export {out} --format trl --output {shlex.quote(output.rstrip('/') + '-trl')}   "
+         "(training rows)")
+    echo(f"      mcprm report {out}   (an HTML report with figures)")
 
 
 label_cmd.__signature__ = _signature()  # type: ignore[attr-defined]  # the options, from the config's fields

@@ -5,9 +5,13 @@ from __future__ import annotations
 import importlib
 
 import typer
+from typer.core import TyperCommand
+
+from cli.help import HelpCommand, McprmGroup
 
 app = typer.Typer(
     name="mcprm",
+    cls=McprmGroup,  # usage errors begin "error:" as every other error (cli/help.py)
     help="Process Reward Model training data, Math-Shepherd style: K rollouts per step prefix, graded, "
     "written as Parquet shards.",
     no_args_is_help=True,
@@ -24,6 +28,9 @@ for _name in ("label", "generate", "grade", "stats", "evaluate", "prune", "expor
             raise
         continue
     _mod.register(app)
+for _info in app.registered_commands:  # every command's --help reads at 80 columns (cli/help.py)
+    if _info.cls in (None, TyperCommand):  # not given: typer's default
+        _info.cls = HelpCommand
 
 
 def main() -> None:  # pragma: no cover

@@ -22,6 +22,9 @@ from pathlib import Path
 
 from pipeline.config import ConfigError, LabelConfig
 
+DEFAULT_PILOT = 32  # solutions in the pilot run
+DEFAULT_GPU_TOKENS_PER_S = 20_000.0  # assumed decode throughput of one GPU (batched)
+
 
 @dataclass
 class Estimate:
@@ -47,6 +50,7 @@ class PlanResult:
     pilot_tokens_per_s: float  # this machine's throughput in the pilot (all stages)
     confidence: float = 0.95
     notes: list[str] = field(default_factory=list)
+    exact: bool = False  # the pilot labeled the whole input: counts, not estimates
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -68,8 +72,10 @@ def bootstrap_ci(xs: list[float], confidence: float = 0.95, n_boot: int = 2000, 
 
 
 def _estimate(xs: list[float], n_total: int, confidence: float, seed: int, scale: float = 1.0) -> Estimate:
+    """The pilot mean times the input size, with a bootstrap interval; an exact count (a zero-width interval)
+    when the pilot labeled every solution of the input (issue 25: no interval around a known number)."""
     m = sum(xs) / len(xs)
-    lo, hi = bootstrap_ci(xs, confidence, seed=seed)
+    lo, hi = (m, m) if len(xs) >= n_total else bootstrap_ci(xs, confidence, seed=seed)
     return Estimate(m * scale, (lo * scale, hi * scale), m * n_total * scale, (lo * n_total * scale, hi * n_total * scale))
 
 
@@ -94,7 +100,8 @@ def sample_solutions(cfg: LabelConfig, pilot: int, seed: int = 0):
     return stats.solutions, sample
 
 
-def plan(cfg: LabelConfig, *, pilot: int = 32, gpu_tokens_per_s: float = 20_000.0, seed: int = 0,
+def plan(cfg: LabelConfig, *, pilot: int = DEFAULT_PILOT, gpu_tokens_per_s: float = DEFAULT_GPU_TOKENS_PER_S,
+         seed: int = 0,
          confidence: float = 0.95, workdir: str | None = None) -> PlanResult:
     """Label a pilot sample of ``cfg.input`` in-process and extrapolate rollouts, tokens and GPU-hours."""
     from pipeline.run import label
@@ -126,8 +133,10 @@ def plan(cfg: LabelConfig, *, pilot: int = 32, gpu_tokens_per_s: float = 20_000.
     rollouts = [float(r["rollouts"]) for r in t]
     tokens = [float(r["rollout_tokens"]) for r in t]
     notes = []
-    if len(t) < pilot:
-        notes.append(f"the input has only {len(t)} unique valid solutions: the pilot labeled all of them")
+    exact = len(t) >= n_total
+    if exact:
+        notes.append(f"the pilot labeled all {len(t)} unique valid solutions of the input: rollouts and tokens are "
+                     "exact counts of this run, not estimates (GPU-hours still assume the throughput above)")
     if sum(tokens) == 0:
         notes.append("the pilot generated no tokens (e.g. every solution trusted as correct): the estimate is 0")
     return PlanResult(
@@ -138,5 +147,5 @@ def plan(cfg: LabelConfig, *, pilot: int = 32, gpu_tokens_per_s: float = 20_000.
         gpu_tokens_per_s=gpu_tokens_per_s,
         steps_per_solution=sum(len(r["steps"]) for r in t) / len(t),
         pilot_seconds=seconds, pilot_tokens_per_s=sum(tokens) / seconds if seconds > 0 else 0.0,
-        confidence=confidence, notes=notes,
+        confidence=confidence, notes=notes, exact=exact,
     )

@@ -144,7 +144,8 @@ def _fig_correctness_counts(counts: Counter):
     ax.set_xticks(range(len(groups)), groups)
     right = no_err[0] + err[0]
     rate = err[0] / right if right else None
-    ax.set_title("Final answer vs process: right answer, wrong process = "
+    # two lines: one line was wider than the figure and was clipped at both edges (issue 25)
+    ax.set_title("Final answer vs process\nright answer, wrong process: "
                  + ("n/a" if rate is None else f"{err[0]:,} of {right:,} ({rate:.1%})"))
     ax.set_ylabel("solutions")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
