@@ -139,7 +139,7 @@ def label_cmd(**options: Any) -> None:
     if res.added == 0:
         echo(f"{res.output}: up to date at version {res.version} ({res.reused} solutions already labeled, "
              f"{res.rejected} rejected)")
-        _next_steps(res.output, bundled=not cfg.input)
+        _next_steps(res.output)
         return
     t = m.get("throughput", {})
     c = m.get("counts", {})
@@ -162,13 +162,30 @@ def label_cmd(**options: Any) -> None:
         echo(f"executor: {ex.get('executor')} ({ex.get('reason')})")
     for w in m.get("warnings") or []:
         echo(f"warning: {w['message']}")
-    _next_steps(res.output, bundled=not cfg.input)
+    _next_steps(res.output)
 
 
-def _next_steps(output: str, bundled: bool) -> None:
+def _synthetic_task(output: str) -> bool:
+    """Whether the corpus holds the bundled synthetic task (its first rows' problems parse), which `mcprm eval`
+    judges with its exact checker; other data needs reference labels."""
+    try:
+        from pipeline.bundled.synthetic import parse_problem
+        from pipeline.storage.corpus import iter_corpus
+
+        batch = next(iter(iter_corpus(output, None, ["problem"], batch_rows=16)), None)
+        problems = batch.column("problem").to_pylist() if batch is not None else []
+        for p in problems:
+            parse_problem(p)
+        return bool(problems)
+    except Exception:  # noqa: BLE001 - not the bundled task (ValueError), or unreadable: the FILE form is right
+        return False
+
+
+def _next_steps(output: str) -> None:
     """What to run next on the corpus just written (issue 25), with its actual path."""
     import shlex
 
+    bundled = _synthetic_task(output)
     out = shlex.quote(output)
     ref = "" if bundled else " --reference FILE"
     echo(f"next: mcprm stats {out}   (counts, label balance)")

@@ -94,7 +94,7 @@ def _option_block(help_text: str, opt: str) -> str:
     """The (rich-wrapped) help rows of one option, joined."""
     raw = help_text.splitlines()
     lines = [x.strip("│ ").strip() for x in raw]
-    start = next(i for i, x in enumerate(lines) if x.startswith(opt + " "))
+    start = next(i for i, x in enumerate(lines) if x.startswith(opt + " ") or f", {opt} " in x)
     end = next((i for i in range(start + 1, len(raw)) if raw[i].startswith(("│ -", "╰"))), len(raw))
     return " ".join(" ".join(lines[start:end]).split())
 
@@ -115,9 +115,11 @@ def test_help_has_descriptions_defaults_and_choices():
                          ("--strategy", "binary-search"), ("--backend", "hf")):
         block = _option_block(text, opt)
         assert f"(default: {default})" in block, block
-    assert "<hf|vllm|openai>" in text and "<per-step|binary-search|adaptive|sequential>" in text and "gsm8k" in text
+    assert "hf (transformers" in _option_block(text, "--backend")
+    assert "per-step, binary-search, adaptive, sequential" in _option_block(text, "--strategy")
+    assert "gsm8k" in _option_block(text, "--splitter")
     flag_lines = [x for x in text.splitlines() if "--no-" in x]
-    assert flag_lines and not any("<bool>" in x for x in flag_lines)
+    assert flag_lines and not any("<bool>" in x or "BOOL" in x for x in flag_lines)
 
 
 def test_failed_first_run_is_replaced_by_a_corrected_one(small_input, tmp_path):
@@ -152,3 +154,160 @@ def test_glob_matching_nothing_suggests_input_format(tmp_path):
     with pytest.raises(InputError) as e:
         list(iter_solutions(InputSpec(paths=(str(tmp_path / "d" / "*.txt"),))))
     assert "--input-format" in str(e.value) or "no such file" in str(e.value), str(e.value)
+
+
+# ---------------------------------------------------------------------------------------------- issue 25
+GSM_ROW = {"id": "gsm-1", "problem": "Natalia sold clips to 48 of her friends in April and half as many in May. "
+                                     "How many clips did she sell?",
+           "answer": "72", "steps": ["She sold 48/2 = 24 clips in May.", "48 + 24 = 72. The answer is 72."]}
+
+
+@pytest.fixture(scope="module")
+def corpora(small_input, tmp_path_factory):
+    """Two small corpora made by `mcprm label` as a user runs it: 3 rows of the bundled (synthetic) sample, and
+    one row of own data (a GSM8K-style word problem: no built-in checker)."""
+    d = tmp_path_factory.mktemp("fh25")
+    syn_in = _write(d / "syn.jsonl", _rows(small_input)[:3])
+    own_in = _write(d / "own.jsonl", [GSM_ROW])
+    out = {}
+    for name, inp in (("synthetic", syn_in), ("own", own_in)):
+        o = str(d / f"{name}-out")
+        r = run_mcprm("label", "--input", inp, "--output", o, "--k", "2", "--max-new-tokens", "16",
+                      "--strategy", "per-step", "--executor", "local", "--progress", timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        out[name] = (o, r)
+    return out
+
+
+def test_label_prints_progress_once_and_what_to_run_next(corpora):
+    out, r = corpora["synthetic"]
+    final = [x for x in r.stderr.splitlines() if x.startswith("[mcprm] 3/3 solutions")]
+    assert len(final) == 1, r.stderr  # piped: the final line once
+    assert "ETA 0 s" in final[0]
+    assert "0 rollouts, 0 tok/s" not in r.stderr, r.stderr
+    nxt = r.stdout[r.stdout.index("next:"):]
+    for cmd in ("stats", "eval", "export", "report"):
+        assert f"mcprm {cmd} {out}" in nxt, nxt
+    assert "--reference FILE" not in nxt  # the bundled task: its exact checker needs no file
+    own, r_own = corpora["own"]
+    assert f"mcprm eval {own} --reference FILE" in r_own.stdout, r_own.stdout
+
+
+def test_eval_without_reference(corpora):
+    syn, _ = corpora["synthetic"]
+    r = run_mcprm("eval", syn, "--json", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["reference"] == "synthetic"
+    own, _ = corpora["own"]
+    for extra in ((), ("--reference", "synthetic"), ("--label-rule", "all")):
+        r = run_mcprm("eval", own, *extra, timeout=120)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert r.stderr.startswith("error:") and "--reference FILE" in r.stderr, r.stderr
+        assert "gsm-1" in r.stderr and "ProcessBench" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_output_that_is_a_file_is_refused_and_nothing_is_left(corpora, tmp_path):
+    syn, _ = corpora["synthetic"]
+    f = tmp_path / "results.txt"
+    f.write_text("keep me\n")
+    for args in (("label", "--input", _write(tmp_path / "in.jsonl", [GSM_ROW]), "--output", str(f)),
+                 ("export", syn, "--output", str(f), "--overwrite"),
+                 ("report", syn, "--output", str(f))):
+        r = run_mcprm(*args, timeout=120)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert r.stderr.startswith(f"error: {f} is a file, not a folder"), r.stderr
+        assert "--output" in r.stderr and "folder" in r.stderr
+        assert f.read_text() == "keep me\n"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "results.txt"], list(tmp_path.iterdir())
+    r = run_mcprm("label", "--output", str(f / "sub"), timeout=120)  # a folder inside a file
+    assert r.returncode == 1 and f"{f} is a file, not a folder" in r.stderr, r.stderr
+
+
+def test_device_is_checked_before_any_work(tmp_path):
+    from rollouts.devices import nvidia_gpus
+
+    out = tmp_path / "out"
+    r = run_mcprm("label", "--output", str(out), "--device", "gpu", timeout=120)
+    assert r.returncode == 1 and r.stderr.startswith("error: --device 'gpu' is not a device name"), r.stderr
+    assert "cpu" in r.stderr and "Traceback" not in r.stderr and "RuntimeError" not in r.stderr
+    assert not out.exists()
+    if nvidia_gpus():
+        pytest.skip("this machine has a GPU: the no-GPU messages are not what it says")
+    for args, says in ((("--device", "cuda"), "this machine has no GPU"),
+                       (("--backend", "vllm"), "this machine has none")):
+        r = run_mcprm("label", "--output", str(out), *args, timeout=120)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert says in r.stderr and "rerun the same command" not in r.stderr, r.stderr
+        assert "pip install" not in r.stderr  # no multi-GB install suggested on a machine that cannot use it
+        assert not out.exists()  # no OUT/data/v00001/_staged left behind
+    r = run_mcprm("plan", "--device", "cuda", timeout=120)
+    assert r.returncode == 1 and "this machine has no GPU" in r.stderr, r.stderr
+
+
+def test_long_problem_is_named_as_the_problem(tmp_path):
+    rows = _rows(_sample_path())[:2] + [{"id": "big", "problem": "Compute " + "1 + " * 12_500 + "1.",
+                                         "answer": "12501", "steps": ["1 + 1 = 2"]}]
+    inp = _write(tmp_path / "in.jsonl", rows)
+    r = run_mcprm("label", "--input", inp, "--output", str(tmp_path / "out"), "--k", "2", timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stderr.startswith(f"error: {inp} line 3, field 'problem': prompt too long"), r.stderr
+    assert "Token indices sequence length" not in r.stderr, r.stderr  # transformers' own warning, not shown
+
+
+def _sample_path() -> str:
+    from pipeline.bundled import SAMPLE_PATH
+
+    return str(SAMPLE_PATH)
+
+
+def test_help_reads_at_80_columns():
+    import typer
+
+    from cli.main import app
+    from pipeline.config import option_default
+
+    r = run_mcprm("label", "--help", env={"COLUMNS": "80"}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) < 200, len(lines)  # was 398
+    assert all(len(x.rstrip()) <= 80 for x in lines)
+    flat = " ".join(" ".join(x.strip("│╭╮╰╯─ ") for x in lines).split())
+    cmd = typer.main.get_command(app).commands["label"]
+    for p in cmd.params:  # every option's name whole (not folded mid-word), each choice whole
+        for o in p.opts + p.secondary_opts:
+            assert o in flat, o
+    for choice in ("per-step", "binary-search", "adaptive", "sequential", "blank-line", "step-prefix", "gsm8k"):
+        assert f" {choice}," in flat or f" {choice}." in flat, choice
+    # the description column: at least 40 characters on the widest help line (was 17)
+    widths = [len(x.split("  ")[-1].strip("│ ")) for x in lines if x.startswith("│ ")]
+    assert max(widths) >= 40
+
+    r = run_mcprm("plan", "--help", env={"COLUMNS": "80"}, timeout=120)
+    text = r.stdout
+    assert "per-step, binary-search, adaptive, sequential" in _option_block(text, "--strategy")
+    for opt, name in (("--strategy", "strategy"), ("--k", "k"), ("--max-new-tokens", "max_new_tokens")):
+        assert f"(default: {option_default(name)})" in _option_block(text, opt), (opt, _option_block(text, opt))
+
+
+def test_errors_begin_the_same_in_every_command(tmp_path):
+    for args in (("label", "--strategy", "nope"), ("plan", "--k", "abc"), ("export", str(tmp_path), "--format", "x"),
+                 ("eval", "--no-such-option"), ("report", str(tmp_path / "missing")), ("stats", str(tmp_path)),
+                 ("plan", "--pilot", "1"), ("no-such-command",)):
+        r = run_mcprm(*args, timeout=120)
+        assert r.returncode != 0, args
+        assert r.stderr.startswith("error: "), (args, r.stderr)
+        assert "Error" not in r.stderr.split("\n")[0][:8] and "╭" not in r.stderr, (args, r.stderr)
+
+
+def test_plan_gives_exact_counts_when_the_pilot_is_the_whole_input(small_input, tmp_path):
+    inp = _write(tmp_path / "in.jsonl", _rows(small_input)[:3])
+    r = run_mcprm("plan", "--input", inp, "--pilot", "8", "--k", "2", "--max-new-tokens", "16", "--json",
+                  timeout=300)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["exact"] and res["pilot"] == res["solutions"] == 3
+    assert res["rollouts"]["total_ci"] == [res["rollouts"]["total"]] * 2
+    r = run_mcprm("plan", "--input", inp, "--pilot", "8", "--k", "2", "--max-new-tokens", "16", timeout=300,
+                  env={"COLUMNS": "120"})
+    assert r.returncode == 0, r.stderr
+    assert "95% CI" not in r.stdout and "exact" in r.stdout, r.stdout
