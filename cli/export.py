@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Annotated
 
 import typer
 
 from cli.common import echo, err, user_errors
+from pipeline.commands.export import FILE_FORMATS, FORMATS, export_corpus
+
+# every default is export_corpus's own (declared once, there); the CLI's output folder is its only addition
+_D = {name: p.default for name, p in inspect.signature(export_corpus).parameters.items()}
 
 
 def register(app: typer.Typer) -> None:
@@ -16,33 +21,35 @@ def register(app: typer.Typer) -> None:
 
 def export_cmd(
     corpus: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")] = "./mcprm-out",
-    fmt: Annotated[str, typer.Option("--format", help="trl | math-shepherd | qwen-prm | openrlhf | processbench")] = "trl",
+    fmt: Annotated[str, typer.Option("--format", help=" | ".join(FORMATS))] = FORMATS[0],
     output: Annotated[str, typer.Option(help="Export folder (any fsspec URL); part-NNNNN shards go there.")] = "./mcprm-export",
     label_rule: Annotated[str, typer.Option(help="hard (mc_value > 0) | threshold (mc_value >= --threshold) | "
                                                  "soft (mc_value as a float; qwen-prm and openrlhf only) | relative | advantage | "
                                                  "er-prm | changepoint (hard labels from the stored counts; "
-                                                 "README: Labels)")] = "hard",
-    threshold: Annotated[float, typer.Option(help="For --label-rule threshold.")] = 0.5,
+                                                 "README: Labels)")] = _D["label_rule"],
+    threshold: Annotated[float, typer.Option(help="For --label-rule threshold.")] = _D["threshold"],
     min_confidence: Annotated[float | None, typer.Option(help="Drop rows whose first-error confidence is below "
                                                                "this (README: Labels).")] = None,
     weight_by_confidence: Annotated[bool, typer.Option(help="Add a 'weight' column: the row's first-error "
                                                             "confidence.")] = False,
     drop_after_first_error: Annotated[bool, typer.Option(
-        help="Keep steps only up to the first negative one (PRM800K / ProcessBench / Qwen convention).")] = True,
+        help="Keep steps only up to the first negative one (PRM800K / ProcessBench / Qwen convention).")
+    ] = _D["drop_after_first_error"],
     balance: Annotated[str | None, typer.Option(help="'downsample': as many error-free solutions as solutions "
                                                      "with an error.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of --balance downsample.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of --balance downsample.")] = _D["seed"],
     step_tag: Annotated[str | None, typer.Option(help="Per-step marker (math-shepherd 'ки', qwen-prm '<extra_0>', "
                                                       "trl step_separator '\\n').")] = None,
     placeholder: Annotated[str | None, typer.Option(help="openrlhf placeholder token (default 'ки').")] = None,
-    reward_tokens: Annotated[str, typer.Option(help="Positive and negative label tokens, comma-separated.")] = "+,-",
+    reward_tokens: Annotated[str, typer.Option(help="Positive and negative label tokens, comma-separated.")
+                             ] = ",".join(_D["reward_tokens"]),
     tokenizer: Annotated[str | None, typer.Option(help="The trainer's tokenizer (path or hub name): check that "
                                                        "the tag is one token, once per step.")] = None,
-    file_format: Annotated[str, typer.Option(help="parquet | jsonl")] = "parquet",
-    shard_rows: Annotated[int, typer.Option(help="Rows per output shard.")] = 10_000,
+    file_format: Annotated[str, typer.Option(help=" | ".join(FILE_FORMATS))] = _D["file_format"],
+    shard_rows: Annotated[int, typer.Option(help="Rows per output shard.")] = _D["shard_rows"],
     version: Annotated[int | None, typer.Option(help="A committed corpus version (default: current).")] = None,
-    verify: Annotated[bool, typer.Option("--verify", help="Check every shard's sha256, schema and rows first.")] = False,
-    overwrite: Annotated[bool, typer.Option(help="Replace an earlier export in --output.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Check every shard's sha256, schema and rows first.")] = _D["verify"],
+    overwrite: Annotated[bool, typer.Option(help="Replace an earlier export in --output.")] = _D["overwrite"],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     consensus: Annotated[str | None, typer.Option(
         metavar="JUDGE-ID", help="Keep only rows where this judge (`mcprm judge`; 'auto': the only one) and MC "
@@ -50,8 +57,6 @@ def export_cmd(
 ) -> None:
     """Write the corpus as TRL / Math-Shepherd / Qwen-PRM / OpenRLHF / ProcessBench rows, checked row by row."""
     import dataclasses
-
-    from pipeline.commands.export import export_corpus
 
     toks = tuple(t for t in reward_tokens.split(","))
     if len(toks) != 2 or not all(toks):

@@ -266,7 +266,7 @@ def parse_record(record: dict, problem: str, opts: ExportOptions, tokenizer=None
                     pos += len(mark)
                     break
             else:
-                raise ValueError(f"label text has no {good!r}/{bad!r} after step {len(labels)}")
+                raise ValueError(f"label text has no {good!r}/{bad!r} after step {len(labels) + 1}")
             pos += 1  # the newline
         return steps, labels
     raise ExportError(f"unknown format {fmt!r}")

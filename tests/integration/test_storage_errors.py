@@ -62,7 +62,9 @@ def test_output_that_cannot_be_a_folder(small_input, tmp_path):
     out.write_text("x")
     r = _cli(small_input, str(out / "corpus"))
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert f"storage error on the output {out / 'corpus'}" in r.stderr and "Not a directory" in r.stderr, r.stderr
+    # issue 25: said before any work, in the user's words
+    assert f"{out} is a file, not a folder, so --output {out / 'corpus'} cannot be created" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
 
 
 def test_permission_denied_on_input_and_output(small_input, tmp_path, monkeypatch):

@@ -172,6 +172,7 @@ def test_cli_and_run_file_build_the_same_tree(tmp_path, monkeypatch):
         raise RuntimeError("stop here")
 
     monkeypatch.setattr(pipeline.run, "label", fake_label)
+    monkeypatch.setattr("cli.label.preflight", lambda cfg, output=True: None)  # vllm on a machine without a GPU
     args = ["--k", "3", "--strategy", "adaptive", "--top-p", "0.5", "--backend", "vllm", "--vllm-engine", "async",
             "--no-early-stop", "--input", "a.jsonl", "--output", str(tmp_path / "o")]
     CliRunner().invoke(app, ["label", *args])
