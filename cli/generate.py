@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from cli.common import echo, user_errors
+from cli.common import echo, preflight, user_errors
+from pipeline.config import BACKENDS, PROMPT_FORMATS, option_default  # the defaults, declared once there
 
 
 def register(app: typer.Typer) -> None:
@@ -19,19 +20,19 @@ def generate_cmd(
     n: Annotated[int, typer.Option("--n", help="Solutions per problem.")] = 4,
     model: Annotated[str | None, typer.Option(help="Model folder or name (openai: the server's model name). Default: the bundled model.")] = None,
     tokenizer: Annotated[str | None, typer.Option(help="Tokenizer folder or name, if not the model's.")] = None,
-    backend: Annotated[str, typer.Option(help="hf | vllm | openai")] = "hf",
+    backend: Annotated[str, typer.Option(help=" | ".join(BACKENDS))] = option_default("backend"),
     base_url: Annotated[str | None, typer.Option(help="openai backend: server URL, e.g. http://127.0.0.1:8000/v1.")] = None,
-    device: Annotated[str, typer.Option(help="hf backend: cpu | cuda.", show_default=True)] = "cpu",
-    prompt_format: Annotated[str, typer.Option(help="plain | chat")] = "plain",
+    device: Annotated[str, typer.Option(help="hf backend: cpu | cuda.", show_default=True)] = option_default("device"),
+    prompt_format: Annotated[str, typer.Option(help=" | ".join(PROMPT_FORMATS))] = option_default("prompt_format"),
     prompt_template: Annotated[str | None, typer.Option(help="plain format template with {problem}.")] = None,
     step_separator: Annotated[str | None, typer.Option(help="Text between steps (plain: newline, chat: blank line).")] = None,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.", show_default=True)] = 1.0,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling top-p.", show_default=True)] = 1.0,
-    max_new_tokens: Annotated[int, typer.Option(help="Most tokens per solution.", show_default=True)] = 256,
-    seed: Annotated[int, typer.Option(help="Sampling seed.", show_default=True)] = 0,
-    problem_field: Annotated[str, typer.Option(help="Input field holding the problem.", show_default=True)] = "problem",
-    answer_field: Annotated[str, typer.Option(help="Input field holding the gold answer.", show_default=True)] = "answer",
-    id_field: Annotated[str, typer.Option(help="Input field holding the problem id.", show_default=True)] = "id",
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = option_default("temperature"),
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling top-p.")] = option_default("top_p"),
+    max_new_tokens: Annotated[int, typer.Option(help="Most tokens per solution.")] = option_default("max_new_tokens"),
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = option_default("seed"),
+    problem_field: Annotated[str, typer.Option(help="Input field holding the problem.")] = option_default("problem_field"),
+    answer_field: Annotated[str, typer.Option(help="Input field holding the gold answer.")] = option_default("answer_field"),
+    id_field: Annotated[str, typer.Option(help="Input field holding the problem id.")] = option_default("id_field"),
 ) -> None:
     """Sample N independent solutions per problem, cut into steps, written in the format `label` reads."""
     from pipeline.commands.generate import generate
@@ -42,6 +43,7 @@ def generate_cmd(
                           backend=backend, base_url=base_url, device=device, prompt_format=prompt_format,
                           prompt_template=prompt_template, step_separator=step_separator, temperature=temperature,
                           top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
+        preflight(cfg, output=False)  # a device this machine lacks: said before the model loads
         res = generate(cfg, n=n, problem_field=problem_field, answer_field=answer_field, id_field=id_field)
     echo(f"{res.output}: {res.solutions} solutions for {res.problems} problems ({res.empty} empty samples "
          f"dropped), {res.generated_tokens:,} tokens in {res.seconds:.1f} s")

@@ -161,7 +161,7 @@ class McprmGroup(TyperGroup):
         except click.exceptions.UsageError as e:
             from cli.common import err
 
-            err(e.format_message())
+            err(e.format_message().replace("Value error, ", ""))  # typer's validator wording
             if e.ctx is not None:
                 print(f"(see: {e.ctx.command_path} --help)", file=sys.stderr)
             sys.exit(e.exit_code)

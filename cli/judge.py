@@ -103,6 +103,11 @@ def judge_cmd(
         options = dict(base_url=base_url, device=device, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
                        max_model_len=max_model_len)
         J.backend_options(settings, **options)  # an unknown backend, a missing --base-url: before anything else
+        from pipeline.config import ConfigError
+        from rollouts.devices import backend_problem
+
+        if why := backend_problem(backend, device):  # issue 25: a device or GPU this machine lacks, said first
+            raise ConfigError(why)
 
         def make():
             return J.build_backend(settings, **options)
