@@ -20,7 +20,8 @@ app = typer.Typer(
 )
 
 # Each module defines ``register(app)``. Heavy imports stay inside the command bodies.
-for _name in ("label", "generate", "grade", "stats", "evaluate", "prune", "export", "report", "plan", "verify", "judge"):
+for _name in ("label", "generate", "grade", "stats", "evaluate", "prune", "export", "report", "plan", "verify", "judge",
+              "train", "score", "bestofn"):
     try:
         _mod = importlib.import_module(f"cli.{_name}")
     except ModuleNotFoundError as _e:  # a command group not built yet
@@ -34,7 +35,7 @@ for _info in app.registered_commands:  # every command's --help reads at 80 colu
 
 
 def main() -> None:  # pragma: no cover
-    app()
+    app(prog_name="mcprm")  # `python -m cli.main` too: messages name the command a user types
 
 
 if __name__ == "__main__":  # pragma: no cover

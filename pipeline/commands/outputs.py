@@ -40,5 +40,8 @@ def check_output_folder(url: str, option: str = "--output") -> None:
     if p == (path.rstrip("/") or path):
         raise OutputIsAFile(f"{url} is a file, not a folder: {option} names the folder to write into. Pass a "
                             "folder path (a new one is created), or move the file away")
-    raise OutputIsAFile(f"{p} is a file, not a folder, so {option} {url} cannot be created inside it. Pass a "
+    shown = url.rstrip("/")  # the file as the user spelled it: as many components up as p is above path
+    for _ in range((path.rstrip("/") or path).count("/") - p.count("/")):
+        shown = posixpath.dirname(shown) or p
+    raise OutputIsAFile(f"{shown} is a file, not a folder, so {option} {url} cannot be created inside it. Pass a "
                         "folder path that is not inside a file")
