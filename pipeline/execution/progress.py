@@ -102,8 +102,9 @@ class ProgressState:
             return "starting (the first solutions are in progress)"
         _, t = self.rates(now)
         eta = self.eta(now)
-        return (f"{self.rollouts:,} rollouts, {t:,.0f} tok/s, ETA "
-                + ("estimating" if eta is None else _duration(eta)))
+        done_so_far = (f"{self.rollouts:,} rollouts, {t:,.0f} tok/s" if self.rollouts
+                       else "no rollouts needed yet")  # e.g. solutions trusted as correct
+        return f"{done_so_far}, ETA " + ("estimating" if eta is None else _duration(eta))
 
     def line(self, now: float, loading: bool = False) -> str:
         return f"{self.done:,}/{self.total:,} solutions, " + self.info(now, loading)

@@ -115,6 +115,9 @@ def test_progress_phases_and_one_final_line_when_piped(capsys):
     assert lines[0] == "[mcprm] 1/4 solutions, 5 rollouts, 5 tok/s, ETA estimating", lines
     assert [x for x in lines if "4/4" in x] == ["[mcprm] 4/4 solutions, 22 rollouts, 10 tok/s, ETA 0 s"], lines
     assert not any("0 rollouts, 0 tok/s" in x for x in lines)
+    free = ProgressState(total=3, t0=0.0)
+    free.solution_done(0, 0, 0, now=1.0)  # a solution labeled without rollouts (trusted as correct)
+    assert free.line(2.0) == "1/3 solutions, no rollouts needed yet, ETA estimating"
 
 
 def test_cli_run_with_progress_on_a_terminal(tmp_path):
