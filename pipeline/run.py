@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pipeline.config import ConfigError, LabelConfig
 from pipeline.execution.sizing import planned_workers, solution_cost
 from pipeline.labeling.types import Solution
-from pipeline.storage.lock import OutputLock
+from pipeline.storage.lock import OutputLock, corpus_lock
 from pipeline.storage.manifest import ExecutionFacts, InputCounts, build_manifest
 from pipeline.storage.schema import SCHEMA_VERSION
-from pipeline.storage.store import CorpusStore
+from pipeline.storage.store import CorpusStore, Fenced
 
 log = logging.getLogger("mcprm")
 
@@ -180,22 +180,38 @@ def _verified_base(store: CorpusStore, base: dict | None):
     return base, keys
 
 
-def _resume_shards(store: CorpusStore, plan: dict, version: int) -> dict[int, dict]:
+def _resume_shards(store: CorpusStore, plan: dict, version: int, owner: str | None, committed: int) -> dict[int, dict]:
     """Finished shards of an unfinished run, each verified in full against its checksum and the keys of its
-    staged file (else relabeled)."""
+    staged file (else relabeled), and adopted under this owner's name (``kept_shard``). Looked for in this
+    version's folder and in those of numbers fenced since the committed version (a takeover from a run that
+    may still be running claims its number: its finished work is in that number's folder)."""
     from pipeline.input.staging import staged_keys
     from pipeline.storage.integrity import kept_shard
 
     vdir = store.version_dir(version)
-    written = set(store.ls_shards(version))
+    found: dict[int, list[str]] = {}
+    for v in range(version, committed, -1):
+        if v != version:  # a fenced number's folder: only the same work (identity) is adopted
+            try:
+                other = store.read_json(f"{store.version_dir(v)}/_plan.json")
+            except RuntimeError:
+                other = None
+            if not other or other.get("identity") != plan["identity"]:
+                continue
+        for i, rels in store.shard_files(v).items():
+            found.setdefault(i, []).extend(rels)
     done: dict[int, dict] = {}
     for sh in plan["shards"]:
-        rel = store.shard_rel(version, sh["shard"])
-        if rel.rsplit("/", 1)[-1] not in written:
+        rels = found.get(sh["shard"])
+        if not rels:
             continue
-        got = kept_shard(store, rel, staged_keys(store, vdir, sh))
-        if got is not None:
-            done[sh["shard"]] = dict(got, shard=sh["shard"])
+        keys = staged_keys(store, vdir, sh)
+        into = store.shard_rel(Fenced(version, owner), sh["shard"]) if owner else None
+        for rel in rels:
+            got = kept_shard(store, rel, keys, into=into)
+            if got is not None:
+                done[sh["shard"]] = dict(got, shard=sh["shard"])
+                break
     return done
 # ---- end integrity
 
@@ -214,6 +230,7 @@ class _Run:
     added: int = 0  # solutions to label: new to the corpus
     plan: dict = field(default_factory=dict)
     done_shards: dict[int, dict] = field(default_factory=dict)  # finished shards of a killed run, verified
+    owner: str | None = None  # the lock owner's id: in every shard name this run writes (fenced shard writes)
 
     @property
     def vdir(self) -> str:
@@ -226,9 +243,10 @@ def _label(config: LabelConfig, executor=None) -> RunResult:
     t0 = time.perf_counter()
     cfg = config.resolved()
     store = CorpusStore(cfg.output)
-    with OutputLock(store) as lock:
+    with corpus_lock(store) as lock:
         fault_point("locked")
         run = _plan(cfg, store)
+        run.owner = lock.owner
         if not run.added and run.base is not None:
             prev_version = run.manifest["version"] if run.manifest else 0
             log.info("corpus %s is up to date (version %d): nothing new to label", cfg.output, prev_version)
@@ -370,11 +388,12 @@ def _resume(run: _Run) -> None:
             log.warning("discarding an unfinished run in %s whose input differs", store.uri(vdir))
         _discard(store, vdir, plan)
         old_plan = None
+    committed = run.manifest["version"] if run.manifest else 0
     if old_plan is None:
         store.write_bytes(f"{vdir}/_plan.json", json.dumps(plan, separators=(",", ":")).encode() + b"\n")
         fault_point("plan-written")
-    else:
-        run.done_shards = _resume_shards(store, plan, run.version)
+    if old_plan is not None or run.version > committed + 1:  # (numbers fenced since the commit: their work)
+        run.done_shards = _resume_shards(store, plan, run.version, run.owner, committed)
         if run.done_shards:
             log.info("resuming: %d of %d shards already done", len(run.done_shards), len(plan["shards"]))
     _drop_staged(store, vdir, staged - {sh["staged"] for sh in plan["shards"]})
@@ -425,10 +444,11 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
             executor.on_solution = progress.solution  # live counts from the workers, where supported
             progress.start()
             shards = _Counted(_iter_shards(run, set(done_shards)), len(plan["shards"]) - len(done_shards))
+            version = Fenced(run.version, run.owner)  # shard names carry this owner's id
             if getattr(executor, "cfg", cfg) is cfg:
-                executor.run(run.version, shards, on_done)
+                executor.run(version, shards, on_done)
             else:  # a kept executor: its workers label with this run's settings
-                executor.run(run.version, shards, on_done, cfg)
+                executor.run(version, shards, on_done, cfg)
             worker_stats = executor.backend_stats()
         finally:
             progress.close()
@@ -450,6 +470,7 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
     from pipeline.notes import run_notes  # issue 14: executor, warnings
 
     cfg, store, plan = run.cfg, run.store, run.plan
+    lock.check()  # a run that lost its lock stops before reading its shards again (the fence is in commit)
     new_manifest = build_manifest(cfg, plan, results, run.base, run.manifest, run.counts, facts)
     new_manifest.update(run_notes(cfg, store, [results[sh["shard"]]["path"] for sh in plan["shards"]],
                                   run.input_notes))

@@ -143,7 +143,9 @@ class ShardWorker:
                           strategy_params(self.cfg), seed=self.cfg.seed,
                           max_batch_requests=self.cfg.max_batch_requests,
                           streaming=self.cfg.backend_spec.streaming(self.cfg.backend_options),
-                          reuse=self.cfg.reuse_rollouts)
+                          reuse=self.cfg.reuse_rollouts,
+                          encode=self.backend.encode_prompt if self.cfg.backend_spec.token_ids else None,
+                          unreadable=self.cfg.unreadable)
         sched.on_solution = on_solution
         return sched.label(solutions), sched.stats
 
@@ -160,7 +162,8 @@ class ShardWorker:
             raise WorkerError.from_exception(e, shard, solutions) from e
         table = to_table(labeled, self.cfg.k)
         rel = self.store.shard_rel(version, shard)
-        written = self.store.write_table(rel, table)  # checksum sidecar, then the shard
+        written = self.store.write_table(rel, table, counts={"steps": sum(len(s.steps) for s in solutions),
+                                                             **st.shard_dict()})  # sidecar (+counts), shard
         return {
             "shard": shard,
             "path": rel,

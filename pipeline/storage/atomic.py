@@ -1,5 +1,7 @@
 """The one atomic writer of local files: written under a temporary name beside the target, flushed to disk, then
-published whole by a rename (or a hard link, to create a file only if it does not exist yet), or removed.
+published whole by a rename (or a hard link, to create a file only if it does not exist yet), or removed. After
+the rename or link the folder itself is flushed (:func:`fsync_dir`): without it a power loss can lose a rename
+that was already reported done.
 
 Used for shards and manifests on local disk (:class:`pipeline.storage.store.CorpusStore`), the rejects file
 (:class:`pipeline.input.RejectsWriter`), ``mcprm grade --output`` and the Ray executor's pid file. Object stores
@@ -9,6 +11,21 @@ from __future__ import annotations
 
 import os
 import uuid
+
+
+def fsync_dir(folder: str) -> None:
+    """Flush a folder's entries to disk (a rename, link or unlink in it survives a power loss). Where the
+    platform cannot open a folder (Windows), the rename is left to the file system's own ordering."""
+    try:
+        fd = os.open(folder or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems (e.g. certain network mounts) refuse fsync on a folder
+        pass
+    finally:
+        os.close(fd)
 
 
 class AtomicFile:
@@ -50,11 +67,15 @@ class AtomicFile:
                 os.link(self.tmp, self.path)
             else:
                 os.replace(self.tmp, self.path)
+                if self._fsync:
+                    fsync_dir(os.path.dirname(self.path))
                 return
         except BaseException:
             self.discard()
             raise
         self.discard()  # linked: the temporary name goes
+        if self._fsync:
+            fsync_dir(os.path.dirname(self.path))
 
     def discard(self) -> None:
         if self._f is not None:

@@ -21,11 +21,24 @@ def open_manifest(url: str, version: int | None = None) -> tuple[CorpusStore, di
         m = current_manifest(store, follow_newer=True) if version is None else store.version_manifest(version)
     except (ManifestError, RuntimeError) as e:
         raise CorpusError(str(e)) from None
+    from pipeline.storage.store import is_fenced
+
+    if is_fenced(m):
+        raise CorpusError(f"{url} has no version {version}: that number was claimed at a lock takeover so that "
+                          f"the run that lost the lock could not commit it (never a version); versions: "
+                          f"{_committed(store)}")
     if m is None:
         if version is None:
             raise CorpusError(f"{url} is not an mcprm corpus (no manifest.json). Run `mcprm label --output {url}` first.")
-        raise CorpusError(f"{url} has no version {version} (pruned, or never committed); versions: {store.versions()}")
+        raise CorpusError(f"{url} has no version {version} (pruned, or never committed); versions: "
+                          f"{_committed(store)}")
     return store, m
+
+
+def _committed(store: CorpusStore) -> list[int]:
+    from pipeline.storage.integrity import _read_version
+
+    return [v for v in store.versions() if _read_version(store, v) is not None]
 
 
 def shard_uris(url: str, version: int | None = None) -> list[str]:

@@ -7,6 +7,9 @@
 * ``manifest.json`` is only a copy of the newest ``versions/vNNNNN.json``; when it is missing, unreadable, or
   behind the newest version file (a run killed between the two writes), it is recovered from the newest
   intact version file, never restarted as version 1.
+* What counts is the same for readers, ``label`` and ``verify``: the newest intact version file that is not
+  a fence (``pipeline.storage.store``: a number a takeover claimed so that an owner that lost its lock cannot
+  commit it).
 * :func:`verify_corpus` checks every version's manifest and shards and the label invariants, and names the
   command that repairs each problem.
 """
@@ -20,7 +23,7 @@ import logging
 from dataclasses import dataclass
 
 from pipeline.errors import FatalError
-from pipeline.storage.store import MANIFEST, CorpusStore, ShardError, sidecar_rel
+from pipeline.storage.store import MANIFEST, CorpusStore, ShardError, is_fenced, sidecar_rel
 
 log = logging.getLogger("mcprm")
 
@@ -40,20 +43,29 @@ def _expected_schema(schema_version: int | None):
     return pa.schema([f for f in s if ADDED_IN.get(f.name, 1) <= v])
 
 
-def load_shard(store: CorpusStore, rel: str, expect: dict | None = None, schema_version: int | None = None):
+def load_shard(store: CorpusStore, rel: str, expect: dict | None = None, schema_version: int | None = None,
+               data: bytes | None = None):
     """Read the whole shard and check it: present, ``bytes`` and ``sha256`` as expected (when given),
     readable, exactly the declared schema, ``rows`` as expected. Returns the table; raises ShardError naming
-    the file and what is wrong."""
+    the file and what is wrong. ``data``: the shard's bytes, already read."""
     import pyarrow.parquet as pq
 
     uri = store.uri(rel)
     expect = expect or {}
-    size = store.size(rel)
-    if size is None:
-        raise ShardError(f"shard {uri} is missing")
-    if "bytes" in expect and size != int(expect["bytes"]):
-        raise ShardError(f"shard {uri} has {size} bytes, the manifest says {expect['bytes']} (truncated or replaced)")
-    data = store.read_bytes(rel)
+    if data is None:
+        size = store.size(rel)
+        if size is None:
+            raise ShardError(f"shard {uri} is missing")
+        if "bytes" in expect and size != int(expect["bytes"]):
+            raise ShardError(f"shard {uri} has {size} bytes, the manifest says {expect['bytes']} (truncated or "
+                             "replaced)")
+        try:
+            data = store.read_bytes(rel)
+        except FileNotFoundError:
+            raise ShardError(f"shard {uri} is missing") from None
+    if "bytes" in expect and len(data) != int(expect["bytes"]):
+        raise ShardError(f"shard {uri} has {len(data)} bytes, the manifest says {expect['bytes']} (truncated or "
+                         "replaced)")
     if "sha256" in expect and hashlib.sha256(data).hexdigest() != expect["sha256"]:
         raise ShardError(f"shard {uri} does not match its sha256 checksum (corrupted on storage)")
     try:
@@ -107,10 +119,28 @@ def check_labels(table, uri: str) -> list[str]:
     return out
 
 
-def kept_shard(store: CorpusStore, rel: str, keys: list[str]) -> dict | None:
+def shard_counts(table, side: dict | None) -> dict:
+    """A finished shard's counters as the run that labeled it reported them: from its sidecar (written with
+    them since issue 25), else (older sidecars) what the rows hold: steps, rollouts and tokens."""
+    import pyarrow.compute as pc
+
+    out = {"steps": int(pc.sum(pc.list_value_length(table.column("steps"))).as_py() or 0),
+           "rollouts": int(pc.sum(table.column("rollouts")).as_py() or 0),
+           "rollout_tokens": int(pc.sum(table.column("rollout_tokens")).as_py() or 0)}
+    counts = (side or {}).get("counts")
+    if isinstance(counts, dict):
+        out.update({k: v for k, v in counts.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    return out
+
+
+def kept_shard(store: CorpusStore, rel: str, keys: list[str], into: str | None = None) -> dict | None:
     """An unfinished run's shard, verified in full against its checksum sidecar (written before the shard)
     and the plan's keys. Returns its result entry, or None (missing, no or bad sidecar, corrupt, truncated,
-    other keys, other schema): then it is labeled again."""
+    other keys, other schema): then it is labeled again.
+
+    ``into``: this owner's name for the shard. A shard another owner wrote (a run that was killed or lost its
+    lock) is adopted by writing the very bytes verified here under ``into``, never by recording the other
+    owner's file: that owner's writes still in flight can then never change what this run records."""
     from pipeline.storage.schema import SCHEMA_VERSION
 
     if store.size(rel) is None:
@@ -122,7 +152,11 @@ def kept_shard(store: CorpusStore, rel: str, keys: list[str]) -> dict | None:
     try:
         if not side:
             raise ShardError(f"shard {store.uri(rel)} has no checksum sidecar (killed while writing it)")
-        table = load_shard(store, rel, side, SCHEMA_VERSION)
+        try:
+            data = store.read_bytes(rel)
+        except FileNotFoundError:
+            return None
+        table = load_shard(store, rel, side, SCHEMA_VERSION, data=data)
         written_by = (table.schema.metadata or {}).get(b"mcprm_schema_version", b"").decode()
         if written_by != str(SCHEMA_VERSION):  # an unfinished run of an older mcprm (other schema)
             raise ShardError(f"shard {store.uri(rel)} was written with schema version {written_by or '?'}")
@@ -133,11 +167,15 @@ def kept_shard(store: CorpusStore, rel: str, keys: list[str]) -> dict | None:
             raise ShardError(bad[0])
     except ShardError as e:
         log.warning("%s: labeling it again", e)
-        store.delete(rel)
+        if into is None or rel == into:
+            store.delete(rel)
         return None
-    return {"shard": None, "path": rel, "rows": table.num_rows, "resumed": True,
-            "rollouts": int(sum(table.column("rollouts").to_pylist())),
-            "rollout_tokens": int(sum(table.column("rollout_tokens").to_pylist())),
+    counts = shard_counts(table, side)
+    path = rel
+    if into is not None and into != rel:
+        store.write_shard_bytes(into, data, table.num_rows, side.get("counts"))
+        path = into  # the other owner's file stays as it is (it may still read it); `mcprm prune` removes it
+    return {**counts, "shard": None, "path": path, "rows": table.num_rows, "resumed": True,
             "bytes": int(side["bytes"]), "sha256": side["sha256"]}
 
 
@@ -164,13 +202,21 @@ def base_keys(store: CorpusStore, manifest: dict):
 
 # ------------------------------------------------------------------ manifests
 def _read_version(store: CorpusStore, v: int) -> dict | None:
+    """Version ``v``'s manifest, or None when it is missing, unreadable or a fence (never a version)."""
     try:
         m = store.version_manifest(v)
     except RuntimeError:
         return None
-    if not isinstance(m, dict) or m.get("version") != v or not isinstance(m.get("shards"), list):
+    if is_fenced(m) or not isinstance(m, dict) or m.get("version") != v or not isinstance(m.get("shards"), list):
         return None
     return m
+
+
+def _is_fence(store: CorpusStore, v: int) -> bool:
+    try:
+        return is_fenced(store.version_manifest(v))
+    except RuntimeError:
+        return False
 
 
 def newest_intact_version(store: CorpusStore) -> dict | None:
@@ -246,13 +292,13 @@ def _label_fix(store: CorpusStore, m: dict | None) -> str:
 
 def verify_corpus(url: str, full: bool = True, repair: bool = False) -> tuple[list[Problem], dict]:
     """Check every version's manifest and every shard it lists. Returns (problems, summary)."""
-    from pipeline.storage.lock import OutputLock
+    from pipeline.storage.lock import corpus_lock
 
     store = CorpusStore(url)
     problems: list[Problem] = []
     summary = {"versions": [], "shards": 0, "rows": 0, "current": None}
     if repair:
-        with OutputLock(store):
+        with corpus_lock(store):
             current_manifest(store, repair=True)
     try:
         cur = current_manifest(store)
@@ -279,9 +325,13 @@ def verify_corpus(url: str, full: bool = True, repair: bool = False) -> tuple[li
     checked: dict[str, str | None] = {}
     damaged_versions: list[int] = []
     latest = max(versions) if versions else 0
+    summary["fenced_versions"] = []
     for v in versions:
         m = _read_version(store, v)
         rel = f"versions/v{v:05d}.json"
+        if m is None and _is_fence(store, v):
+            summary["fenced_versions"].append(v)  # a number claimed at a takeover: no version, nothing to check
+            continue
         if m is None:
             problems.append(Problem(store.uri(rel), "missing or unreadable version manifest",
                                     f"restore it from a backup, or drop the version with `mcprm prune {url} --keep "

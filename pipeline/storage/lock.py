@@ -1,24 +1,30 @@
-"""One writer per output: a lock file with a stale-lock rule, a takeover only one contender can win, and a
-fencing check before every commit.
+"""One writer per output: a lock file with a stale-lock rule, a takeover only one contender can win, fencing
+tokens that keep an owner that lost the lock from committing or overwriting what its successor recorded.
 
-``OUT/_lock`` holds the owner (a random token, host, pid, start time) and a heartbeat refreshed every
-``heartbeat_s`` by a background thread. A lock is stale, and may be taken over, when its heartbeat is older
-than ``stale_after_s`` (default 10 minutes), or at once when it was taken on this host by a process that no
-longer exists (a killed run re-run on the same machine).
+``OUT/_lock`` holds the owner (a random token, host, pid, the *instance* id of its process namespace, start
+time) and a heartbeat refreshed every ``heartbeat_s`` by a background thread. A lock is stale, and may be taken
+over, when its heartbeat is older than ``stale_after_s`` (default 10 minutes, ``MCPRM_LOCK_STALE_S``), or at
+once when its owner is provably dead: it was written in this very process namespace (same instance id: the
+boot id and pid namespace on Linux; host names are never trusted, two containers may share one) and its pid is
+gone (a killed run re-run on the same machine).
 
 * **Free output**: the lock is created with an exclusive create (:meth:`CorpusStore.create_bytes`: a hard
-  link on local disk, a conditional PUT on object stores that support it), so one creator wins and no
-  reader ever sees a half-written lock.
+  link on local disk, a conditional PUT on object stores; a store without one is refused, see
+  :meth:`CorpusStore.require_exclusive_create`), so one creator wins and no reader sees a half-written lock.
 * **Stale lock**: the contenders race to exclusively create ``_lock.claim-<id of the stale record>``; the one
-  that creates it re-reads ``_lock``, checks it still holds the same stale record and replaces it. Every other
-  contender fails the create and refuses. A claim whose claimer died before replacing the lock is itself
-  stale after ``stale_after_s`` (or at once if its process is gone on this host); the next claim is
-  ``...-2``, and so on.
+  that creates it re-reads ``_lock``, checks it still holds the same stale record, *fences* the old owner
+  unless it is provably dead (``fence``: for a corpus, :meth:`CorpusStore.fence_next_version` claims the next
+  version number, so the old owner's commit can never land, whatever the timing) and replaces the lock. Every
+  other contender fails the create and refuses. A claim whose claimer died before replacing the lock is itself
+  stale after ``stale_after_s`` (or at once if its process is provably gone); the next claim is ``...-2``.
+* **Fenced shard writes**: :attr:`OutputLock.owner` (part of the token) goes into every shard name this owner
+  writes (:class:`pipeline.storage.store.Fenced`), so a shard its successor recorded is never overwritten.
 * **Heartbeat**: on local disk the lock is updated in place through a file descriptor opened and checked
   first, so a run that was taken over can never overwrite its successor's lock. A heartbeat write error is
   logged; when no heartbeat got through for half of ``stale_after_s`` the run considers the lock lost.
-* **Fencing**: :meth:`check` (called after every shard and right before the manifest is replaced) raises
-  :class:`LockLost` when the lock file no longer carries this run's token, or the heartbeat failed.
+* **Check**: :meth:`check` (after every shard, before and after the version file is created) raises
+  :class:`LockLost` when the lock file no longer carries this run's token, or the heartbeat failed. It stops a
+  run that lost its lock early; what makes a lost lock harmless is the fence above, not the check.
 """
 
 from __future__ import annotations
@@ -28,9 +34,11 @@ import json
 import logging
 import os
 import socket
+import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from pipeline.errors import FatalError
 
@@ -47,6 +55,51 @@ class LockLost(LockError):
     pass
 
 
+def _instance_id() -> str:
+    """An id of this process namespace: pids of two processes are comparable only when it is the same. Linux:
+    the boot id and the pid namespace (two containers with one host name differ here). Elsewhere: a random id
+    kept in the temporary folder for this user (one per boot, usually); a new one only makes a dead owner's
+    lock wait for its heartbeat to go stale."""
+    parts = []
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            parts.append(f.read().strip())
+        parts.append(os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        parts = []
+    if not parts:
+        path = os.path.join(tempfile.gettempdir(), f"mcprm-instance-{getattr(os, 'getuid', lambda: 0)()}")
+        try:
+            with open(path) as f:
+                parts = [f.read().strip()]
+        except OSError:
+            parts = []
+        if not parts or not parts[0]:
+            new = uuid.uuid4().hex
+            try:
+                with open(path, "x") as f:
+                    f.write(new)
+                parts = [new]
+            except OSError:
+                try:
+                    with open(path) as f:
+                        parts = [f.read().strip() or new]
+                except OSError:
+                    parts = [new]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+INSTANCE = _instance_id()
+
+
+def _default_stale_after() -> float:
+    try:
+        return float(os.environ.get("MCPRM_LOCK_STALE_S") or 600.0)
+    except ValueError:
+        raise LockError(f"MCPRM_LOCK_STALE_S={os.environ['MCPRM_LOCK_STALE_S']!r} is not a number of seconds; "
+                        "unset it (default 600) or set e.g. MCPRM_LOCK_STALE_S=120") from None
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -60,12 +113,17 @@ def _pid_alive(pid: int) -> bool:
 
 
 class OutputLock:
-    def __init__(self, store, stale_after_s: float = 600.0, heartbeat_s: float = 30.0, settle_s: float = 0.5):
+    """``fence(stale_record)``: called at a takeover from an owner that may still be alive, before the lock is
+    replaced (a corpus passes :meth:`CorpusStore.fence_next_version`; see :func:`corpus_lock`)."""
+
+    def __init__(self, store, stale_after_s: float | None = None, heartbeat_s: float = 30.0,
+                 fence: Callable[[dict], object] | None = None):
         self.store = store
         self.rel = "_lock"
-        self.stale_after_s = stale_after_s
+        self.stale_after_s = _default_stale_after() if stale_after_s is None else stale_after_s
         self.heartbeat_s = heartbeat_s
-        self.settle_s = settle_s
+        self.fence = fence
+        self.fenced: object = None  # what fence() returned at this lock's takeover (the fenced version)
         self.token = uuid.uuid4().hex
         self.started = time.time()
         self._stop = threading.Event()
@@ -75,20 +133,33 @@ class OutputLock:
         self._last_ok = time.time()
 
     # ------------------------------------------------------------ records
+    @property
+    def owner(self) -> str:
+        """This owner's id in the names of the shards it writes (the first 12 hex digits of its token)."""
+        return self.token[:12]
+
     def _record(self) -> dict:
-        return {"token": self.token, "host": socket.gethostname(), "pid": os.getpid(),
+        return {"token": self.token, "host": socket.gethostname(), "pid": os.getpid(), "instance": INSTANCE,
                 "started": self.started, "heartbeat": time.time()}
 
     def _encode(self, rec: dict) -> bytes:
         data = json.dumps(rec).encode()
         return data + b" " * max(0, _RECORD_BYTES - len(data) - 1) + b"\n"
 
-    def _stale(self, rec: dict) -> bool:
+    @staticmethod
+    def _dead(rec: dict) -> bool:
+        """Whether the owner is provably gone: its record was written in this process namespace (same
+        instance id, never just the same host name) and its pid no longer exists."""
+        if rec.get("instance") != INSTANCE:
+            return False
         try:
             pid = int(rec.get("pid", -1))
         except (TypeError, ValueError):
-            pid = -1
-        if rec.get("host") == socket.gethostname() and not _pid_alive(pid):
+            return False
+        return pid > 0 and not _pid_alive(pid)
+
+    def _stale(self, rec: dict) -> bool:
+        if self._dead(rec):
             return True
         try:
             hb = float(rec.get("heartbeat", 0) or 0)
@@ -126,6 +197,7 @@ class OutputLock:
 
     # ------------------------------------------------------------ acquire
     def acquire(self) -> OutputLock:
+        self.store.require_exclusive_create()  # no conditional write: refused (two runs could both win)
         data = self._encode(self._record())
         current = self._read()
         if current is None:
@@ -133,11 +205,6 @@ class OutputLock:
                 self.store.create_bytes(self.rel, data)
             except FileExistsError:
                 raise LockError(self._busy_message(self._read() or {})) from None
-            if not self.store.exclusive_create:  # no conditional write: read back after a settle delay
-                time.sleep(self.settle_s)
-                back = self._read() or {}
-                if back.get("token") != self.token:
-                    raise LockError(self._busy_message(back))
         elif not self._stale(current):
             raise LockError(self._busy_message(current))
         else:
@@ -166,12 +233,10 @@ class OutputLock:
         if now is None or now.get("token") != stale.get("token") or now.get("heartbeat") != stale.get("heartbeat"):
             self.store.delete(claim)
             raise LockError(self._busy_message(now or {}, taking_over=True))
+        if self.fence is not None and not self._dead(stale):
+            # the old owner may still be running: make its commit impossible before the lock changes hands
+            self.fenced = self.fence(stale)
         self.store.write_bytes(self.rel, data)
-        if not self.store.exclusive_create:
-            time.sleep(self.settle_s)
-            back = self._read() or {}
-            if back.get("token") != self.token:
-                raise LockError(self._busy_message(back))
         log.warning("took over the stale lock %s (host %s, pid %s, last heartbeat %.0f s ago)",
                     self.store.uri(self.rel), stale.get("host"), stale.get("pid"),
                     time.time() - float(stale.get("heartbeat", 0) or 0))
@@ -186,7 +251,8 @@ class OutputLock:
             f"{self.store.uri(self.rel)} is held by another mcprm run (host {rec.get('host')}, pid {rec.get('pid')}, "
             f"last heartbeat {age}){extra}. Only one run may write an output at a time: wait for it to finish. "
             f"If that run is dead, the lock becomes stale after {self.stale_after_s:.0f} s without heartbeat "
-            "(or delete the _lock file yourself)."
+            "(MCPRM_LOCK_STALE_S), and the next run takes it over (never delete the _lock file of a run that may "
+            "still be running: see docs/storage.md)."
         )
 
     # ------------------------------------------------------------ heartbeat and fencing
@@ -262,7 +328,7 @@ class OutputLock:
                 self.store.delete(self.rel)
             if self._claim is not None:
                 self.store.delete(self._claim)
-        except OSError as e:  # a lock left behind is stale at once for a re-run on this host
+        except OSError as e:  # a lock left behind is stale at once for a re-run in this process namespace
             log.warning("could not remove the lock %s: %s", self.store.uri(self.rel), e)
 
     def __enter__(self) -> OutputLock:
@@ -270,3 +336,9 @@ class OutputLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def corpus_lock(store, **kw) -> OutputLock:
+    """The lock of a corpus output: a takeover from an owner that may still be running fences the next
+    version number (:meth:`CorpusStore.fence_next_version`) before the lock changes hands."""
+    return OutputLock(store, fence=store.fence_next_version, **kw)

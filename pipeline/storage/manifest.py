@@ -2,8 +2,9 @@
 
 Keys: ``format``, ``schema_version``, ``version``, ``created``, ``identity`` and ``identity_fields`` (what a
 label means), ``config``, ``versions``, ``strategy``, ``k``, ``shards`` (path, rows, version, bytes, sha256),
-``history`` (one entry per committed version), ``counts`` (this version), ``totals`` (all versions) and
-``throughput`` (this run). ``pipeline.run`` adds ``execution`` and ``warnings`` (:mod:`pipeline.notes`);
+``history`` (one entry per committed version), ``counts`` (this version: a resumed run counts the shards it
+took over as the run that labeled them did, from their sidecars), ``totals`` (all versions) and
+``throughput`` (this run: its own rollouts, tokens, seconds and rates). ``pipeline.run`` adds ``execution`` and ``warnings`` (:mod:`pipeline.notes`);
 :class:`pipeline.storage.store.CorpusStore` commits it.
 """
 
@@ -129,8 +130,13 @@ def build_manifest(cfg: LabelConfig, plan: dict, results: dict[int, dict], prev:
             "rollout_tokens": prev_totals.get("rollout_tokens", 0) + tokens,
         },
         "throughput": {
-            # seconds = startup (model / engine load, all workers in parallel) + labeling; rates are per
-            # labeling second, the rate a longer run approaches.
+            # this run only (a resumed run did not label the shards it took over; ``counts`` are the version's,
+            # the same as an uninterrupted run's). seconds = startup (model / engine load, all workers in
+            # parallel) + labeling; rates are per labeling second, the rate a longer run approaches.
+            "rollouts": rollouts_run,
+            "rollout_tokens": gen_tokens_run,
+            "shards_run": len(ran),
+            "shards_resumed": len(results) - len(ran),
             "seconds": round(run_seconds, 3),
             "startup_seconds": round(startup, 3),
             "labeling_seconds": round(labeling, 3),

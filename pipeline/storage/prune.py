@@ -2,7 +2,7 @@
 
 Versions share shards (a refresh lists the older shards again), so pruning removes the manifests of old
 versions and only the shard files no kept version lists. An unfinished run's folder (a version above the
-current one) is left alone; leftover temporary files from killed writes and the staged input of committed
+current one) is left alone, and so are fences (``pipeline.storage.store``); leftover temporary files from killed writes and the staged input of committed
 runs (``data/vN/_staged/``, left by a kill between a commit and their removal) are removed. Runs under the output
 lock, so it never races a refresh.
 """
@@ -13,8 +13,8 @@ import posixpath
 from dataclasses import dataclass, field
 
 from pipeline.input.staging import STAGED
-from pipeline.storage.lock import OutputLock
-from pipeline.storage.store import CorpusStore
+from pipeline.storage.lock import corpus_lock
+from pipeline.storage.store import CorpusStore, is_fenced
 
 
 @dataclass
@@ -24,16 +24,24 @@ class PruneResult:
     removed_files: list[str] = field(default_factory=list)
 
 
+def _fence(store: CorpusStore, v: int) -> bool:
+    try:
+        return is_fenced(store.version_manifest(v))
+    except RuntimeError:  # an unreadable version file: a version (verify names it)
+        return False
+
+
 def prune(url: str, keep: int = 1, dry_run: bool = False) -> PruneResult:
     if keep < 1:
         raise ValueError("--keep must be at least 1 (the current version is always kept)")
     store = CorpusStore(url)
-    with OutputLock(store):
+    with corpus_lock(store):
         current = store.manifest()
         if current is None:
             raise FileNotFoundError(f"{url} is not an mcprm corpus (no manifest.json)")
         cur = current["version"]
-        versions = [v for v in store.versions() if v <= cur]
+        # fences (numbers claimed at a takeover) are no versions and stay: a number is never used twice
+        versions = [v for v in store.versions() if v <= cur and not _fence(store, v)]
         kept = sorted(set(versions[-keep:]) | {cur})
         removed = [v for v in versions if v not in kept]
         referenced: set[str] = set()

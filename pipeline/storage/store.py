@@ -13,10 +13,21 @@ Layout of an output folder::
     OUT/rejects/v00002.jsonl           rows rejected by --skip-bad in version 2
     OUT/_lock                          held while a run writes (see :mod:`pipeline.storage.lock`)
 
-Every file is written whole under its final name in one step: on a local disk through a temporary name and
-``os.replace``; on object storage with a single PUT, which is atomic there. A shard exists completely or not
-at all, so a run killed at any moment leaves nothing half-written, and ``manifest.json`` is replaced last,
-so a reader sees the old version or the new one, never a mix.
+Every file is written whole under its final name in one step: on a local disk through a temporary name and a
+rename (then the folder is flushed); on object storage with a single PUT, which is atomic there. A shard exists
+completely or not at all, so a run killed at any moment leaves nothing half-written.
+
+**What counts** (``docs/storage.md``): a version is committed when its ``versions/vNNNNN.json`` is created by
+an exclusive create, and only then; ``manifest.json`` is a copy of the newest committed version, replaced after
+it. A run that takes over the lock of an owner that may still be alive first creates the next version file
+itself as a *fence* (``{"format": "mcprm-fenced-version"}``, never a version): the old owner's exclusive create
+of that number then fails, whatever the timing, and the new owner commits the number after it. Readers, the
+manifest recovery of ``label`` and ``mcprm verify`` skip fences. Shards are written under names that carry the
+writing owner's id (``part-00003.<owner>.parquet``), so an owner that lost its lock can never overwrite a shard
+its successor recorded.
+
+All I/O goes through the fsspec filesystem of the URL (on a local disk the renames and hard links too), the one
+seam the chaos tests wrap (``tests/integration/test_takeover.py``).
 """
 
 from __future__ import annotations
@@ -24,15 +35,44 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
+import logging
 import posixpath
+import time
+import uuid
 from typing import Any
 
 from pipeline.errors import FatalError
 from pipeline.faults import fault_point
-from pipeline.storage.atomic import AtomicFile
+from pipeline.storage.atomic import AtomicFile, fsync_dir
+
+log = logging.getLogger("mcprm")
 
 MANIFEST = "manifest.json"
+FENCED_FORMAT = "mcprm-fenced-version"  # a version number burnt at a takeover: never a version
+
+
+def is_fenced(m: Any) -> bool:
+    """Whether a version file is a fence (a number a takeover claimed so that the old owner cannot commit it)."""
+    return isinstance(m, dict) and m.get("format") == FENCED_FORMAT
+
+
+class Fenced(int):
+    """A version number that carries the id of the lock owner writing it (``OutputLock.owner``): shard paths
+    made from it (:meth:`CorpusStore.shard_rel`) carry that id, so shards written by an owner that lost its lock
+    never land on a name its successor records. It travels to workers (Ray actors) like the plain number."""
+
+    owner: str
+
+    def __new__(cls, version: int, owner: str):
+        self = super().__new__(cls, version)
+        self.owner = owner
+        return self
+
+    def __reduce__(self):
+        return (Fenced, (int(self), self.owner))
+
+    def __repr__(self) -> str:
+        return f"Fenced({int(self)}, {self.owner!r})"
 
 
 class StorageError(FatalError, OSError):
@@ -81,6 +121,11 @@ def describe_storage_failure(e: BaseException) -> str:
     return f"{type(e).__name__}: {what}" if what else type(e).__name__
 
 
+class CommitConflict(FatalError, RuntimeError):
+    """The version this run was to commit exists already (only when two runs wrote without the lock, e.g. after
+    its file was deleted by hand: a takeover never leads here)."""
+
+
 class ShardError(FatalError, RuntimeError):
     """A shard that is missing, truncated, corrupt or not what the manifest says; the message names the file."""
 
@@ -98,6 +143,17 @@ def _join(*parts: str) -> str:
     return posixpath.join(*parts)
 
 
+def _is_local(fs) -> bool:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(fs, LocalFileSystem)
+
+
+# Whether a backend's exclusive create is real, probed once per filesystem class and bucket (see
+# CorpusStore.exclusive_create).
+_EXCLUSIVE: dict[tuple, bool] = {}
+
+
 class CorpusStore:
     def __init__(self, url: str, storage_options: dict | None = None):
         import fsspec
@@ -105,7 +161,7 @@ class CorpusStore:
         self.url = url
         self.fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
         self.root = root.rstrip("/") or "/"
-        self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
+        self.local = _is_local(self.fs)
 
     @classmethod
     def for_file(cls, url: str) -> tuple[CorpusStore, str]:
@@ -117,7 +173,7 @@ class CorpusStore:
         self.url = url
         self.fs = fs
         self.root = posixpath.dirname(path) or "."
-        self.local = "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
+        self.local = _is_local(fs)
         return self, posixpath.basename(path)
 
     # ---------------------------------------------------------------- paths
@@ -128,7 +184,29 @@ class CorpusStore:
         return f"data/v{version:05d}"
 
     def shard_rel(self, version: int, shard: int) -> str:
-        return f"{self.version_dir(version)}/part-{shard:05d}.parquet"
+        """Where a shard is written: ``part-00003.<owner>.parquet`` for a :class:`Fenced` version (every run
+        since issue 25), ``part-00003.parquet`` for a plain number (older runs; still read and resumed)."""
+        owner = getattr(version, "owner", None)
+        return f"{self.version_dir(version)}/part-{shard:05d}" + (f".{owner}" if owner else "") + ".parquet"
+
+    def shard_files(self, version: int) -> dict[int, list[str]]:
+        """The shard files in ``data/vNNNNN`` by shard index: any owner's names and the name older runs used
+        (what an unfinished run left, for resume)."""
+        if not self.local:
+            self.fs.invalidate_cache()
+        try:
+            names = self.fs.ls(self.path(self.version_dir(version)), detail=False)
+        except FileNotFoundError:
+            return {}
+        out: dict[int, list[str]] = {}
+        for n in sorted(names):
+            b = posixpath.basename(n)
+            if not (b.startswith("part-") and b.endswith(".parquet")) or ".tmp-" in b:
+                continue
+            idx = b[len("part-"):].split(".", 1)[0]
+            if idx.isdigit():
+                out.setdefault(int(idx), []).append(f"{self.version_dir(version)}/{b}")
+        return out
 
     def uri(self, rel: str) -> str:
         """A full URL for ``rel`` (what readers outside mcprm should open)."""
@@ -151,18 +229,27 @@ class CorpusStore:
             raise
         return af
 
+    def _publish_local(self, full: str, data: bytes, exclusive: bool) -> None:
+        """A local file written whole under a temporary name, then renamed over ``full`` (or hard-linked to it:
+        FileExistsError if it exists), through the filesystem object (the seam the chaos tests wrap), then the
+        folder flushed so that the rename survives a power loss."""
+        af = self._write_tmp(full, data)
+        try:
+            fault_point("mid-write", full)
+            if exclusive:
+                self.fs.link(af.tmp, full)
+            else:
+                self.fs.mv(af.tmp, full)
+        finally:
+            af.discard()  # the temporary name (already gone after a rename)
+        fsync_dir(posixpath.dirname(full))
+
     def write_bytes(self, rel: str, data: bytes) -> None:
         full = self.path(rel)
         parent = posixpath.dirname(full)
         try:
             if self.local:
-                af = self._write_tmp(full, data)
-                try:
-                    fault_point("mid-write", rel)
-                except BaseException:
-                    af.discard()
-                    raise
-                af.publish()
+                self._publish_local(full, data, exclusive=False)
             else:
                 self.fs.makedirs(parent, exist_ok=True)
                 self.fs.pipe_file(full, data)  # one PUT: atomic on object stores
@@ -175,34 +262,69 @@ class CorpusStore:
 
     @property
     def exclusive_create(self) -> bool:
-        """Whether :meth:`create_bytes` is a real create-if-absent on this backend (local disks; fsspec
-        backends that implement mode ``"xb"`` as a conditional write: s3fs with ``If-None-Match``, memory)."""
+        """Whether :meth:`create_bytes` is a real create-if-absent here. A local disk: yes (a hard link). An
+        object store: probed once per filesystem class and bucket, by creating a probe object twice with an
+        exclusive (``"xb"``) open, a conditional PUT (``If-None-Match``) in s3fs: the second create must fail.
+        A backend (or an S3-compatible server) that ignores the condition is found out here, whatever its class
+        is called."""
         if self.local:
             return True
-        return type(self.fs).__name__ in ("S3FileSystem", "MemoryFileSystem") or getattr(self, "_xb_ok", False)
+        key = (type(self.fs), self.root.split("/", 1)[0])
+        if key not in _EXCLUSIVE:
+            _EXCLUSIVE[key] = self._probe_exclusive()
+        return _EXCLUSIVE[key]
+
+    def _probe_exclusive(self) -> bool:
+        rel = f"_probe-exclusive-{uuid.uuid4().hex[:12]}"
+        full = self.path(rel)
+        self.fs.makedirs(self.root, exist_ok=True)
+        try:
+            with self.fs.open(full, "xb") as f:
+                f.write(b"1")
+        except (ValueError, NotImplementedError, TypeError):  # no mode "xb" in this backend
+            return False
+        try:
+            try:
+                with self.fs.open(full, "xb") as f:
+                    f.write(b"2")
+            except FileExistsError:
+                return True
+            except (ValueError, NotImplementedError, TypeError):
+                return False
+            return False  # the second create went through: the condition is ignored
+        finally:
+            self.delete(rel)
+
+    def require_exclusive_create(self) -> None:
+        """Refuse, with what to do, a storage without a real exclusive create: without it two runs could
+        both take the lock or commit the same version."""
+        if not self.exclusive_create:
+            msg = (f"{self.url}: this storage ({type(self.fs).__module__}.{type(self.fs).__name__}) does not "
+                   "support an exclusive create (a conditional write, e.g. S3's If-None-Match: a second create of "
+                   "the same name went through). mcprm needs it so that two runs can never both hold this "
+                   "output's lock or commit the same version. Use a backend and server that support it (a recent "
+                   "s3fs on AWS S3 or MinIO), or write the corpus to a local disk and copy the folder; see "
+                   "docs/storage.md.")
+            err = StorageError(None, msg)
+            err.mcprm_message = msg
+            raise err
 
     def create_bytes(self, rel: str, data: bytes) -> None:
         """Write ``rel`` only if it does not exist (FileExistsError otherwise), whole or not at all.
 
         Local disk: a temporary file hard-linked to the final name (``link`` fails if the name exists, so
         exactly one of many concurrent creators wins, and nobody ever sees a partial file). Object stores: an
-        exclusive (``"xb"``) open, a conditional PUT where the fsspec backend supports it; where it does not,
-        an exists check then a PUT (not atomic: see README, "Refreshing a corpus")."""
+        exclusive (``"xb"``) open, a conditional PUT; a backend without one is refused
+        (:meth:`require_exclusive_create`), never replaced by an exists-then-put."""
         full = self.path(rel)
         try:
             if self.local:
-                self._write_tmp(full, data).publish(exclusive=True)
+                self._publish_local(full, data, exclusive=True)
                 return
+            self.require_exclusive_create()
             self.fs.makedirs(posixpath.dirname(full), exist_ok=True)
-            try:
-                with self.fs.open(full, "xb") as f:
-                    f.write(data)
-                self._xb_ok = True
-            except (ValueError, NotImplementedError, TypeError):  # this backend has no exclusive create
-                self.fs.invalidate_cache()
-                if self.fs.exists(full):
-                    raise FileExistsError(full) from None
-                self.fs.pipe_file(full, data)
+            with self.fs.open(full, "xb") as f:
+                f.write(data)
         except (FileExistsError, StorageError):
             raise
         except OSError as e:
@@ -212,6 +334,8 @@ class CorpusStore:
         self.create_bytes(rel, (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode())
 
     def read_bytes(self, rel: str) -> bytes:
+        if not self.local:
+            self.fs.invalidate_cache(self.path(rel))
         with self.fs.open(self.path(rel), "rb") as f:
             return f.read()
 
@@ -219,8 +343,8 @@ class CorpusStore:
         """The file's size in bytes, or None if it does not exist."""
         full = self.path(rel)
         try:
-            if self.local:
-                return os.path.getsize(full)
+            if not self.local:
+                self.fs.invalidate_cache(full)
             return int(self.fs.info(full)["size"])
         except FileNotFoundError:
             return None
@@ -249,16 +373,23 @@ class CorpusStore:
         except FileNotFoundError:
             pass
 
-    def write_table(self, rel: str, table) -> dict:
+    def write_table(self, rel: str, table, counts: dict | None = None) -> dict:
         """Write a shard: its checksum sidecar first, then the shard (both atomically). Returns
-        ``{"bytes", "sha256"}``. A shard without a sidecar, or that does not match it, is never kept."""
+        ``{"bytes", "sha256"}``. A shard without a sidecar, or that does not match it, is never kept.
+        ``counts``: the worker's counters for the shard (steps, rollouts, reused rollouts, ...), kept in the
+        sidecar so that a resumed run counts a finished shard exactly as the run that labeled it."""
         import pyarrow.parquet as pq
 
         buf = io.BytesIO()
         pq.write_table(table, buf, compression="zstd")
-        data = buf.getvalue()
+        return self.write_shard_bytes(rel, buf.getvalue(), table.num_rows, counts)
+
+    def write_shard_bytes(self, rel: str, data: bytes, rows: int, counts: dict | None = None) -> dict:
         d = digest(data)
-        self.write_json(sidecar_rel(rel), dict(d, rows=table.num_rows))
+        side = dict(d, rows=rows)
+        if counts:
+            side["counts"] = counts
+        self.write_json(sidecar_rel(rel), side)
         fault_point("sidecar-written", rel)
         self.write_bytes(rel, data)
         fault_point("shard-written", rel)
@@ -293,23 +424,74 @@ class CorpusStore:
         return self.read_json(MANIFEST)
 
     def commit(self, manifest: dict, fence=None) -> None:
-        """Commit a version: create ``versions/vNNNNN.json`` (never overwriting one: versions are immutable),
-        call ``fence()`` (the lock check: raises if this run no longer holds the output), then replace
-        ``manifest.json``, the commit point."""
+        """Commit a version: ``fence()`` (the lock check: raises LockLost if this run no longer holds the
+        output), then create ``versions/vNNNNN.json`` with an exclusive create, the commit point: from here on
+        the version counts. Then ``manifest.json`` (a copy) is replaced, unless the lock was taken over in
+        between (its successor writes it; readers follow the version file meanwhile).
+
+        No check-then-write window is left: an owner that lost its lock after its last check finds its number
+        taken by its successor's fence (:meth:`fence_next_version`), and its create fails."""
+        from pipeline.storage.lock import LockLost
+
         v = manifest["version"]
+        rel = f"versions/v{v:05d}.json"
         if fence is not None:
             fence()
         try:
-            self.create_json(f"versions/v{v:05d}.json", manifest)
+            self.create_json(rel, manifest)
         except FileExistsError:
-            raise RuntimeError(
-                f"{self.uri(f'versions/v{v:05d}.json')} already exists: another run committed version {v}. "
+            try:
+                other = self.read_json(rel)
+            except RuntimeError:
+                other = None
+            if is_fenced(other):
+                raise LockLost(
+                    f"this run's lock on {self.url} was taken over by another run, which fenced version {v} "
+                    f"({self.uri(rel)}) so that this run cannot commit it. Nothing was committed by this run; the "
+                    "output's committed versions are untouched. Make sure only one run writes this output, then "
+                    "rerun the same command.") from None
+            raise CommitConflict(
+                f"{self.uri(rel)} already exists: another run committed version {v}. "
                 "Versions are never overwritten; nothing was committed by this run. Rerun the same command.") from None
         fault_point("version-written", MANIFEST)
         if fence is not None:
-            fence()
+            try:
+                fence()
+            except LockLost as e:
+                log.warning("committed version %d (%s), but the lock was taken over right after (%s); "
+                            "manifest.json is left to the run that took over (readers follow the version file)",
+                            v, self.uri(rel), str(e).split(". ")[0])
+                return
         self.write_json(MANIFEST, manifest)
         fault_point("manifest-written", MANIFEST)
+
+    def next_version(self) -> int:
+        """One above every version number ever used (committed, fenced, or named by manifest.json)."""
+        try:
+            m = self.manifest()
+        except RuntimeError:
+            m = None
+        cur = m.get("version") if isinstance(m, dict) and isinstance(m.get("version"), int) else 0
+        return max([cur] + self.versions()) + 1
+
+    def fence_next_version(self, stale: dict) -> int | None:
+        """At a takeover from an owner that may still be alive (called by :class:`OutputLock` before it replaces
+        the lock): create the next version file as a fence, so that the old owner, whatever it does from now
+        on, can never commit. Returns the fenced number, or None when that number was just committed (by the
+        old owner, before this takeover: its commit counts, and it has nothing left to commit)."""
+        n = self.next_version()
+        rec = {"format": FENCED_FORMAT, "version": n,
+               "reason": "the lock was taken over from an owner that may still be running; this number is "
+                         "claimed so that it cannot commit. Not a version: readers skip it.",
+               "fenced_owner": {k: stale.get(k) for k in ("token", "host", "pid", "instance", "heartbeat")},
+               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        try:
+            self.create_json(f"versions/v{n:05d}.json", rec)
+        except FileExistsError:
+            return None
+        log.warning("fenced version %d at %s: the run that held the lock may still be running and can no "
+                    "longer commit", n, self.uri(f"versions/v{n:05d}.json"))
+        return n
 
     def version_manifest(self, version: int) -> dict | None:
         return self.read_json(f"versions/v{version:05d}.json")

@@ -22,11 +22,41 @@ def test_second_lock_refused_then_free_after_release(tmp_path):
     assert not (tmp_path / "_lock").exists()
 
 
-def test_lock_of_dead_process_on_this_host_is_stale(tmp_path):
+def test_lock_of_dead_process_in_this_namespace_is_stale(tmp_path):
+    from pipeline.storage.lock import INSTANCE
+
     store = CorpusStore(str(tmp_path))
-    (tmp_path / "_lock").write_text(json.dumps({"token": "x", "host": socket.gethostname(), "pid": 999999,
+    (tmp_path / "_lock").write_text(json.dumps({"token": "x", "host": "any", "pid": 999999, "instance": INSTANCE,
                                                "heartbeat": time.time()}))
     OutputLock(store).acquire().release()
+
+
+@pytest.mark.parametrize("instance", [None, "another-container"])
+def test_same_host_name_is_not_the_same_machine(tmp_path, instance):
+    """Issue 25: two containers with one host name (or a lock of an older mcprm, with no instance id) must not
+    see each other's live lock as stale because the pid does not exist in their own namespace."""
+    store = CorpusStore(str(tmp_path))
+    rec = {"token": "x", "host": socket.gethostname(), "pid": 999999, "heartbeat": time.time()}
+    if instance:
+        rec["instance"] = instance
+    (tmp_path / "_lock").write_text(json.dumps(rec))
+    with pytest.raises(LockError, match="held by another mcprm run"):
+        OutputLock(store).acquire()
+    assert json.loads((tmp_path / "_lock").read_text())["token"] == "x"
+
+
+def test_instance_id_is_this_process_namespace():
+    import os
+
+    from pipeline.storage.lock import INSTANCE, _instance_id
+
+    assert INSTANCE == _instance_id() and len(INSTANCE) == 16
+    if os.path.exists("/proc/self/ns/pid"):  # Linux: boot id and pid namespace, not the host name
+        import hashlib
+
+        boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+        want = hashlib.sha256(f"{boot}|{os.readlink('/proc/self/ns/pid')}".encode()).hexdigest()[:16]
+        assert INSTANCE == want
 
 
 def test_other_host_fresh_refused_old_heartbeat_taken_over(tmp_path):
@@ -44,11 +74,12 @@ def test_other_host_fresh_refused_old_heartbeat_taken_over(tmp_path):
 
 def test_object_store_style_lock(tmp_path):
     store = CorpusStore("memory://lock-test/out")
-    a = OutputLock(store, settle_s=0.01).acquire()
+    assert store.exclusive_create  # probed: a second exclusive create of one name fails
+    a = OutputLock(store).acquire()
     with pytest.raises(LockError):
-        OutputLock(store, settle_s=0.01).acquire()
+        OutputLock(store).acquire()
     a.release()
-    OutputLock(store, settle_s=0.01).acquire().release()
+    OutputLock(store).acquire().release()
 
 
 def test_heartbeat_refreshes(tmp_path):
@@ -173,8 +204,11 @@ def test_claimer_that_died_mid_takeover_does_not_block_forever(tmp_path):
     stale = {"token": "old", "host": "elsewhere", "pid": 1, "heartbeat": time.time() - 3600}
     (tmp_path / "_lock").write_text(json.dumps(stale))
     sid = hashlib.sha256(f"old|{stale['heartbeat']}".encode()).hexdigest()[:16]
+    from pipeline.storage.lock import INSTANCE
+
     (tmp_path / f"_lock.claim-{sid}").write_text(json.dumps({"token": "dead", "host": socket.gethostname(),
-                                                            "pid": 999999, "started": time.time()}))
+                                                            "pid": 999999, "instance": INSTANCE,
+                                                            "started": time.time()}))
     lk = OutputLock(store).acquire()
     assert json.loads((tmp_path / "_lock").read_text())["token"] == lk.token
     lk.release()

@@ -1,0 +1,323 @@
+"""Issue 25: the lock is taken over at every point of every shard write and of the commit (between the last
+lock check and the version write included), on a local disk and on an S3 server (moto on loopback). The old
+owner never commits after it lost the lock and never changes a file its successor recorded; the new owner always
+commits; ``mcprm verify`` is clean; the corpus is the uninterrupted one, counts included.
+
+The seam is the fsspec filesystem every storage operation goes through (``CorpusStore.fs``): the old owner
+writes through a subclass of the real filesystem, registered under its own protocol (``takeoverfile://``,
+``takeovers3://``), that counts the operations of the run's thread and, at the N-th, takes the lock over
+before the operation goes on. Nothing in mcprm knows about it. N runs over every operation from the first
+shard write to the end of the run, found by a first run that only counts. Two orders:
+
+* ``successor-first``: at the N-th operation a second, real ``label()`` of the same input and output (through the
+  plain URL) takes the lock over (its stale limit ``MCPRM_LOCK_STALE_S`` set tiny: the old owner counts as
+  stalled), resumes, commits and releases; then the old owner goes on with its operation;
+* ``old-first``: at the N-th operation the lock is taken over (``corpus_lock``, the same code ``label`` runs);
+  the old owner goes on to its end; then the lock is released and a new ``label()`` runs;
+* ``dead-owner`` (shard writes only): as ``successor-first``, but the lock record says its process is gone, as
+  after a kill: the new run takes over without a fence and resumes in the same version folder, while the old
+  owner goes on writing shards like a killed run's Ray actor still in flight. Its shard names carry its own id,
+  so nothing the new run recorded is overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from pipeline.run import label
+from pipeline.storage.corpus import read_corpus
+from pipeline.storage.integrity import verify_corpus
+from pipeline.storage.lock import LockLost, corpus_lock
+from pipeline.storage.store import CorpusStore, ShardError, is_fenced
+
+from .conftest import make_cfg, rows_by_key, wait_for
+
+N = 2  # solutions, one a shard: two shard writes, then the commit
+
+_OPS = ("open", "pipe_file", "mv", "link", "rm", "rm_file", "info", "ls", "exists", "cat_file", "makedirs", "size")
+
+
+class Trip:
+    """The operation counter shared by the wrapping filesystems (only the armed thread's operations count)."""
+
+    n: int | None = None
+    count = 0
+    log: list[tuple[int, str, str]] = []
+    action = None
+    thread: int | None = None
+
+    @classmethod
+    def arm(cls, n: int | None = None, action=None) -> None:
+        cls.n, cls.count, cls.log, cls.action, cls.thread = n, 0, [], action, threading.get_ident()
+
+    @classmethod
+    def disarm(cls) -> None:
+        cls.thread, cls.action = None, None
+
+
+def _counted(name, bound):
+    def op(path, *a, **kw):
+        if Trip.thread == threading.get_ident():
+            Trip.count += 1
+            Trip.log.append((Trip.count, name, str(path)))
+            if Trip.count == Trip.n and Trip.action is not None:
+                act, Trip.action = Trip.action, None
+                act()
+        return bound(path, *a, **kw)
+
+    return op
+
+
+def _wrapping(base, proto: str):
+    """A subclass of the real filesystem ``base`` under protocol ``proto`` whose every public operation is
+    counted (on the instance: async filesystems such as s3fs make their sync methods per instance)."""
+    import fsspec
+
+    pre = proto + "://"
+    local = base.__name__ == "LocalFileSystem"
+
+    def __init__(self, *a, **kw):
+        base.__init__(self, *a, **kw)
+        if not local:
+            from fsspec.asyn import mirror_sync_methods
+
+            mirror_sync_methods(self)  # the sync methods of an async filesystem, before they are wrapped
+        for name in _OPS:
+            if hasattr(self, name):
+                setattr(self, name, _counted(name, getattr(self, name)))
+
+    def _strip_protocol(cls, path):
+        path = str(path)
+        if path.startswith(pre):
+            path = "/" + path[len(pre):].lstrip("/") if local else path[len(pre):]
+        return base._strip_protocol(path)
+
+    cls = type("Takeover" + base.__name__, (base,), {"protocol": (proto,), "__init__": __init__,
+                                                     "_strip_protocol": classmethod(_strip_protocol)})
+    fsspec.register_implementation(proto, cls, clobber=True)
+    return cls
+
+
+@pytest.fixture(scope="module")
+def two(small_input, tmp_path_factory):
+    """Two solutions, and their uninterrupted corpus (rows and counts)."""
+    d = tmp_path_factory.mktemp("takeover")
+    inp = d / "two.jsonl"
+    inp.write_text("".join(open(small_input).readlines()[:N]))
+    out = str(d / "ref")
+    res = label(make_cfg(str(inp), out, shard_size=1))
+    return str(inp), rows_by_key(read_corpus(out)), res.manifest["counts"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def moto_s3():
+    import boto3
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_ENDPOINT_URL": url, "AWS_ENDPOINT_URL_S3": url}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        def up():
+            try:
+                boto3.client("s3", endpoint_url=url).create_bucket(Bucket="takeover")
+                return True
+            except Exception:
+                return False
+
+        wait_for(up, 30, "the moto S3 server")
+        yield url
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        proc.terminate()
+        proc.wait(10)
+
+
+class Local:
+    proto = "takeoverfile"
+
+    def __init__(self, tmp_path):
+        from fsspec.implementations.local import LocalFileSystem
+
+        _wrapping(LocalFileSystem, self.proto)
+        self.tmp = tmp_path
+
+    def urls(self, name: str) -> tuple[str, str]:
+        plain = str(self.tmp / name)
+        return f"{self.proto}://{plain}", plain
+
+    def wipe(self, plain: str) -> None:
+        shutil.rmtree(plain, ignore_errors=True)
+
+    def stamp(self, store: CorpusStore, rel: str):
+        st = os.stat(store.path(rel))
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+class S3:
+    proto = "takeovers3"
+
+    def __init__(self, _tmp_path):
+        from s3fs import S3FileSystem
+
+        _wrapping(S3FileSystem, self.proto)
+
+    def urls(self, name: str) -> tuple[str, str]:
+        return f"{self.proto}://takeover/{name}", f"s3://takeover/{name}"
+
+    def wipe(self, plain: str) -> None:
+        store = CorpusStore(plain)
+        if store.fs.exists(store.root):
+            store.fs.rm(store.root, recursive=True)
+        store.fs.invalidate_cache()
+
+    def stamp(self, store: CorpusStore, rel: str):
+        store.fs.invalidate_cache()
+        info = store.fs.info(store.path(rel))
+        return info.get("ETag"), str(info.get("LastModified")), info.get("size")
+
+
+def _recorded(plain: str, backend) -> dict:
+    """Every file the committed corpus consists of (version files, the manifest's shards and their sidecars),
+    with what identifies one write of it (inode and mtime, or ETag), and manifest.json's content."""
+    from pipeline.storage.store import sidecar_rel
+
+    store = CorpusStore(plain)
+    out = {}
+    for v in store.versions():
+        out[f"versions/v{v:05d}.json"] = backend.stamp(store, f"versions/v{v:05d}.json")
+    m = store.manifest()
+    for sh in (m or {}).get("shards", []):
+        for rel in (sh["path"], sidecar_rel(sh["path"])):
+            out[rel] = backend.stamp(store, rel)
+    out["manifest.json"] = m
+    return out
+
+
+def _committed(plain: str) -> list[int]:
+    store = CorpusStore(plain)
+    return [v for v in store.versions() if not is_fenced(store.version_manifest(v))]
+
+
+@pytest.mark.parametrize("order", ["successor-first", "old-first", "dead-owner"])
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_takeover_at_every_point_of_shard_writes_and_commit(kind, order, two, tmp_path, request, monkeypatch):
+    inp, ref_rows, ref_counts = two
+    if kind == "s3":
+        request.getfixturevalue("moto_s3")
+    backend = (Local if kind == "local" else S3)(tmp_path)
+
+    # 1) a run that only counts: which operations are shard writes and the commit
+    chaos, plain = backend.urls(f"{order}-dry")
+    assert CorpusStore(chaos).exclusive_create  # probed once per bucket, now: not inside the counted runs
+    Trip.arm()
+    try:
+        label(make_cfg(inp, chaos, shard_size=1))
+    finally:
+        log, _ = Trip.log, Trip.disarm()
+    first = next(i for i, _, p in log if "/part-" in p)
+    version_op = next(i for i, op, p in log if "/versions/v00001.json" in p and op in ("link", "open"))
+    points = list(range(first, log[-1][0] + 1))
+    assert first < version_op < points[-1], log
+    if order == "dead-owner":  # a dead owner's process cannot commit: only its in-flight shard writes matter
+        points = [n for n in points if n < version_op - 1]
+
+    failures = []
+    for n in points:
+        chaos, plain = backend.urls(f"{order}-{n}")
+        backend.wipe(plain)
+        box: dict = {}
+
+        def take_over(plain=plain, box=box):
+            if order == "dead-owner":  # the lock's process is gone (pid beyond any pid_max), same namespace
+                store = CorpusStore(plain)
+                rec = json.loads(store.read_bytes("_lock"))
+                store.write_bytes("_lock", json.dumps(dict(rec, pid=99_999_999)).encode())
+                box["new"] = label(make_cfg(inp, plain, shard_size=1))
+                box["recorded"] = _recorded(plain, backend)
+            elif order == "successor-first":  # the old owner is stalled here while a new run does everything
+                monkeypatch.setenv("MCPRM_LOCK_STALE_S", "1e-6")
+                try:
+                    box["new"] = label(make_cfg(inp, plain, shard_size=1))
+                finally:
+                    monkeypatch.delenv("MCPRM_LOCK_STALE_S")
+                box["recorded"] = _recorded(plain, backend)
+            else:
+                box["lock"] = corpus_lock(CorpusStore(plain), stale_after_s=0).acquire()
+
+        Trip.arm(n, take_over)
+        try:
+            old = label(make_cfg(inp, chaos, shard_size=1))
+        except LockLost as e:
+            old = e
+        except ShardError as e:  # dead-owner: the "dead" driver reads staged input its successor removed
+            if order != "dead-owner":
+                raise
+            old = LockLost(str(e))
+        finally:
+            Trip.disarm()
+        assert "recorded" in box or "lock" in box, f"operation {n} was not reached"
+        if order == "old-first":
+            box["lock"].release()
+            box["new"] = label(make_cfg(inp, plain, shard_size=1))  # always commits: no leftover blocks it
+        new = box["new"]
+        why = f"{kind} {order}: takeover at operation {n} ({log[n - 1][1]} {log[n - 1][2]})"
+
+        if n <= version_op:  # taken over before the old owner's commit point: it never commits
+            if not isinstance(old, LockLost):
+                failures.append(f"{why}: the old owner did not stop with LockLost: {old!r}")
+            if new.added != N or new.version not in _committed(plain):
+                failures.append(f"{why}: the new owner did not commit the corpus (added {new.added}, version "
+                                f"{new.version}, committed {_committed(plain)})")
+            elif new.manifest["counts"] != ref_counts:  # adopted shards counted as the run that labeled them
+                failures.append(f"{why}: the new owner's counts {new.manifest['counts']} != an uninterrupted "
+                                f"run's {ref_counts}")
+        else:  # its version file was created before the takeover: that commit counts, and only it
+            if isinstance(old, LockLost) or old.version != 1:
+                failures.append(f"{why}: the old owner's commit made before the takeover was lost: {old!r}")
+            if new.added != 0:
+                failures.append(f"{why}: the new owner labeled again what was committed: {new.added}")
+        if len(_committed(plain)) != 1:
+            failures.append(f"{why}: committed versions {_committed(plain)} (one expected)")
+        if "recorded" in box:  # nothing the successor recorded was written again by the old owner
+            after = _recorded(plain, backend)
+            changed = [k for k in box["recorded"] if after.get(k) != box["recorded"][k]]
+            added = sorted(set(after) - set(box["recorded"]))
+            if changed or added:
+                failures.append(f"{why}: the old owner changed {changed} / added {added} after losing the lock")
+        problems, summary = verify_corpus(plain)
+        if problems:
+            failures.append(f"{why}: mcprm verify: {[str(p) for p in problems]}")
+        if rows_by_key(read_corpus(plain, verify=True)) != ref_rows:
+            failures.append(f"{why}: the corpus differs from an uninterrupted run's")
+        again = label(make_cfg(inp, plain, shard_size=1))
+        if again.added != 0:
+            failures.append(f"{why}: a third run labeled {again.added} again")
+        m = CorpusStore(plain).manifest()
+        if json.dumps(m, sort_keys=True) != json.dumps(CorpusStore(plain).version_manifest(m["version"]),
+                                                       sort_keys=True):
+            failures.append(f"{why}: manifest.json is not the committed version's")
+    assert not failures, "\n".join(failures)
+    assert len(points) >= (4 if order == "dead-owner" else 10)
