@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import typer
@@ -16,7 +17,8 @@ def _fail(msg: str) -> typer.Exit:
 
 
 def _read_cases(path: Path) -> list[dict]:
-    """Rows of a JSON Lines file, each with string (or integer) fields ``gold`` and ``response``."""
+    """Rows of a JSON Lines file, each with string (or integer) fields ``gold`` and ``response`` and an optional
+    ``problem`` (the problem text: its wording decides policies such as an ordered pair vs a set)."""
     rows = []
     try:
         f = path.open(encoding="utf-8")
@@ -44,6 +46,11 @@ def _read_cases(path: Path) -> list[dict]:
                     raise _fail(
                         f"{path} line {lineno}: field {field!r} must be a string, got {type(value).__name__}"
                     )
+            problem = row.get("problem")
+            if problem is not None and not isinstance(problem, str):
+                raise _fail(
+                    f"{path} line {lineno}: field 'problem' must be a string or null, got {type(problem).__name__}"
+                )
             rows.append(row)
     return rows
 
@@ -85,6 +92,14 @@ def register(app: typer.Typer) -> None:
             2.0, "--timeout", help="Wall-clock limit in seconds per sympy verdict."
         ),
         workers: int = typer.Option(0, "--workers", help="Sympy worker processes (0: min(4, CPU count))."),
+        problem: str = typer.Option(
+            None, "--problem", help="Problem text for --gold/--response (its wording decides 'auto' policies)."
+        ),
+        tuple_vs_set: str = typer.Option(
+            "auto", "--tuple-vs-set",
+            help="A tuple against the set of the same values: 'auto' (equal unless the problem asks for an "
+            "ordered pair or an order), 'equal' or 'differ'. See docs/grading.md.",
+        ),
     ) -> None:
         """Grade a response against a gold answer (prints the verdict), or every row of --input."""
         import graders
@@ -97,7 +112,9 @@ def register(app: typer.Typer) -> None:
             graders.get_grader(grader)
         except (KeyError, ImportError) as e:
             raise _fail(str(e.args[0])) from None
-        config = graders.GraderConfig(timeout_s=timeout, workers=workers)
+        if tuple_vs_set not in ("auto", "equal", "differ"):
+            raise _fail(f"--tuple-vs-set must be 'auto', 'equal' or 'differ', got {tuple_vs_set!r}")
+        config = graders.GraderConfig(timeout_s=timeout, workers=workers, tuple_vs_set=tuple_vs_set)
         single = gold is not None or response is not None
         if single == (input is not None):
             raise _fail("give either --gold and --response, or --input FILE.jsonl")
@@ -105,14 +122,21 @@ def register(app: typer.Typer) -> None:
             if single:
                 if gold is None or response is None:
                     raise _fail("--gold and --response go together")
-                verdict = graders.grade(gold, response, config, grader=grader)
-                typer.echo(_json_line(verdict.as_dict()))
+                verdict = graders.grade(gold, response, config, grader=grader, problem=problem)
+                typer.echo(_json_line({**verdict.as_dict(), "kind": verdict.kind}))
                 return
+            if problem is not None:
+                raise _fail("--problem goes with --gold and --response; in --input files use the field 'problem'")
             rows = _read_cases(input)
             t0 = time.perf_counter()
-            verdicts = graders.grade_batch([(r["gold"], r["response"]) for r in rows], config, grader=grader)
+            problems = [r.get("problem") for r in rows]
+            verdicts = graders.grade_batch(
+                [(r["gold"], r["response"]) for r in rows], config, grader=grader,
+                problems=problems if any(p is not None for p in problems) else None,
+            )
             for row, v in zip(rows, verdicts, strict=True):
                 row.update(v.as_dict())
+                row["kind"] = v.kind
             if output is None or str(output) == "-":
                 for row in rows:
                     sys.stdout.write(_json_line(row) + "\n")
@@ -124,9 +148,12 @@ def register(app: typer.Typer) -> None:
             n_true = sum(v.correct is True for v in verdicts)
             n_false = sum(v.correct is False for v in verdicts)
             n_none = sum(v.no_answer for v in verdicts)
+            kinds = Counter(v.kind for v in verdicts if v.correct is None)
+            why = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
             typer.echo(
                 f"graded {len(rows)} rows in {time.perf_counter() - t0:.1f}s: {n_true} correct, {n_false} "
-                f"incorrect ({n_none} with no final answer), {len(rows) - n_true - n_false} ungradable",
+                f"incorrect ({n_none} with no final answer), {len(rows) - n_true - n_false} ungradable"
+                + (f" ({why})" if why else ""),
                 err=True,
             )
         finally:

@@ -1,34 +1,49 @@
 """A pool of killable worker processes for the sympy comparisons.
 
-Each worker is a ``spawn`` process (never plain ``fork``: the grader runs inside Ray actors and processes
-with torch threads) talking to the parent over its own pipe. A verdict has a hard wall-clock limit: past it
-the worker is killed (SIGKILL) and replaced, and the verdict is ``(None, "timeout")``. A worker also arms
-a softer in-process timer (85% of the limit) so that most slow comparisons give up without being killed.
-Workers start lazily on first use, exit when their parent dies (pipe EOF or parent change), are shut down
-at interpreter exit, and run under an address-space limit so a blow-up cannot take the machine.
+Each worker is a plain ``python`` subprocess (never ``fork``: the grader runs inside Ray actors and processes
+with torch threads; not ``multiprocessing``: its ``spawn`` starts a resource-tracker process that outlives the
+command for up to seconds) talking to the parent over two pipes with :mod:`multiprocessing.connection`.
+It imports only this package, never the caller's ``__main__`` script.
 
-Unlike a plain ``spawn`` process, a worker does not re-run the caller's ``__main__`` script: scripts need no
-``if __name__ == "__main__"`` guard, and a script that imports torch does not make every worker import it.
+**Budgets are CPU time, not wall time**, so that a pair gets the same verdict on an idle and on a loaded
+machine: a verdict may use ``timeout_s`` seconds of the worker's CPU (``ITIMER_PROF``; ``RLIMIT_CPU`` a little
+above it kills a worker stuck inside C code). A comparison that runs out is retried once with
+:data:`RETRY_FACTOR` times the budget (a warm worker; the retry is counted in :attr:`WorkerPool.retries`);
+what still runs out is ``(None, "timeout")`` and counted in :attr:`WorkerPool.timeouts`. A generous
+wall-clock cap (:func:`wall_cap`) is only the backstop for a worker that stops using CPU at all (stopped,
+swapping): past it the worker is killed and replaced. Workers warm up (import sympy, parse and simplify a
+few answers) before they report ready, so the first deadline never pays for imports. They exit when their
+parent dies (pipe EOF or parent change), are shut down (and reaped) at interpreter exit, and run under an
+address-space limit so a blow-up cannot take the machine.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import logging
-import multiprocessing as mp
 import os
+import signal
+import subprocess
 import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from contextlib import contextmanager
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
 
 logger = logging.getLogger(__name__)
 
-START_TIMEOUT_S = 120.0  # a fresh worker must import sympy within this
+START_TIMEOUT_S = 120.0  # a fresh worker must import sympy (and warm up) within this
 DEFAULT_MEMORY_LIMIT = 4 << 30
+RETRY_FACTOR = 3.0  # a timed-out comparison is retried once with this many times the CPU budget
+WALL_FACTOR, WALL_SLACK_S = 5.0, 5.0  # backstop: a task is killed after WALL_FACTOR * budget + WALL_SLACK_S
+
+
+def wall_cap(cpu_budget_s: float) -> float:
+    """Wall-clock seconds after which a task that has not answered is killed (only a worker that gets no CPU
+    at all, or is stuck where signals cannot reach it, gets there: CPU budgets end tasks long before)."""
+    return WALL_FACTOR * cpu_budget_s + WALL_SLACK_S
 
 
 class WorkerError(RuntimeError):
@@ -50,32 +65,70 @@ def _watch_parent(parent_pid: int) -> None:
             os._exit(0)
 
 
-def _worker_main(conn, parent_pid: int, memory_limit: int) -> None:
-    """Worker loop: receive ``(task_id, gold, answer, config)``, send ``(task_id, correct, reason)``."""
+_WARM_UP = [
+    (r"\frac{\sqrt{3}}{2}", r"\sin(\pi/3)"),
+    (r"x^2 - 1", r"(x-1)(x+1)"),
+    (r"(1, 2]", r"1 < x \le 2"),
+    (r"\begin{pmatrix}1\\2\end{pmatrix}", r"(1, 2)"),
+    (r"\sum_{k=1}^{3} k", r"6"),
+]
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _child_main() -> None:
+    """Entry point of a worker process: ``python -c 'from graders.pool import _child_main; _child_main()'``
+    with the pipe descriptors and settings in ``MCPRM_GRADER_WORKER``."""
+    spec = json.loads(os.environ.pop("MCPRM_GRADER_WORKER"))
+    conn_in = Connection(spec["rfd"], writable=False)
+    conn_out = Connection(spec["wfd"], readable=False)
+    _worker_main(conn_in, conn_out, spec["parent"], spec["memory"])
+
+
+def _worker_main(conn_in, conn_out, parent_pid: int, memory_limit: int) -> None:
+    """Worker loop: receive ``(task_id, gold, answer, config, cpu_budget)``, send ``(task_id, correct, reason)``."""
+    import resource
     import signal
 
     if memory_limit:
         try:
-            import resource
-
             resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
-        except (ImportError, ValueError, OSError):
+        except (ValueError, OSError):
             pass
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    from graders.config import GraderConfig
     from graders.symbolic import sympy_verdict
 
-    signal.signal(signal.SIGALRM, _raise_soft_timeout)
-    conn.send(("ready", os.getpid()))
+    signal.signal(signal.SIGPROF, _raise_soft_timeout)
+    warm_cfg = GraderConfig()
+    for gold, answer in _WARM_UP:  # the first parse and simplify load lazily imported code: not in a budget
+        try:
+            sympy_verdict(gold, answer, warm_cfg)
+        except Exception:  # noqa: BLE001 - warming up is best effort
+            pass
+    _, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
+    conn_out.send(("ready", os.getpid()))
     while True:
         try:
-            msg = conn.recv()
+            msg = conn_in.recv()
         except (EOFError, OSError, KeyboardInterrupt):
             return
         if msg is None:
             return
-        task_id, gold, answer, config = msg
+        task_id, gold, answer, config, budget = msg
         try:
-            signal.setitimer(signal.ITIMER_REAL, max(0.01, 0.85 * config.timeout_s))
+            limit = int(_cpu_seconds() + 2 * budget + 2)  # SIGXCPU kills a worker stuck inside C code
+            if cpu_hard == resource.RLIM_INFINITY or limit < cpu_hard:
+                resource.setrlimit(resource.RLIMIT_CPU, (limit, cpu_hard))
+        except (ValueError, OSError):
+            pass
+        try:
+            signal.setitimer(signal.ITIMER_PROF, max(0.01, budget))
             result = sympy_verdict(gold, answer, config)
         except _SoftTimeout:
             result = (None, "timeout")
@@ -86,76 +139,110 @@ def _worker_main(conn, parent_pid: int, memory_limit: int) -> None:
         except Exception as e:  # a sympy bug must not kill the worker
             result = (None, f"comparison failed: {type(e).__name__}")
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
         try:
-            conn.send((task_id, *result))
+            conn_out.send((task_id, *result))
         except (OSError, EOFError, BrokenPipeError):
             return
 
 
-_MAIN_LOCK = threading.Lock()
+_CHILD_CODE = "from graders.pool import _child_main; _child_main()"
 
 
-@contextmanager
-def _main_hidden():
-    """Hide ``__main__``'s file and spec while a worker starts, so spawn does not re-import the script."""
-    main = sys.modules.get("__main__")
-    with _MAIN_LOCK:
-        if main is None:
-            yield
-            return
-        saved = {a: getattr(main, a) for a in ("__file__", "__spec__") if hasattr(main, a)}
+class _Process:
+    """A worker subprocess (the parts of ``multiprocessing.Process`` the pool uses)."""
+
+    __slots__ = ("popen",)
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen = popen
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.popen.poll()
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            try:
+                self.popen.kill()
+            except OSError:
+                pass
+
+    def join(self, timeout: float | None = None) -> None:
         try:
-            main.__spec__ = None
-            if "__file__" in saved:
-                del main.__file__
-            yield
-        finally:
-            for a, v in saved.items():
-                setattr(main, a, v)
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _package_path() -> list[str]:
+    """``sys.path`` for a worker: this package's parent first, then the caller's path."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return [root] + [p for p in sys.path if p and p != root]
 
 
 class _Worker:
-    __slots__ = ("process", "conn", "ready", "task", "deadline", "started")
+    __slots__ = ("process", "conn", "out", "ready", "task", "deadline", "started", "budget")
 
-    def __init__(self, ctx, memory_limit: int):
-        parent_conn, child_conn = ctx.Pipe(duplex=True)
-        self.process = ctx.Process(
-            target=_worker_main,
-            args=(child_conn, os.getpid(), memory_limit),
-            daemon=True,
-            name="mcprm-grader",
+    def __init__(self, memory_limit: int):
+        p2c_r, p2c_w = os.pipe()
+        c2p_r, c2p_w = os.pipe()
+        env = dict(os.environ)
+        env["MCPRM_GRADER_WORKER"] = json.dumps(
+            {"rfd": p2c_r, "wfd": c2p_w, "parent": os.getpid(), "memory": memory_limit}
         )
-        with _main_hidden():
-            self.process.start()
-        child_conn.close()
-        self.conn = parent_conn
+        env["PYTHONPATH"] = os.pathsep.join(_package_path())
+        try:
+            popen = subprocess.Popen(
+                [sys.executable, "-c", _CHILD_CODE],
+                pass_fds=(p2c_r, c2p_w),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env=env,
+                close_fds=True,
+            )
+        finally:
+            os.close(p2c_r)
+            os.close(c2p_w)
+        self.process = _Process(popen)
+        self.out = Connection(p2c_w, readable=False)
+        self.conn = Connection(c2p_r, writable=False)
         self.ready = False
         self.task: int | None = None
         self.deadline = 0.0
+        self.budget = 0.0
         self.started = time.monotonic()
 
     def kill(self) -> None:
-        try:
-            self.process.kill()
-            self.process.join(timeout=5)
-        except (OSError, ValueError):
-            pass
+        self.process.kill()
+        self.process.join(timeout=5)
         self.conn.close()
+        self.out.close()
 
 
 class WorkerPool:
-    """``size`` killable sympy workers; :meth:`run` grades many (gold, answer, config) tasks in parallel."""
+    """``size`` killable sympy workers; :meth:`run` grades many (gold, answer, config) tasks in parallel.
 
-    def __init__(
-        self, size: int | None = None, context: str = "spawn", memory_limit: int = DEFAULT_MEMORY_LIMIT
-    ):
+    Counters: :attr:`retries` (comparisons that ran out of their CPU budget once and were retried with
+    :data:`RETRY_FACTOR` times it), :attr:`timeouts` (those that ran out again: their verdict is a timeout),
+    :attr:`restarts` (workers killed and replaced).
+    """
+
+    def __init__(self, size: int | None = None, context: str | None = None, memory_limit: int = DEFAULT_MEMORY_LIMIT):
+        # ``context`` is accepted for compatibility and ignored: workers are plain subprocesses.
         self.size = size or min(4, os.cpu_count() or 1)
-        self._ctx = mp.get_context(context)
         self._memory_limit = memory_limit
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
         self.timeouts = 0
+        self.retries = 0
         self.restarts = 0
 
     @property
@@ -163,14 +250,14 @@ class WorkerPool:
         return [w.process.pid for w in self._workers if w.process.pid is not None]
 
     def warm(self) -> None:
-        """Start the workers now (they load sympy in the background), so the first grading call does not wait
-        for them: a labeling worker calls this while its model loads."""
+        """Start the workers now (they load sympy and warm up in the background), so the first grading call
+        does not wait for them: a labeling worker calls this while its model loads."""
         with self._lock:
             while len(self._workers) < self.size:
                 self._start()
 
     def _start(self) -> _Worker:
-        w = _Worker(self._ctx, self._memory_limit)
+        w = _Worker(self._memory_limit)
         self._workers.append(w)
         return w
 
@@ -180,7 +267,8 @@ class WorkerPool:
         self.restarts += 1
 
     def run(self, tasks: Sequence[tuple], timeout_s: float) -> list[tuple[bool | None, str]]:
-        """Results of ``tasks`` (each ``(gold, answer, config)``), in order; a hung task gives (None, "timeout")."""
+        """Results of ``tasks`` (each ``(gold, answer, config)``), in order, each within ``timeout_s`` seconds
+        of CPU time (retried once with :data:`RETRY_FACTOR` times it); what runs out gives (None, "timeout")."""
         if not tasks:
             return []
         with self._lock:
@@ -188,23 +276,34 @@ class WorkerPool:
 
     def _run(self, tasks: Sequence[tuple], timeout_s: float) -> list[tuple[bool | None, str]]:
         results: list = [None] * len(tasks)
+        budgets = [timeout_s] * len(tasks)
         pending = deque(range(len(tasks)))
         want = min(self.size, len(tasks))
         failed_starts = 0
         while len(self._workers) < want:
             self._start()
+
+        def timed_out(i: int) -> None:
+            if budgets[i] <= timeout_s:  # first time: once more, with a larger budget
+                budgets[i] = timeout_s * RETRY_FACTOR
+                self.retries += 1
+                pending.append(i)
+            else:
+                results[i] = (None, "timeout")
+                self.timeouts += 1
+
         while pending or any(w.task is not None for w in self._workers):
             now = time.monotonic()
             for w in self._workers:
                 if w.ready and w.task is None and pending:
                     i = pending.popleft()
                     try:
-                        w.conn.send((i, *tasks[i]))
+                        w.out.send((i, *tasks[i], budgets[i]))
                     except (OSError, BrokenPipeError):
                         pending.appendleft(i)
                         w.ready = False
                         continue
-                    w.task, w.deadline = i, now + timeout_s
+                    w.task, w.budget, w.deadline = i, budgets[i], now + wall_cap(budgets[i])
             deadlines = [w.deadline for w in self._workers if w.task is not None]
             deadlines += [w.started + START_TIMEOUT_S for w in self._workers if not w.ready]
             wait_s = max(0.0, min(deadlines) - now) if deadlines else 0.05
@@ -222,24 +321,28 @@ class WorkerPool:
                     w.ready = True
                     failed_starts = 0
                 elif w.task is not None and msg[0] == w.task:
-                    results[w.task] = (msg[1], msg[2])
+                    i, w.task = w.task, None
                     if msg[2] == "timeout":
-                        self.timeouts += 1
-                    w.task = None
+                        timed_out(i)
+                    else:
+                        results[i] = (msg[1], msg[2])
             now = time.monotonic()
             for w in self._workers:
                 if w in dead:
                     continue
                 if w.task is not None and now >= w.deadline:
-                    results[w.task] = (None, "timeout")
-                    self.timeouts += 1
+                    timed_out(w.task)
                     w.task = None
                     dead.append(w)
                 elif not w.ready and now >= w.started + START_TIMEOUT_S:
                     dead.append(w)
             for w in dead:
-                if w.task is not None:  # died while grading: do not retry a task that may crash it again
-                    results[w.task] = (None, "worker crashed")
+                if w.task is not None:
+                    w.process.join(timeout=1.0)
+                    if w.process.exitcode == -_SIGXCPU:  # past RLIMIT_CPU inside C code: out of budget
+                        timed_out(w.task)
+                    else:  # died while grading: do not retry a task that may crash it again
+                        results[w.task] = (None, "worker crashed")
                     w.task = None
                 if not w.ready:
                     failed_starts += 1
@@ -254,11 +357,11 @@ class WorkerPool:
         return results
 
     def close(self) -> None:
-        """Stop every worker (politely, then by force)."""
+        """Stop every worker (politely, then by force) and reap it."""
         with self._lock:
             for w in self._workers:
                 try:
-                    w.conn.send(None)
+                    w.out.send(None)
                 except (OSError, BrokenPipeError):
                     pass
             deadline = time.monotonic() + 1.0
@@ -268,7 +371,11 @@ class WorkerPool:
                     w.process.kill()
                     w.process.join(timeout=5)
                 w.conn.close()
+                w.out.close()
             self._workers.clear()
+
+
+_SIGXCPU = signal.SIGXCPU
 
 
 _POOL: WorkerPool | None = None

@@ -26,7 +26,9 @@ def test_single_pair_prints_verdict():
         app, ["grade", "--gold", r"\frac{1}{2}", "--response", r"so the answer is \boxed{0.5}"]
     )
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout) == {"correct": True, "reason": "numeric: exact", "extracted": "0.5"}
+    assert json.loads(res.stdout) == {
+        "correct": True, "reason": "numeric: exact", "extracted": "0.5", "kind": "verdict"
+    }
 
 
 def test_single_pair_exact_grader():
@@ -170,3 +172,54 @@ def test_ten_thousand_pairs_subprocess_no_hang_no_leak(tmp_path):
             break
         time.sleep(0.1)
     assert not _group_alive(proc.pid), "grader worker processes outlived the command"
+
+
+def test_problem_field_decides_the_order_policy(tmp_path):
+    """The same tuple-vs-set pair: equal by default, different where the problem asks for an ordered pair."""
+    pair = {"gold": "(3, 5)", "response": r"The solutions are $\boxed{\{5, 3\}}$."}
+    rows = [
+        pair,
+        {**pair, "problem": "Find all real numbers $x$ with $x^2 - 8x + 15 = 0$."},
+        {**pair, "problem": "Find the ordered pair $(a, b)$ with $a + b = 8$ and $ab = 15$, $a < b$."},
+        {**pair, "problem": None},
+    ]
+    inp, out = _write(tmp_path / "cases.jsonl", rows), tmp_path / "verdicts.jsonl"
+    res = runner.invoke(app, ["grade", "--input", str(inp), "--output", str(out), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [g["correct"] for g in got] == [True, True, False, True]
+    assert {g["kind"] for g in got} == {"verdict"}
+    res = runner.invoke(
+        app, ["grade", "--input", str(inp), "--output", str(out), "--workers", "1", "--tuple-vs-set", "differ"]
+    )
+    assert [json.loads(line)["correct"] for line in out.read_text().splitlines()] == [False] * 4
+
+
+def test_problem_field_must_be_text(tmp_path):
+    inp = _write(tmp_path / "cases.jsonl", [{"gold": "1", "response": "1", "problem": 7}])
+    res = runner.invoke(app, ["grade", "--input", str(inp)])
+    assert res.exit_code == 1 and "line 1: field 'problem' must be a string or null, got int" in res.stderr
+
+
+def test_no_process_of_the_grader_outlives_the_command(tmp_path):
+    """When ``mcprm grade`` exits, nothing it started is left: no worker, no multiprocessing helper (the
+    resource tracker of a spawn context used to linger for seconds). Only this test's own session is looked at."""
+    rows = [{"gold": rf"\sqrt{{{2 * k * k}}}", "response": rf"\boxed{{{k}\sqrt{{2}}}}"} for k in range(2, 12)]
+    _write(tmp_path / "cases.jsonl", rows)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "grade", "--input", "cases.jsonl", "--output", "v.jsonl", "--workers", "2"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # the command and every process it starts are in a group of their own
+    )
+    try:
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+    assert proc.returncode == 0, stderr
+    assert all(json.loads(line)["correct"] is True for line in (tmp_path / "v.jsonl").read_text().splitlines())
+    assert not _group_alive(proc.pid), "a process of the grader outlived the command"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -18,9 +17,13 @@ from graders.pool import WorkerPool, get_pool, shutdown_pool
 SLOW = r"\prod_{n=1}^{%d} n^{n}"
 
 
-def _children() -> set[int]:
-    """Live child processes this process started with multiprocessing (the only ones a test may look at)."""
-    return {p.pid for p in multiprocessing.active_children()}
+def _alive(pid: int) -> bool:
+    """Whether a process this test's pool started still exists (not yet reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_import_is_light():
@@ -95,14 +98,76 @@ def test_crashed_worker_gives_null_and_pool_recovers():
 
 
 def test_close_leaves_no_processes():
-    before = _children()
     pool = WorkerPool(size=2)
     cfg = GraderConfig()
     pool.run([("1", "1+0", cfg), ("2", "1+1", cfg)], 2.0)
+    workers = list(pool._workers)
     started = set(pool.pids)
-    assert len(started) == 2 and started <= _children()
+    assert len(started) == 2 and all(_alive(pid) for pid in started)
     pool.close()
-    assert not (_children() - before)
+    assert all(w.process.exitcode is not None for w in workers)  # exited and reaped by close()
+    assert not any(_alive(pid) for pid in started)
+
+
+# Pairs whose comparison costs sympy real work (tenths of a second of CPU) and one that never finishes.
+HEAVY = [
+    (r"\frac{n(n+1)}{2}", r"\boxed{\sum_{k=1}^{n} k}"),
+    (r"\frac{n(n+1)(2n+1)}{6}", r"\boxed{\sum_{k=1}^{n} k^2}"),
+    (r"\left(\frac{n(n+1)}{2}\right)^2", r"\boxed{\sum_{k=1}^{n} k^3}"),
+    (r"1", r"\boxed{\sin^2 x + \cos^2 x}"),
+    (r"\frac{\sqrt{6}+\sqrt{2}}{4}", r"\boxed{\cos(\pi/12)}"),
+    (r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}", r"\boxed{\begin{pmatrix} 1 & 2 \\ 3 & 5 \end{pmatrix}}"),
+    (r"x^2+x+1", r"\boxed{\frac{x^3-1}{x-1}}"),
+    (r"2^{n}", r"\boxed{\sum_{k=0}^{n} \binom{n}{k}}"),
+    (r"\frac{2}{x^2-1}", r"\boxed{\frac{1}{x-1}-\frac{1}{x+1}}"),
+    (r"\sqrt2+\sqrt3", r"\boxed{\sqrt{5+2\sqrt{6}}}"),
+]
+
+
+def _burners(n: int) -> list[subprocess.Popen]:
+    """``n`` processes that only burn CPU (this test starts them and stops them)."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def test_same_verdicts_on_a_loaded_machine():
+    """Budgets are CPU time: the same pairs get the same verdicts with every core busy with other work."""
+    cfg = GraderConfig(timeout_s=0.5, workers=2)
+    pool = WorkerPool(size=2)
+    try:
+        pool.warm()
+        idle = pool.run([(g, r, cfg) for g, r in _normalized(HEAVY)], cfg.timeout_s)
+        burners = _burners(2 * (os.cpu_count() or 1) + 2)
+        try:
+            loaded = pool.run([(g, r, cfg) for g, r in _normalized(HEAVY)], cfg.timeout_s)
+        finally:
+            for b in burners:
+                b.kill()
+                b.wait()
+        assert loaded == idle
+        assert [v[0] for v in idle].count(True) >= 7  # real work was decided, not everything timed out
+        assert (None, "timeout") in idle  # the binomial sum never finishes: a timeout both times
+        assert pool.retries >= pool.timeouts  # every timeout was retried once first
+        assert pool.timeouts == 2 * idle.count((None, "timeout"))
+    finally:
+        pool.close()
+
+
+def _normalized(pairs):
+    from graders import extract_answer, normalize
+
+    return [(normalize(g), normalize(extract_answer(r))) for g, r in pairs]
+
+
+def test_timeout_is_retried_once_with_a_larger_budget():
+    pool = WorkerPool(size=1)
+    cfg = GraderConfig(timeout_s=0.3)
+    try:
+        assert pool.run([("1", SLOW % 9000, cfg)], cfg.timeout_s) == [(None, "timeout")]
+        assert (pool.retries, pool.timeouts) == (1, 1)
+        assert pool.run([("3", "1+2", cfg)], cfg.timeout_s)[0][0] is True  # the same worker, still usable
+        assert (pool.retries, pool.timeouts) == (1, 1)
+    finally:
+        pool.close()
 
 
 def test_shared_pool_size_and_shutdown():
@@ -137,3 +202,16 @@ def test_registry():
     with pytest.raises(KeyError, match="available"):
         get_grader("nope")
     assert graders.GRADER_VERSION == get_grader("sympy").version
+
+
+def test_no_multiprocessing_helper_is_started():
+    """Workers are plain subprocesses: grading never starts multiprocessing's resource tracker, the helper
+    process that outlived ``mcprm grade`` on a loaded machine (it exits only once it notices its parent left)."""
+    code = (
+        "import graders; from multiprocessing import resource_tracker as rt; "
+        "v = graders.grade(r'\\sqrt{8}', r'\\boxed{2\\sqrt{2}}'); "
+        "assert v.correct is True, v; print(rt._resource_tracker._pid)"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "None"
