@@ -232,9 +232,9 @@ def current_manifest(store: CorpusStore, repair: bool = False, follow_newer: boo
     otherwise the newest intact ``versions/vNNNNN.json``, written back as ``manifest.json`` when ``repair``
     (under the output lock), or a ManifestError naming the command that does it.
 
-    ``follow_newer`` (readers): an intact ``manifest.json`` behind an intact newer version file is a commit
-    caught between its two writes (or a run killed there); the version file is whole, so a reader gets that
-    newer version instead of an error, never a mix."""
+    ``follow_newer`` (readers): an intact ``manifest.json`` behind an intact newer version file, or none at all
+    beside one, is a commit caught between its two writes (or a run killed, or taken over, there): the version
+    file is the commit, whole, so a reader gets that version instead of an error, never a mix."""
     try:
         m = store.manifest()
         problem = None if m is None or (isinstance(m, dict) and isinstance(m.get("version"), int)) else "unreadable"
@@ -261,7 +261,7 @@ def current_manifest(store: CorpusStore, repair: bool = False, follow_newer: boo
     else:
         why = (f"is at version {m['version']} but version {newest['version']} was committed (a run stopped "
                "between its two writes)")
-    if follow_newer and not problem and m is not None:
+    if follow_newer and not problem:  # behind, or missing (a commit whose copy was not written yet)
         return newest
     if not repair:
         raise ManifestError(f"{store.uri(MANIFEST)} {why}. Recover it from the newest intact version "
