@@ -143,10 +143,12 @@ def label_cmd(**options: Any) -> None:
         return
     t = m.get("throughput", {})
     c = m.get("counts", {})
+    # this run's own rollouts and tokens beside its time (a resumed run did not label the shards it took over)
+    resumed = f", {res.shards_resumed} finished shards taken over from the interrupted run" if res.shards_resumed else ""
     echo(
         f"{res.output}: version {res.version}: labeled {res.added} solutions ({res.reused} reused, "
-        f"{res.rejected} rejected), {c.get('rollouts', 0):,} rollouts, {c.get('rollout_tokens', 0):,} tokens "
-        f"in {res.seconds:.1f} s"
+        f"{res.rejected} rejected{resumed}); this run: {t.get('rollouts', c.get('rollouts', 0)):,} rollouts, "
+        f"{t.get('rollout_tokens', c.get('rollout_tokens', 0)):,} tokens in {res.seconds:.1f} s"
         + (f"; {c['reused_rollouts']:,} continuations also counted for a later step (rollout reuse)"
            if c.get("reused_rollouts") else "")
     )
