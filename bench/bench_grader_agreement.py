@@ -7,7 +7,10 @@ Default: the case sets in ``bench/grader_cases/``. For each file it prints how o
 ``expected`` (mcprm ``sympy`` grader; Math-Verify 0.8.0 defaults, ``verify(parse(gold), parse(response))``
 through ``graders/mathverify.py``, which wraps a bare gold in ``$...$`` as Math-Verify's documentation does),
 and both graders' wall time over the whole file in the same run. A verdict of None (ungradable) counts as
-"not equal" for agreement, as a label run would not count it as a success.
+"not equal" for agreement, as a label run would not count it as a success; the ``strict`` column counts a
+None as a miss also where the expected verdict is false (a wrong answer must be False, not an abstention),
+and ``None`` is how many of mcprm's verdicts were None. A case may carry a ``problem`` (the problem text),
+passed to graders that take it.
 Every disagreement (with expected, or between the graders) is written to ``--out`` for triage.
 """
 
@@ -42,7 +45,11 @@ def run(grader_name: str, rows: list[dict]) -> tuple[list, float]:
     g = get_grader(grader_name)
     cfg = GraderConfig()
     t0 = time.perf_counter()
-    vs = g.grade_batch([(str(r["gold"]), r["response"]) for r in rows], cfg)
+    pairs = [(str(r["gold"]), r["response"]) for r in rows]
+    if getattr(g, "accepts_problems", False):  # the problem text, where a case has one, decides policies
+        vs = g.grade_batch(pairs, cfg, problems=[r.get("problem") for r in rows])
+    else:
+        vs = g.grade_batch(pairs, cfg)
     return vs, time.perf_counter() - t0
 
 
@@ -62,11 +69,14 @@ def main(argv=None) -> int:
         print(f"note: {e}; showing mcprm only", file=sys.stderr)
         others = []
     get_grader("sympy").grade_batch([("1", r"\boxed{\sqrt{1}}")], GraderConfig())  # start the workers
-    header = f"{'case set':34s} {'n':>5s} {'mcprm':>7s} {'math-verify':>12s} {'mcprm s':>8s} {'mv s':>8s} {'speed':>6s}"
+    header = (
+        f"{'case set':34s} {'n':>5s} {'mcprm':>7s} {'strict':>7s} {'None':>5s} {'math-verify':>12s} "
+        f"{'mcprm s':>8s} {'mv s':>8s} {'speed':>6s}"
+    )
     print(header)
     print("-" * len(header))
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    tot = {"n": 0, "m": 0, "v": 0, "tm": 0.0, "tv": 0.0}
+    tot = {"n": 0, "m": 0, "v": 0, "s": 0, "none": 0, "tm": 0.0, "tv": 0.0}
     with open(args.out, "w", encoding="utf-8") as out:
         for path in files:
             rows = load(path)
@@ -74,13 +84,15 @@ def main(argv=None) -> int:
                 continue
             mv, tm = run("sympy", rows)
             vv, tv = run(others[0], rows) if others else ([None] * len(rows), 0.0)
-            m_ok = v_ok = 0
+            m_ok = v_ok = s_ok = n_none = 0
             for r, a, b in zip(rows, mv, vv, strict=True):
                 exp = bool(r["expected"])
                 ma = a.correct is True
                 va = b is not None and b.correct is True
                 m_ok += ma == exp
                 v_ok += va == exp
+                s_ok += a.correct is exp
+                n_none += a.correct is None
                 if ma != exp or (b is not None and va != exp):
                     rec = {
                         "set": os.path.basename(path), "expected": exp, "mcprm": a.correct,
@@ -98,13 +110,21 @@ def main(argv=None) -> int:
             tot["v"] += v_ok
             tot["tm"] += tm
             tot["tv"] += tv
+            tot["s"] += s_ok
+            tot["none"] += n_none
             speed = f"{tv / tm:5.1f}x" if others and tm > 0 else "-"
             mvs = f"{v_ok / n:11.1%}" if others else "-"
-            print(f"{os.path.basename(path):34s} {n:5d} {m_ok / n:7.1%} {mvs:>12s} {tm:8.2f} {tv:8.2f} {speed:>6s}")
+            print(
+                f"{os.path.basename(path):34s} {n:5d} {m_ok / n:7.1%} {s_ok / n:7.1%} {n_none:5d} {mvs:>12s} "
+                f"{tm:8.2f} {tv:8.2f} {speed:>6s}"
+            )
     print("-" * len(header))
     n = max(tot["n"], 1)
     speed = f"{tot['tv'] / tot['tm']:5.1f}x" if others and tot["tm"] > 0 else "-"
-    print(f"{'all':34s} {tot['n']:5d} {tot['m'] / n:7.1%} {tot['v'] / n:11.1%}  {tot['tm']:8.2f} {tot['tv']:8.2f} {speed:>6s}")
+    print(
+        f"{'all':34s} {tot['n']:5d} {tot['m'] / n:7.1%} {tot['s'] / n:7.1%} {tot['none']:5d} "
+        f"{tot['v'] / n:11.1%}  {tot['tm']:8.2f} {tot['tv']:8.2f} {speed:>6s}"
+    )
     print(f"disagreements: {args.out}")
     return 0
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from graders.normalize import split_top_level, unicode_math
+from graders.normalize import ORDINAL_RE, split_top_level, unicode_math
 
 _LEAD_RE = re.compile(r"^(?:[\s*:_]|\}(?=\s))+")  # "**Answer:** 61", "\text{Answer: } (1, -6)"
 _MAX_SCAN = 100_000  # characters scanned for a box's closing brace
@@ -109,6 +109,9 @@ def _boxes(text: str) -> list[tuple[int, int, str]]:
     for m in reversed(matches[-_MAX_BOXES:]):
         box = _box_at(text, m)
         if box is not None:
+            if out and box[0] < out[-1][0] and box[1] >= out[-1][1]:
+                out[-1] = box  # \boxed{\boxed{9}}: the outer box, once
+                continue
             out.append(box)
     return out[::-1]
 
@@ -147,6 +150,8 @@ def math_run(text: str, first: bool = False) -> str | None:
     """
     if len(text) > _TAIL:
         text = text[-_TAIL:]
+    if "st" in text or "nd" in text or "rd" in text or "th" in text:
+        text = ORDINAL_RE.sub("", text)  # "3^{\text{rd}}", "21st": the number
     text = _UNIT_GROUP_RE.sub(" ", unicode_math(text))  # "10 \text{ cm}^2": the unit is not math
     toks = _TOKEN_RE.findall(text)
     kinds = []
@@ -287,7 +292,8 @@ def _clean_phrase(s: str) -> str | None:
     ]
     has_math = bool(re.search(r"\d|\\[a-zA-Z]|[=^]", s))
     if words and has_math:
-        return math_run(s)  # "Maria needs 240 minutes" -> 240
+        run = math_run(s)  # "Maria needs 240 minutes" -> 240
+        return run if run is not None or len(words) > 3 else s  # "\text{six}": words are the answer
     if words and len(words) > 6:
         return None  # a sentence without math
     return s

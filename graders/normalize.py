@@ -162,7 +162,7 @@ def _drop_text(s: str) -> str:
 # ------------------------------------------------------------------ repairs of common slips (issue 26)
 _DOUBLE_BS_RE = re.compile(r"\\\\(?=[a-zA-Z{}%$])")  # \\frac (JSON-escaped twice) -> \frac
 _STRAY_BS_RE = re.compile(r"(?<!\\)\\(?=\d)")  # \42 -> 42 (a backslash before a number means nothing)
-_ORDINAL_RE = re.compile(
+ORDINAL_RE = re.compile(
     r"(?<=\d)\s*(?:\^\s*\{?\s*)?(?:\\(?:text|mathrm|textrm|rm|mbox)\s*\{?\s*)?(?:st|nd|rd|th)\b\s*\}?\s*\}?",
 )
 _FONT_SWITCH_RE = re.compile(r"\\(?:bf|rm|it|sf|tt|bold|mathbf|boldsymbol|bm|mathrm|textbf)\s*(?=\d)|\\(?:bf|rm|it|sf|tt)\b\s*")
@@ -205,7 +205,9 @@ def repair(s: str) -> str:
     """Common slips that make an answer unreadable, undone (``\\boxed{\\42}``, ``3^{\\text{rd}}``, ``\\\\frac``,
     an unclosed ``\\boxed{``, ``\\color{red}{16}``, ``\\nicefrac``, ``= 16``, ``0.\\overline{3}``)."""
     if "\\" in s:
-        if "\\\\" in s and "\\begin" not in s:
+        if "\\\\\\\\" in s:  # a matrix row break written \\\\ (doubled): \\
+            s = s.replace("\\\\\\\\", "\\\\")
+        if "\\\\" in s and ("\\begin" not in s or "\\\\begin" in s):  # \\frac, \\begin: all doubled
             s = _DOUBLE_BS_RE.sub(r"\\", s)
         s = _STRAY_BS_RE.sub("", s)
         if s.startswith("\\boxed{") and _brace_balance(s) > 0:
@@ -232,7 +234,7 @@ def repair(s: str) -> str:
                 k -= 1
             s = s[:k]  # "7}": a brace left over from the box around it
     if any(t in s for t in ("st", "nd", "rd", "th")):
-        s = _ORDINAL_RE.sub("", s)
+        s = ORDINAL_RE.sub("", s)
     s = _LEADING_REL_RE.sub("", s.strip())
     m = _REPEATING_RE.match(s)
     if m:

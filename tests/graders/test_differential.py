@@ -78,13 +78,17 @@ KNOWN_MISSES = {
 
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(CASES_DIR, "*.jsonl"))), ids=os.path.basename)
 def test_committed_case_set(path):
+    """Every case's verdict is its hand verdict: a wrong answer is False, not None (no abstaining on a
+    readable answer); a case's ``problem`` text is passed to the grader."""
     rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
     assert len(rows) >= 200
-    vs = grade_batch([(r["gold"], r["response"]) for r in rows], GraderConfig())
+    vs = grade_batch(
+        [(r["gold"], r["response"]) for r in rows], GraderConfig(), problems=[r.get("problem") for r in rows]
+    )
     wrong = [
         (r["source"], r["gold"], r["response"][-80:], v.reason)
         for r, v in zip(rows, vs, strict=True)
-        if (v.correct is True) != r["expected"]
+        if v.correct is not bool(r["expected"])
         and not any(r["gold"] == g and r["response"].endswith(tail) for g, tail in KNOWN_MISSES)
     ]
     assert not wrong, f"{len(wrong)} of {len(rows)} wrong, e.g. {wrong[:5]}"
