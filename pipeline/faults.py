@@ -1,6 +1,7 @@
 """Fault injection for the chaos tests: ``MCPRM_FAULT=point:n`` SIGKILLs this process the n-th time it
-reaches ``point`` (``mid-write``, ``sidecar-written``, ``shard-written``, ``plan-written``, ``version-written``,
-``manifest-written``, ...). Unset (always, outside tests), :func:`fault_point` is one dict lookup.
+reaches ``point`` (``locked``, ``plan-written``, ``judge-part-written``). Unset (always, outside tests),
+:func:`fault_point` is one dict lookup. The storage itself has no hooks: kills and lock takeovers inside its
+writes go through the fsspec filesystem it writes with (``tests/integration/fs_seam.py``).
 
 ``MCPRM_FAULT_RAISE=point:what`` makes :func:`fault_raise` raise a ``ValueError`` when it reaches ``point`` for
 ``what`` (e.g. ``label-solution:<solution id>``: the worker fails on that one row), to test how an error

@@ -42,7 +42,6 @@ import uuid
 from typing import Any
 
 from pipeline.errors import FatalError
-from pipeline.faults import fault_point
 from pipeline.storage.atomic import AtomicFile, fsync_dir
 
 log = logging.getLogger("mcprm")
@@ -235,7 +234,6 @@ class CorpusStore:
         folder flushed so that the rename survives a power loss."""
         af = self._write_tmp(full, data)
         try:
-            fault_point("mid-write", full)
             if exclusive:
                 self.fs.link(af.tmp, full)
             else:
@@ -390,9 +388,7 @@ class CorpusStore:
         if counts:
             side["counts"] = counts
         self.write_json(sidecar_rel(rel), side)
-        fault_point("sidecar-written", rel)
         self.write_bytes(rel, data)
-        fault_point("shard-written", rel)
         return d
 
     def read_table(self, rel: str, columns: list[str] | None = None, expect: dict | None = None):
@@ -453,7 +449,6 @@ class CorpusStore:
             raise CommitConflict(
                 f"{self.uri(rel)} already exists: another run committed version {v}. "
                 "Versions are never overwritten; nothing was committed by this run. Rerun the same command.") from None
-        fault_point("version-written", MANIFEST)
         if fence is not None:
             try:
                 fence()
@@ -463,7 +458,6 @@ class CorpusStore:
                             v, self.uri(rel), str(e).split(". ")[0])
                 return
         self.write_json(MANIFEST, manifest)
-        fault_point("manifest-written", MANIFEST)
 
     def next_version(self) -> int:
         """One above every version number ever used (committed, fenced, or named by manifest.json)."""

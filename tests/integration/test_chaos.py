@@ -1,10 +1,13 @@
-"""Issue 13: SIGKILL the driver at 21 points across lock, plan, shard writes (mid-write, after the checksum,
-after the shard) and commit (after the version file, after manifest.json), of a first run and of a refresh;
-re-run, and compare every re-run with one uninterrupted corpus, byte for byte on every label column.
+"""Issue 13, 25: SIGKILL the driver at 25 points across lock, plan, shard writes (before the checksum, between the
+checksum and the shard, after the shard) and commit (between the last lock check and the version file, after it,
+after manifest.json), of a first run and of a refresh; re-run, and compare every re-run with one uninterrupted
+corpus of the same shard size, byte for byte on every label column, and its counts (steps, rollouts, reused
+rollouts: a resume counts the shards it takes over as the run that labeled them).
 
-The kill is placed by ``MCPRM_FAULT=point:n`` (``pipeline.faults``): the driver, a subprocess this test
-started with ``--executor local`` (shards run in the driver), SIGKILLs itself the n-th time it reaches
-``point``. Only that child is killed.
+Storage points go through the storage seam (``fs_seam``: the driver's output is ``seamfile://``, a wrapping fsspec
+filesystem that SIGKILLs the child before or after the n-th matching operation); the two points before any storage
+write of the run (``locked``, ``plan-written``) are ``MCPRM_FAULT`` hooks of ``pipeline.run``. The driver is a
+subprocess this test started with ``--executor local`` (shards run in the driver); only that child is killed.
 """
 
 from __future__ import annotations
@@ -20,14 +23,18 @@ from pipeline.storage.corpus import read_corpus
 from pipeline.storage.integrity import verify_corpus
 
 from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
+from .fs_seam import run_killed
 
-# 8 solutions, one per shard: write_bytes calls are the plan (1), sidecar + shard per shard (2..17), the
-# manifest (18).
-FIRST_RUN = ["locked:1", "plan-written:1", "mid-write:1", "mid-write:2", "mid-write:3", "mid-write:8",
-             "mid-write:11", "mid-write:17", "mid-write:18", "sidecar-written:1", "sidecar-written:5",
-             "sidecar-written:8", "shard-written:1", "shard-written:2", "shard-written:4", "shard-written:7",
-             "shard-written:8", "version-written:1", "manifest-written:1"]
-REFRESH = ["shard-written:2", "version-written:1"]
+# 8 solutions, one per shard. ``when:op:glob:n`` (fs_seam) or ``fault:point:n`` (pipeline.faults).
+PARTS, SUMS = "*/part-*.parquet", "*/part-*.sum.json"
+FIRST_RUN = ["fault:locked:1", "fault:plan-written:1", "before:link:*/_lock:1", "before:mv:*/_staged/*:1",
+             "before:mv:*/_plan.json:1", f"before:mv:{SUMS}:1", f"before:mv:{SUMS}:3", f"before:mv:{SUMS}:8",
+             f"after:mv:{SUMS}:1", f"after:mv:{SUMS}:5", f"after:mv:{SUMS}:8", f"before:mv:{PARTS}:1",
+             f"before:mv:{PARTS}:6", f"after:mv:{PARTS}:1", f"after:mv:{PARTS}:2", f"after:mv:{PARTS}:4",
+             f"after:mv:{PARTS}:7", f"after:mv:{PARTS}:8", "before:link:*/versions/*:1", "after:link:*/versions/*:1",
+             "before:mv:*/manifest.json:1", "after:mv:*/manifest.json:1"]
+REFRESH = [f"after:mv:{PARTS}:2", "before:link:*/versions/*:1", "after:link:*/versions/*:1"]
+COUNTS = ("solutions", "added", "steps_added", "rollouts", "rollout_tokens", "reused_rollouts")
 
 
 def _args(inp, out):
@@ -45,17 +52,28 @@ def half_corpus(small_input, tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def reference_1(small_input, tmp_path_factory):
+    """The uninterrupted run with the same shard size (1) as the killed ones: rows and counts."""
+    out = str(tmp_path_factory.mktemp("chaos-ref") / "out")
+    res = label(make_cfg(small_input, out, shard_size=1))
+    return rows_by_key(read_corpus(out)), res.manifest["counts"]
+
+
 @pytest.mark.parametrize("point", [("first", p) for p in FIRST_RUN] + [("refresh", p) for p in REFRESH],
-                         ids=lambda p: f"{p[0]}-{p[1]}")
-def test_sigkill_then_rerun_gives_the_uninterrupted_corpus(point, small_input, reference_run, half_corpus, tmp_path):
+                         ids=lambda p: f"{p[0]}-{p[1]}".replace("*/", "").replace("*", ""))
+def test_sigkill_then_rerun_gives_the_uninterrupted_corpus(point, small_input, reference_1, half_corpus, tmp_path):
     kind, fault = point
-    _, _, ref = reference_run
+    ref, ref_counts = reference_1
     out = str(tmp_path / "out")
     before = None
     if kind == "refresh":
         shutil.copytree(half_corpus, out)
         before = open(os.path.join(out, "versions", "v00001.json"), "rb").read()
-    r = run_mcprm(*_args(small_input, out), env={"MCPRM_FAULT": fault})
+    if fault.startswith("fault:"):
+        r = run_mcprm(*_args(small_input, out), env={"MCPRM_FAULT": fault.split(":", 1)[1]})
+    else:
+        r = run_killed(*_args(small_input, out), kill=fault)
     assert r.returncode == -9, f"{fault} was not reached:\n{r.stdout}{r.stderr}"
     want_version = 1 if kind == "first" else 2
     res = label(make_cfg(small_input, out, shard_size=1))
@@ -66,6 +84,11 @@ def test_sigkill_then_rerun_gives_the_uninterrupted_corpus(point, small_input, r
     assert problems == [] and summary["versions"] == list(range(1, want_version + 1))
     m = json.load(open(os.path.join(out, "manifest.json")))
     assert m["version"] == want_version and m["counts"]["solutions"] == N_ROWS
+    if kind == "first" and res.added:  # issue 25: the resumed version counts what an uninterrupted run counts
+        assert {k: m["counts"][k] for k in COUNTS} == {k: ref_counts[k] for k in COUNTS}
+        assert m["throughput"]["shards_resumed"] == res.shards_resumed
+        if res.shards_resumed:  # this run's own rollouts, not the version's
+            assert m["throughput"]["rollouts"] < m["counts"]["rollouts"]
     if before is not None:
         assert open(os.path.join(out, "versions", "v00001.json"), "rb").read() == before
         assert len(read_corpus(out, version=1)) == N_ROWS // 2

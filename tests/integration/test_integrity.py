@@ -16,6 +16,7 @@ from pipeline.storage.corpus import CorpusError, read_corpus
 from pipeline.storage.integrity import verify_corpus
 
 from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
+from .fs_seam import run_killed
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +84,10 @@ def test_damaged_committed_shard_detected_and_repaired_by_rerun(fault, committed
 def test_damaged_uncommitted_shards_are_relabeled_on_resume(small_input, reference_run, tmp_path):
     _, _, ref = reference_run
     out = str(tmp_path / "out")
-    r = run_mcprm("label", "--input", small_input, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
-                  "--shard-size", "1", "--executor", "local", "-q", env={"MCPRM_FAULT": "shard-written:5"})
-    assert r.returncode == -9, r.stdout + r.stderr  # killed by the fault hook after the 5th shard
+    r = run_killed("label", "--input", small_input, "--output", out, "--k", "2", "--strategy", "per-step",
+                   "--max-new-tokens", "48", "--shard-size", "1", "--executor", "local", "-q",
+                   kill="after:mv:*/part-*.parquet:5")
+    assert r.returncode == -9, r.stdout + r.stderr  # killed through the storage seam after the 5th shard
     assert not os.path.exists(os.path.join(out, "manifest.json"))
     _flip(_shard(out, 1, 0), 12)
     _truncate(_shard(out, 1, 1))

@@ -74,8 +74,10 @@ def test_bad_input_leaves_no_staged_files(small_input, tmp_path):
 
 def test_staged_input_left_by_a_kill_after_the_commit_goes(small_input, tmp_path):
     out = tmp_path / "out"
-    r = run_mcprm("label", "--input", small_input, "--output", str(out), "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
-                  "--executor", "local", "-q", env={"MCPRM_FAULT": "manifest-written:1"})
+    from .fs_seam import run_killed  # SIGKILL right after manifest.json is written (the storage seam)
+
+    r = run_killed("label", "--input", small_input, "--output", str(out), "--k", "2", "--strategy", "per-step",
+                   "--max-new-tokens", "48", "--executor", "local", "-q", kill="after:mv:*/manifest.json:1")
     assert r.returncode == -9, r.stdout + r.stderr
     assert list(out.glob("data/v00001/_staged/*.parquet"))
     res = label(make_cfg(small_input, str(out)))

@@ -3,10 +3,10 @@ lock check and the version write included), on a local disk and on an S3 server 
 owner never commits after it lost the lock and never changes a file its successor recorded; the new owner always
 commits; ``mcprm verify`` is clean; the corpus is the uninterrupted one, counts included.
 
-The seam is the fsspec filesystem every storage operation goes through (``CorpusStore.fs``): the old owner
-writes through a subclass of the real filesystem, registered under its own protocol (``takeoverfile://``,
-``takeovers3://``), that counts the operations of the run's thread and, at the N-th, takes the lock over
-before the operation goes on. Nothing in mcprm knows about it. N runs over every operation from the first
+The seam is the fsspec filesystem every storage operation goes through (``CorpusStore.fs``; ``fs_seam``): the
+old owner writes through a subclass of the real filesystem, registered under its own protocol
+(``takeoverfile://``, ``takeovers3://``), that counts the operations of the run's thread and, at the N-th, takes
+the lock over before the operation goes on. Nothing in mcprm knows about it. N runs over every operation from the first
 shard write to the end of the run, found by a first run that only counts. Two orders:
 
 * ``successor-first``: at the N-th operation a second, real ``label()`` of the same input and output (through the
@@ -28,7 +28,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 
 import pytest
 
@@ -39,71 +38,9 @@ from pipeline.storage.lock import LockLost, corpus_lock
 from pipeline.storage.store import CorpusStore, ShardError, is_fenced
 
 from .conftest import make_cfg, rows_by_key, wait_for
+from .fs_seam import Trip, wrapping
 
 N = 2  # solutions, one a shard: two shard writes, then the commit
-
-_OPS = ("open", "pipe_file", "mv", "link", "rm", "rm_file", "info", "ls", "exists", "cat_file", "makedirs", "size")
-
-
-class Trip:
-    """The operation counter shared by the wrapping filesystems (only the armed thread's operations count)."""
-
-    n: int | None = None
-    count = 0
-    log: list[tuple[int, str, str]] = []
-    action = None
-    thread: int | None = None
-
-    @classmethod
-    def arm(cls, n: int | None = None, action=None) -> None:
-        cls.n, cls.count, cls.log, cls.action, cls.thread = n, 0, [], action, threading.get_ident()
-
-    @classmethod
-    def disarm(cls) -> None:
-        cls.thread, cls.action = None, None
-
-
-def _counted(name, bound):
-    def op(path, *a, **kw):
-        if Trip.thread == threading.get_ident():
-            Trip.count += 1
-            Trip.log.append((Trip.count, name, str(path)))
-            if Trip.count == Trip.n and Trip.action is not None:
-                act, Trip.action = Trip.action, None
-                act()
-        return bound(path, *a, **kw)
-
-    return op
-
-
-def _wrapping(base, proto: str):
-    """A subclass of the real filesystem ``base`` under protocol ``proto`` whose every public operation is
-    counted (on the instance: async filesystems such as s3fs make their sync methods per instance)."""
-    import fsspec
-
-    pre = proto + "://"
-    local = base.__name__ == "LocalFileSystem"
-
-    def __init__(self, *a, **kw):
-        base.__init__(self, *a, **kw)
-        if not local:
-            from fsspec.asyn import mirror_sync_methods
-
-            mirror_sync_methods(self)  # the sync methods of an async filesystem, before they are wrapped
-        for name in _OPS:
-            if hasattr(self, name):
-                setattr(self, name, _counted(name, getattr(self, name)))
-
-    def _strip_protocol(cls, path):
-        path = str(path)
-        if path.startswith(pre):
-            path = "/" + path[len(pre):].lstrip("/") if local else path[len(pre):]
-        return base._strip_protocol(path)
-
-    cls = type("Takeover" + base.__name__, (base,), {"protocol": (proto,), "__init__": __init__,
-                                                     "_strip_protocol": classmethod(_strip_protocol)})
-    fsspec.register_implementation(proto, cls, clobber=True)
-    return cls
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +98,7 @@ class Local:
     def __init__(self, tmp_path):
         from fsspec.implementations.local import LocalFileSystem
 
-        _wrapping(LocalFileSystem, self.proto)
+        wrapping(LocalFileSystem, self.proto)
         self.tmp = tmp_path
 
     def urls(self, name: str) -> tuple[str, str]:
@@ -182,7 +119,7 @@ class S3:
     def __init__(self, _tmp_path):
         from s3fs import S3FileSystem
 
-        _wrapping(S3FileSystem, self.proto)
+        wrapping(S3FileSystem, self.proto)
 
     def urls(self, name: str) -> tuple[str, str]:
         return f"{self.proto}://takeover/{name}", f"s3://takeover/{name}"
