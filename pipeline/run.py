@@ -95,7 +95,7 @@ def gold_check(grader: str, timeout_s: float):
     return GoldCheck(functools.partial(check_golds, config=GraderConfig(timeout_s=timeout_s)))
 
 
-from pipeline.execution.progress import LiveProgress as _Progress  # noqa: E402 - issue 25: phases, smoothed ETA
+from pipeline.execution.progress import LiveProgress as _Progress  # noqa: E402 - issue 25: phases, ETA, one final line
 
 
 def _iter_shards(run: _Run, skip: set[int]) -> Iterator[tuple[int, list[Solution]]]:
