@@ -63,6 +63,7 @@ _FUNC_DEF_RE = re.compile(r"^[a-zA-Z](?:_\{?\w+\}?)?\(\s*[a-zA-Z]\s*\)=", re.ASC
 
 
 _RATIO_RE = re.compile(r"^(\d+):(\d+)$", re.ASCII)
+_COLON_RE = re.compile(r"^\d+(?::\d+)+(?::\\(?:ldots|cdots|dots))?$", re.ASCII)
 
 
 def _ratio(s: str) -> Number | None:
@@ -186,6 +187,14 @@ def compare_fast(gold: str, answer: str, config: GraderConfig, grouped: bool = F
     g_num, a_num = parse_number(gold), parse_number(answer)
     if g_num is not None and a_num is not None:
         return compare_numbers(g_num, a_num, config)
+    g_col, a_col = _COLON_RE.match(gold), _COLON_RE.match(answer)
+    if g_col and a_col:  # 12:00 vs 1:00, 1:2:3:\ldots vs 1:4:9:\ldots; two-part ratios by their quotient
+        g_r, a_r = _ratio(gold), _ratio(answer)
+        if g_r is not None and a_r is not None:
+            return compare_numbers(g_r, a_r, config)
+        same = [int(x) for x in gold.split(":") if x.isdigit()] == [int(x) for x in answer.split(":") if x.isdigit()]
+        same = same and gold.endswith("\\ldots") == answer.endswith("\\ldots")
+        return same, "colon-separated numbers" if same else "colon-separated numbers differ"
     if (g_num is None) != (a_num is None):  # 7:3 against 7/3: a ratio is the quotient
         g_num = g_num or _ratio(gold)
         a_num = a_num or _ratio(answer)

@@ -48,6 +48,10 @@ _SPAN_RE = re.compile(
     re.S,
 )
 _QUALIFIER_SPAN_RE = re.compile(r"^[a-zA-Z](?:\s*,\s*[a-zA-Z])*\s*(?:\\in|∈)\s*(?:\\mathbb\s*\{?[ZNRQ]\}?|[ℤℕℝℚ])$")
+_QUALIFIED_LETTER_RE = re.compile(
+    r"\b(?:integers?|reals?|real\s+numbers?|natural\s+numbers?|for\s+(?:all|any|every|each|some))\s*$",
+    re.IGNORECASE,
+)
 _YES_NO_RE = re.compile(r"\W{0,8}(yes|no)\b", re.IGNORECASE)
 _PLACEHOLDER_RE = re.compile(r"^(?:X|(?i:\[answer\]|<answer>|your answer)|\.\.\.|\\ldots)$")
 _SENTENCE_END_RE = re.compile(r"\.(?!\d)(?=\s|$|\*)|\n|;\s|\s—\s")
@@ -250,6 +254,8 @@ def _find_close(s: str, close: str, start: int) -> int:
 def _clean_phrase(s: str) -> str | None:
     """The answer written right after an answer phrase, or None when it is prose or empty."""
     s = _LEAD_RE.sub("", s[:2000]).strip()
+    if s[:1] in ('"', "“", "'"):  # The final answer is "$12$ and $13$".
+        s = s[1:].lstrip()
     if not s:
         return None
     for open_, close in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
@@ -327,6 +333,8 @@ def _last_span(text: str) -> tuple[int, str] | None:
     for m in _SPAN_RE.finditer(text, tail_start):
         content = next(g for g in m.groups() if g is not None).strip()
         if content and not _QUALIFIER_SPAN_RE.match(content):  # "for $k \in \mathbb{Z}$": not the answer
+            if len(content) == 1 and content.isalpha() and _QUALIFIED_LETTER_RE.search(text, 0, m.start()):
+                continue  # "for any integer $n$": the parameter, not the answer
             spans.append((m.start(), m.end(), content))
     if not spans:
         return None

@@ -151,6 +151,8 @@ def _strip_delims(s: str) -> str:
 def _drop_text(s: str) -> str:
     """``\\text{}`` groups: conjunctions become commas, units after math are dropped, text alone is kept."""
     s = _CONJ_RE.sub(",", s)
+    if ",," in s.replace(" ", ""):
+        s = re.sub(r",(?:\s*,)+", ",", s)  # "19, 46, \text{ and } 82"
     if not _TEXT_RE.search(s):
         return s
     rest = _UNIT_RE.sub("", s).strip()
@@ -337,7 +339,7 @@ def split_top_level(s: str, sep: str = ",") -> list[str]:
 _MAX_DEPTH = 40
 _MAX_INT_DIGITS = 400
 _MAX_EXPONENT = 10_000
-_MAX_FACTORIAL = 1_000
+_MAX_FACTORIAL = 5_000
 _MAX_TOWER_LOG10 = 5_000.0  # at most a 5000-digit value
 _CHAIN_RE = re.compile(r"\d+(?:\s*\^\s*[{(]?\s*\d+){2,}")
 _FACTORIAL_RE = re.compile(r"(\d+)\s*!")

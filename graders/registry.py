@@ -173,6 +173,19 @@ def _numbers_all_differ(g_norm: str, a_norm: str, config: GraderConfig) -> bool:
     return True
 
 
+_DEGREE_MARK_RE = re.compile(r"\\circ|°|\\degree")
+
+
+def _degrees_as_radians(gold: str, answer: str, g_norm: str, a_norm: str) -> tuple[str, str]:
+    """An angle in degrees against one in radians (``90^\\circ`` vs ``\\frac{\\pi}{2}``): the degrees, in radians."""
+    g_deg, a_deg = bool(_DEGREE_MARK_RE.search(gold)), bool(_DEGREE_MARK_RE.search(answer))
+    if g_deg and not a_deg and "\\pi" in a_norm and parse_number(g_norm) is not None:
+        return f"\\frac{{{g_norm}}}{{180}}\\pi", a_norm
+    if a_deg and not g_deg and "\\pi" in g_norm and parse_number(a_norm) is not None:
+        return g_norm, f"\\frac{{{a_norm}}}{{180}}\\pi"
+    return g_norm, a_norm
+
+
 class SympyGrader:
     """The default grader: in-process fast path, then sympy in killable worker processes.
 
@@ -195,6 +208,8 @@ class SympyGrader:
         if len(extracted) > 20 * config.max_answer_chars:
             return Verdict(None, f"too large: {len(extracted)} characters", extracted[:200], why=REJECTED), None
         a_norm = normalize(extracted)
+        if "\\pi" in a_norm or "\\pi" in g_norm:
+            g_norm, a_norm = _degrees_as_radians(gold, extracted, g_norm, a_norm)
         if not a_norm:  # "$$", "\boxed{\text{}}": nothing written where the answer goes
             return Verdict(False, NO_ANSWER, None, why=NO_ANSWER_KIND), None
         grouped = thousands_written(gold) or thousands_written(extracted)

@@ -155,9 +155,14 @@ def _imaginary_unit(expr):
         return expr
 
 
+_ELLIPSIS = sympy.Symbol("…")  # an elided run of a written-out sequence: 1, 2, \ldots, n
+
+
 def _to_sympy(s: str):
     if not s:
         raise ParseError("empty expression")
+    if s in ("\\ldots", "\\cdots", "\\dots", "..."):
+        return _ELLIPSIS
     why = check_math(s)
     if why:
         raise ParseError(why)

@@ -25,6 +25,7 @@ from graders.safe_parse import Parsed, ParseError, PlainList, parse
 
 _SAMPLES = (sympy.Rational(7, 13), sympy.Rational(-11, 17), sympy.Rational(23, 9), sympy.Rational(-5, 3))
 _PREC = 50
+_INTEGER_PARAMETERS = frozenset("knm")  # names of an integer parameter (x = \frac{\pi}{4} + k\pi)
 
 
 class Undecided(Exception):
@@ -260,6 +261,12 @@ class Comparer:
             return self.cfg.rename_function_variable or a == b
         if not a.free_symbols and not b.free_symbols:
             return self._constants(a, b, num_a, num_b)
+        fa, fb = a.free_symbols, b.free_symbols
+        if len(fa) == 1 and len(fb) == 1 and fa != fb and {str(s) for s in fa | fb} <= _INTEGER_PARAMETERS:
+            b = b.xreplace({next(iter(fb)): next(iter(fa))})  # k\pi vs n\pi: one integer parameter, renamed
+            if a == b:
+                self.rule = "symbolic: renamed integer parameter"
+                return True
         if self.cfg.symbolic == "expand":
             self.rule = "symbolic: expand"
             return sympy.expand(a - b) == 0
@@ -275,7 +282,7 @@ class Comparer:
                 continue  # a pole or an unevaluated function: no evidence either way
             if bool(abs(va - vb) > 1e-12 * (1 + abs(va))):
                 self.rule = "symbolic: differ at a sample point"
-                return False
+                return self._equal_for_positive(a, b, syms)
         self.rule = "symbolic: simplify"
         if sympy.simplify(diff) == 0:
             return True
@@ -283,6 +290,24 @@ class Comparer:
         if eq is None:
             raise Undecided("symbolic equivalence undecided")
         return bool(eq)
+
+    def _equal_for_positive(self, a, b, syms) -> bool:
+        """``\\sqrt{1/n}`` vs ``\\frac{1}{\\sqrt{n}}``: equal where the variables are positive, which is what a
+        written radical of a variable assumes; only for expressions with a fractional power and no ``|x|``."""
+        if a.has(sympy.Abs) or b.has(sympy.Abs):
+            return False
+        if not any(not p.exp.is_integer for e in (a, b) for p in e.atoms(sympy.Pow)):
+            return False
+        for k in range(2):
+            point = {s: abs(_SAMPLES[(i + k) % len(_SAMPLES)]) for i, s in enumerate(syms)}
+            va, vb = a.xreplace(point).evalf(30), b.xreplace(point).evalf(30)
+            if not (va.is_number and vb.is_number) or bool(abs(va - vb) > 1e-12 * (1 + abs(va))):
+                return False
+        pos = {s: sympy.Symbol(s.name, positive=True) for s in syms}
+        if sympy.simplify(a.xreplace(pos) - b.xreplace(pos)) == 0:
+            self.rule = "symbolic: equal for positive variables"
+            return True
+        return False
 
     def _constants(self, a, b, num_a: Number | None, num_b: Number | None) -> bool:
         num_a = num_a or _as_decimal(a)
