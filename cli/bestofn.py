@@ -1,0 +1,51 @@
+"""``mcprm bestofn SCORED``: best-of-N accuracy of PRM reranking vs majority vote, random pick, pass@N."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from cli.common import user_errors
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bestofn")(bestofn_cmd)
+
+
+def bestofn_cmd(
+    scored: Annotated[str, typer.Argument(help="Scored corpus (`mcprm score` of `mcprm generate --n N` output, "
+                                               "with gold answers).")] = "./mcprm-scored",
+    n: Annotated[list[int] | None, typer.Option("--n", help="Solutions per problem to choose from (repeatable; "
+                                                            "default: powers of two up to the largest N every "
+                                                            "problem has).")] = None,
+    version: Annotated[int | None, typer.Option(help="Corpus version (default: current).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Rerank each problem's first N solutions by the PRM (min, product, last step, PRM-weighted vote) and
+    compare with majority vote, a random pick and pass@N; standard errors over problems."""
+    from pipeline.training.rerank import SELECTORS, best_of_n
+
+    with user_errors(extra=(ValueError,)):
+        res = best_of_n(scored, n, version)
+    if as_json:
+        print(json.dumps(res, indent=2))
+        return
+
+    def f(e):
+        if e.get("accuracy") is None:
+            return "n/a"
+        return f"{e['accuracy']:.3f}" + (f" ±{e['se']:.3f}" if e.get("se") is not None else "")
+
+    print(f"{scored}: {res['problems']} problems, {res['solutions']} solutions "
+          f"({res['solutions_per_problem']['min']}-{res['solutions_per_problem']['max']} per problem)"
+          + (f"; {res['ungraded']} without a gradable answer count as wrong" if res["ungraded"] else ""))
+    print(f"{'N':>4} {'problems':>8} " + " ".join(f"{s:>14}" for s in SELECTORS))
+    for r in res["results"]:
+        print(f"{r['n']:>4} {r['problems']:>8} " + " ".join(f"{f(r['selectors'][s]):>14}" for s in SELECTORS))
+    last = res["results"][-1]
+    d = last["selectors"]["prm-min"]
+    if d.get("vs_majority") is not None:
+        se = f" ±{d['vs_majority_se']:.3f}" if d.get("vs_majority_se") is not None else ""
+        print(f"prm-min - majority at N={last['n']}: {d['vs_majority']:+.3f}{se} (paired over problems)")

@@ -1,0 +1,90 @@
+"""``mcprm train CORPUS --output DIR``: a discriminative PRM from a labeled corpus (pipeline.training.train)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cli.common import echo, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_cmd)
+
+
+def train_cmd(
+    corpus: Annotated[str, typer.Argument(help="Labeled corpus folder (any fsspec URL).")] = "./mcprm-out",
+    output: Annotated[str, typer.Option("--output", "-o", help="Folder of the trained PRM.")] = "./prm",
+    base_model: Annotated[str | None, typer.Option(
+        help="Causal LM to start from (folder or hub name). Default: the model that labeled the corpus (the "
+             "bundled model for the default); required for a corpus labeled through an OpenAI-compatible "
+             "server.")] = None,
+    version: Annotated[int | None, typer.Option(help="Corpus version (default: current).")] = None,
+    label_rule: Annotated[str, typer.Option(
+        help="Targets from the stored counts: hard, threshold, soft, relative, advantage, er-prm, changepoint "
+             "(any rule `mcprm eval --label-rule` knows), or outcome (every step = the solution's own answer: "
+             "an ORM's labels).")] = "hard",
+    targets: Annotated[str, typer.Option(help="hard: the rule's labels (0/1); soft: the rule's scores in [0, 1] "
+                                              "(cross-entropy against them).")] = "hard",
+    min_confidence: Annotated[float | None, typer.Option(
+        help="Leave out rows whose first-error confidence is below this.")] = None,
+    weight_by_confidence: Annotated[bool, typer.Option(
+        help="Weight each row's steps by its first-error confidence.")] = False,
+    class_balance: Annotated[bool, typer.Option(
+        help="Weight the two classes inversely to their share of the training steps.")] = True,
+    drop_after_first_error: Annotated[bool, typer.Option(
+        help="No loss on the steps after a row's first negative one (PRM800K/Qwen convention).")] = True,
+    val_fraction: Annotated[float, typer.Option(
+        help="Share of problems held out (split by a hash of the problem text); the first-error threshold "
+             "is chosen on them.")] = 0.1,
+    epochs: Annotated[float | None, typer.Option(help="Epochs (default: 3; 10 for a model under 50 M "
+                                                      "parameters, e.g. the bundled one).")] = None,
+    learning_rate: Annotated[float | None, typer.Option(help="Peak learning rate (default: 1e-5; 1e-3 under "
+                                                             "50 M parameters).")] = None,
+    batch_size: Annotated[int, typer.Option(help="Solutions per device per step.")] = 16,
+    grad_accum: Annotated[int, typer.Option(help="Gradient accumulation steps.")] = 1,
+    max_length: Annotated[int, typer.Option(help="Most tokens per solution; later steps are cut.")] = 2048,
+    separator: Annotated[str, typer.Option(help="The step separator token the head is read at (added to the "
+                                                "tokenizer when it is not one token).")] = "<extra_0>",
+    bf16: Annotated[str, typer.Option(help="auto (on a GPU that supports it) | on | off")] = "auto",
+    gradient_checkpointing: Annotated[bool, typer.Option(help="Trade compute for memory (large models).")] = False,
+    save_steps: Annotated[int, typer.Option(help="Checkpoint every N optimizer steps (0: every epoch).")] = 0,
+    resume: Annotated[bool, typer.Option("--resume", help="Go on from the last checkpoint in DIR/checkpoints.")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a PRM or checkpoints in DIR.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the head's init and the data order.")] = 0,
+    limit: Annotated[int | None, typer.Option(help="Train on the first N corpus rows only.")] = None,
+    progress: Annotated[bool, typer.Option(help="Progress bar.")] = True,
+) -> None:
+    """Train a PRM (a token-classification head read at a separator after each step) on the corpus's labels.
+
+    Several GPUs: `accelerate launch -m cli.main train ...` or `torchrun --nproc-per-node N -m cli.main train ...`
+    (docs/training.md)."""
+    from pipeline.training.train import TrainConfig, train
+
+    with user_errors(extra=(ValueError,)):
+        cfg = TrainConfig(corpus=corpus, output=output, base_model=base_model, version=version,
+                          label_rule=label_rule, targets=targets, min_confidence=min_confidence,
+                          weight_by_confidence=weight_by_confidence, class_balance=class_balance,
+                          drop_after_first_error=drop_after_first_error, val_fraction=val_fraction, epochs=epochs,
+                          learning_rate=learning_rate, batch_size=batch_size, grad_accum=grad_accum,
+                          max_length=max_length, separator=separator, bf16=bf16,
+                          gradient_checkpointing=gradient_checkpointing, save_steps=save_steps, resume=resume,
+                          overwrite=overwrite, seed=seed, limit=limit, progress=progress)
+        res = train(cfg)
+    card = res.card
+    if not card:  # not the main process of a multi-GPU run
+        return
+    v = card.get("validation") or {}
+    d = card["data"]
+    f1 = v.get("f1")
+    echo(f"{res.output}: PRM on {card['base_model']} trained on {d['train_rows']:,} rows "
+         f"({d['train_steps']:,} labeled steps) of {card['corpus']['path']} v{card['corpus']['version']} "
+         f"({card['label_rule']}, {card['targets']} targets) in {res.seconds:.0f} s")
+    if f1 is not None:
+        echo(f"  validation ({d['val_rows']:,} rows, {d['val_problems']:,} problems): first-error F1 {f1:.3f} at "
+             f"threshold {card['threshold']:.2f} (against the corpus's own labels)")
+    else:
+        echo(f"  no validation rows with both kinds of solutions: threshold {card['threshold']:.2f}")
+    if d["skipped"]:
+        echo(f"  rows left out: {d['skipped']}")

@@ -1,0 +1,49 @@
+"""The PRM's measures: first-error F1 (ProcessBench) from per-step probabilities, and the threshold that
+maximizes it on validation rows. Pure Python."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def first_error_at(probs: Sequence[float | None], threshold: float) -> int:
+    """The first step whose probability is below ``threshold`` (a step without a score is skipped), or -1."""
+    return next((i for i, p in enumerate(probs) if p is not None and p < threshold), -1)
+
+
+def first_error_f1(pred: Sequence[int], truth: Sequence[int]) -> dict:
+    """ProcessBench's metric: ``acc_error`` = share of erroneous solutions (truth != -1) whose predicted first
+    error is exactly the true one, ``acc_correct`` = share of error-free ones predicted -1, ``f1`` = their
+    harmonic mean (None when one of the two groups is empty)."""
+    n_err = hit_err = n_ok = hit_ok = 0
+    for p, t in zip(pred, truth, strict=True):
+        if t == -1:
+            n_ok += 1
+            hit_ok += p == -1
+        else:
+            n_err += 1
+            hit_err += p == t
+    acc_e = hit_err / n_err if n_err else None
+    acc_c = hit_ok / n_ok if n_ok else None
+    if acc_e is None or acc_c is None:
+        f1 = None
+    else:
+        f1 = 0.0 if acc_e + acc_c == 0 else 2 * acc_e * acc_c / (acc_e + acc_c)
+    return {"f1": f1, "acc_error": acc_e, "acc_correct": acc_c, "solutions": n_err + n_ok,
+            "solutions_with_error": n_err}
+
+
+def choose_threshold(probs: Sequence[Sequence[float | None]], truth: Sequence[int],
+                     grid: Sequence[float] | None = None) -> tuple[float, dict]:
+    """The threshold (from ``grid``, default 0.01..0.99) with the highest first-error F1 of ``probs`` against
+    ``truth``; ties go to the threshold closest to 0.5. Returns (threshold, metrics at it)."""
+    grid = list(grid) if grid is not None else [i / 100 for i in range(1, 100)]
+    best: tuple[float, float, float] | None = None  # (f1, -|t - 0.5|, t)
+    for t in grid:
+        m = first_error_f1([first_error_at(p, t) for p in probs], truth)
+        f1 = m["f1"] if m["f1"] is not None else -1.0
+        key = (f1, -abs(t - 0.5), t)
+        if best is None or key > best:
+            best = key
+    t = best[2] if best is not None else 0.5
+    return t, first_error_f1([first_error_at(p, t) for p in probs], truth)

@@ -1,0 +1,88 @@
+"""First-error F1 and threshold choice, best-of-N selectors and their standard errors, against simulations."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from pipeline.training.metrics import choose_threshold, first_error_at, first_error_f1
+from pipeline.training.rerank import Candidate, aggregate, mean_se, outcomes
+
+
+def test_first_error_f1_matches_processbench_definition():
+    m = first_error_f1([-1, 2, 1, -1, 0], [-1, 2, 2, 1, -1])
+    # error rows: truth 2 (hit), 2 (pred 1: miss), 1 (pred -1: miss) -> 1/3; correct rows: -1 (hit), -1 (pred 0) -> 1/2
+    assert m["acc_error"] == pytest.approx(1 / 3) and m["acc_correct"] == pytest.approx(0.5)
+    assert m["f1"] == pytest.approx(2 * (1 / 3) * 0.5 / (1 / 3 + 0.5))
+    assert first_error_f1([-1], [-1])["f1"] is None  # one group only
+
+
+def test_first_error_at_skips_unscored_steps():
+    assert first_error_at([0.9, None, 0.2, 0.1], 0.5) == 2
+    assert first_error_at([0.9, 0.6], 0.5) == -1
+
+
+def test_choose_threshold_recovers_the_separating_threshold_in_simulation():
+    rng = random.Random(7)
+    probs, truth = [], []
+    for _ in range(400):  # good steps score in [0.35, 1], bad ones in [0, 0.3]: any t in (0.3, 0.35] separates
+        n = rng.randint(2, 6)
+        fe = rng.choice([-1] + list(range(n)))
+        ps = [rng.uniform(0.35, 1.0) if (fe == -1 or i < fe) else rng.uniform(0.0, 0.3) for i in range(n)]
+        probs.append(ps)
+        truth.append(fe)
+    t, m = choose_threshold(probs, truth)
+    assert 0.3 < t <= 0.35 and m["f1"] == 1.0
+    # at 0.5 good steps below 0.5 are called errors: strictly worse
+    assert first_error_f1([first_error_at(p, 0.5) for p in probs], truth)["f1"] < 1.0
+
+
+def test_aggregations():
+    s = [0.9, 0.5, 0.8]
+    assert aggregate(s, "min") == 0.5 and aggregate(s, "last") == 0.8
+    assert aggregate(s, "product") == pytest.approx(0.36)
+    assert aggregate([], "min") == -math.inf
+
+
+def test_selectors_on_one_problem():
+    c = [Candidate("a", [0.9, 0.2], False, "5"), Candidate("b", [0.6, 0.7], True, "6"),
+         Candidate("c", [0.3, 0.95], False, "5"), Candidate("d", [0.8, 0.9], True, "6")]
+    clusters = [0, 1, 0, 1]
+    o = outcomes(c, clusters)
+    assert o["prm-min"] == 1.0  # d: min 0.8
+    assert o["prm-last"] == 0.0  # c: last 0.95
+    assert o["random"] == 0.5 and o["pass@N"] == 1.0
+    assert o["majority"] == 0.5  # 2 votes each: a tie counts the mean of the tied answers' correctness
+    assert o["prm-vote"] == 1.0  # "6": 0.6 + 0.8 > "5": 0.2 + 0.3
+
+
+def test_prm_selection_and_standard_errors_against_simulation():
+    """PRM scores informative about correctness: the PRM pick beats random and majority; the SE over problems
+    matches the spread of the accuracy over independent replications."""
+    def replicate(seed: int) -> dict[str, float]:
+        rng = random.Random(seed)
+        per: dict[str, list[float]] = {}
+        for _ in range(200):
+            cands, clusters = [], []
+            for j in range(8):
+                ok = rng.random() < 0.3
+                ans = "right" if ok else rng.choice(["w1", "w2", "w3", "w4"])
+                score = min(1.0, max(0.0, (0.7 if ok else 0.4) + rng.gauss(0, 0.15)))
+                cands.append(Candidate(str(j), [score], ok, ans))
+                clusters.append(["right", "w1", "w2", "w3", "w4"].index(ans))
+            for k, v in outcomes(cands, clusters).items():
+                per.setdefault(k, []).append(v)
+        return {k: mean_se(v) for k, v in per.items()}
+
+    reps = [replicate(s) for s in range(40)]
+    prm = [r["prm-min"][0] for r in reps]
+    maj = [r["majority"][0] for r in reps]
+    rnd = [r["random"][0] for r in reps]
+    assert sum(prm) / 40 > sum(maj) / 40 > sum(rnd) / 40
+    assert abs(sum(rnd) / 40 - 0.3) < 0.01  # random pick: the expected accuracy is the success rate
+    # the SE a single replication reports agrees with the SD across replications (within 30%)
+    sd = (sum((x - sum(prm) / 40) ** 2 for x in prm) / 39) ** 0.5
+    mean_reported = sum(r["prm-min"][1] for r in reps) / 40
+    assert 0.7 < mean_reported / sd < 1.3
