@@ -704,6 +704,12 @@ def export_corpus(
     from pipeline.storage.corpus import iter_corpus
     from pipeline.storage.store import CorpusStore
 
+    if fmt == "genprm":  # issue 28: generative verifiers (critique prompt -> first-error index)
+        from pipeline.commands.export_genprm import export_genprm
+
+        return export_genprm(out_url, output_url, version=version, label_rule=label_rule,
+                             min_confidence=min_confidence, file_format=file_format, shard_rows=shard_rows,
+                             overwrite=overwrite, verify=verify, batch_rows=batch_rows)
     if fmt not in FORMATS:
         raise ExportError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if label_rule not in LABEL_RULES:
