@@ -133,6 +133,8 @@ def _storage_message(config: LabelConfig, e: BaseException) -> BaseException:
 
     if isinstance(e, (FileNotFoundError, FileExistsError)) and not isinstance(e, StorageError):
         return e
+    if getattr(e, "mcprm_message", None):  # already says what is wrong and what to do (e.g. no exclusive create)
+        return e
     if isinstance(e, OSError) and e.errno is not None:
         what = e.strerror or str(e) or type(e).__name__
     else:

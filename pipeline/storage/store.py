@@ -303,7 +303,7 @@ class CorpusStore:
                    "output's lock or commit the same version. Use a backend and server that support it (a recent "
                    "s3fs on AWS S3 or MinIO), or write the corpus to a local disk and copy the folder; see "
                    "docs/storage.md.")
-            err = StorageError(None, msg)
+            err = StorageError(msg)
             err.mcprm_message = msg
             raise err
 

@@ -193,3 +193,20 @@ def test_storage_without_exclusive_create_is_refused_clearly():
     with pytest.raises(StorageError, match="does not support an exclusive create"):
         store.create_bytes("versions/v00001.json", b"{}")
     assert not store.fs.exists(store.path("_lock")) and not store.fs.exists(store.path("versions/v00001.json"))
+
+
+def test_label_on_a_store_without_exclusive_create_says_so_and_writes_nothing(tmp_path):
+    from pipeline.config import LabelConfig
+    from pipeline.run import label
+
+    _register_memory_without_condition()
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"id": "a", "problem": "1+1?", "answer": "2", "steps": ["1+1=2", "2"]}) + "\n")
+    cfg = LabelConfig(input=[str(inp)], output="memnocond://label-refused/out", k=1, max_new_tokens=8,
+                      executor="local", progress=False)
+    with pytest.raises(StorageError) as e:
+        label(cfg)
+    assert str(e.value).startswith("memnocond://label-refused/out: this storage")  # not wrapped again
+    assert "does not support an exclusive create" in e.value.mcprm_message
+    store = CorpusStore("memnocond://label-refused/out")
+    assert not store.fs.exists(store.root) or store.fs.ls(store.root, detail=False) == []
