@@ -258,3 +258,55 @@ def test_takeover_at_every_point_of_shard_writes_and_commit(kind, order, two, tm
             failures.append(f"{why}: manifest.json is not the committed version's")
     assert not failures, "\n".join(failures)
     assert len(points) >= (4 if order == "dead-owner" else 10)
+
+
+def _to_old_layout(out: str) -> None:
+    """Rename every shard and sidecar of ``out`` to the names mcprm used before issue 25 (``part-00000.parquet``),
+    drop the counts from the sidecars, and rewrite the version files and manifest.json to match."""
+    import glob
+
+    renames = {}
+    for p in glob.glob(os.path.join(out, "data", "v*", "part-*.*.parquet")):
+        d, b = os.path.split(p)
+        idx = b.split(".", 1)[0]
+        os.replace(p, os.path.join(d, idx + ".parquet"))
+        side = json.load(open(p[: -len(".parquet")] + ".sum.json"))
+        side.pop("counts", None)
+        os.unlink(p[: -len(".parquet")] + ".sum.json")
+        json.dump(side, open(os.path.join(d, idx + ".sum.json"), "w"))
+        renames[os.path.relpath(p, out)] = os.path.relpath(os.path.join(d, idx + ".parquet"), out)
+    for f in glob.glob(os.path.join(out, "versions", "v*.json")) + [os.path.join(out, "manifest.json")]:
+        if os.path.exists(f):
+            m = json.load(open(f))
+            for sh in m["shards"]:
+                sh["path"] = renames.get(sh["path"], sh["path"])
+            json.dump(m, open(f, "w"), indent=2)
+
+
+def test_corpora_written_before_fencing_stay_readable_refreshable_and_resumable(two, small_input, tmp_path):
+    """A committed corpus and an unfinished run in the old layout (shard names without an owner, sidecars
+    without counts): read, verified, refreshed, and the unfinished run's shards adopted on resume."""
+    from .fs_seam import run_killed
+
+    inp, ref_rows, _ = two
+    out = str(tmp_path / "old")
+    label(make_cfg(inp, out, shard_size=1))
+    _to_old_layout(out)
+    assert rows_by_key(read_corpus(out, verify=True)) == ref_rows and verify_corpus(out)[0] == []
+    res = label(make_cfg(small_input, out, shard_size=1))  # a refresh on top of the old layout
+    assert res.version == 2 and res.added == 6 and res.reused == N
+    assert verify_corpus(out)[0] == [] and len(read_corpus(out, version=1)) == N
+    # an unfinished run of an older mcprm: killed after two shards, its files renamed to the old names
+    out2 = str(tmp_path / "unfinished")
+    r = run_killed("label", "--input", inp, "--output", out2, "--k", "2", "--strategy", "per-step",
+                   "--max-new-tokens", "48", "--shard-size", "1", "--executor", "local", "-q",
+                   kill="before:link:*/versions/*:1")
+    assert r.returncode == -9, r.stdout + r.stderr
+    _to_old_layout(out2)
+    assert sorted(os.listdir(os.path.join(out2, "data", "v00001"))) == [
+        "_plan.json", "_staged", "part-00000.parquet", "part-00000.sum.json", "part-00001.parquet",
+        "part-00001.sum.json"]
+    res = label(make_cfg(inp, out2, shard_size=1))
+    assert res.version == 1 and res.shards_resumed == N and res.shards_run == 0
+    assert rows_by_key(read_corpus(out2, verify=True)) == ref_rows and verify_corpus(out2)[0] == []
+    assert all(".parquet" in s["path"] and s["path"].count(".") == 2 for s in res.manifest["shards"])
