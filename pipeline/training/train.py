@@ -293,7 +293,7 @@ def load_base(base: str, separator: str):
     added to the tokenizer (and the embeddings grown) when it lacks it."""
     from rollouts.base import require
 
-    require("torch", "pip install torch")
+    torch = require("torch", "pip install torch")
     transformers = require("transformers", "pip install transformers")
     from pipeline.training.collate import ensure_separator
 
@@ -311,8 +311,10 @@ def load_base(base: str, separator: str):
         tok.pad_token = tok.eos_token if tok.eos_token is not None else separator
     with _quiet_head_warning(transformers):
         try:
+            # float32 master weights: bf16 is autocast by the Trainer (--bf16), never pure-bf16 AdamW
             model = transformers.AutoModelForTokenClassification.from_pretrained(
-                base, num_labels=2, id2label={0: "bad", 1: "good"}, label2id={"bad": 0, "good": 1})
+                base, num_labels=2, id2label={0: "bad", 1: "good"}, label2id={"bad": 0, "good": 1},
+                dtype=torch.float32)
         except ValueError as e:  # no token-classification class for this architecture
             raise TrainError(f"{base} ({mcfg.model_type}) has no AutoModelForTokenClassification class in "
                              f"transformers ({e}); choose a causal LM of a supported family (Llama, Qwen2, "

@@ -1,0 +1,108 @@
+"""Targets from label rules, the split by problem, the base-model default, score input checks, genprm records."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.commands.export_genprm import critique_prompt, critique_target, parse_target
+from pipeline.training.score import ScoreError, labels_from_scores, read_solutions
+from pipeline.training.train import TrainConfig, TrainError, default_base_model, problem_group, row_targets
+
+
+def _row(**kw):
+    row = {"id": "r", "problem": "Compute 1 + 2 * 3.", "steps": ["2 * 3 = 6", "1 + 6 = 8", "The answer is 8."],
+           "labels": [True, False, False], "mc_correct": [3, 0, 0], "mc_total": [4, 4, 0],
+           "mc_ungradable": [0, 0, 0], "mc_value": [0.75, 0.0, 0.0], "first_error": 1, "solution_correct": False}
+    row.update(kw)
+    return row
+
+
+def test_row_targets_hard_soft_and_outcome():
+    t, fe, conf = row_targets(_row(), "hard")
+    assert t == [1.0, 0.0, 0.0] and fe == 1 and 0.0 <= conf <= 1.0
+    t, fe, _ = row_targets(_row(), "soft", "soft")
+    assert t == [0.75, 0.0, 0.0] and fe == 1
+    t, fe, conf = row_targets(_row(), "outcome")
+    assert t == [0.0, 0.0, 0.0] and fe == 0 and conf == 1.0
+    t, fe, _ = row_targets(_row(solution_correct=True, labels=[True, True, True], mc_value=[1.0, 1.0, 1.0],
+                                mc_correct=[4, 4, 0]), "outcome")
+    assert t == [1.0, 1.0, 1.0] and fe == -1
+    t, fe, conf = row_targets(_row(solution_correct=None), "outcome")
+    assert t == [None, None, None] and conf == 0.0
+
+
+def test_every_solution_of_a_problem_is_on_one_side_of_the_split_and_the_share_is_right():
+    assert problem_group("Compute 1 + 2.") == problem_group("  Compute 1 + 2.  ")
+    groups = [problem_group(f"Compute {i} + {i * 7 % 13}.") for i in range(4000)]
+    assert all(0 <= g < 1 for g in groups)
+    share = sum(g < 0.1 for g in groups) / len(groups)
+    assert abs(share - 0.1) < 0.015  # binomial SD at n = 4000 is 0.0047
+
+
+def _manifest(tmp_path, **m):
+    d = tmp_path / "c"
+    (d / "versions").mkdir(parents=True)
+    base = {"format": "mcprm-corpus", "version": 1, "shards": [], "strategy": "per-step", "k": 4}
+    base.update(m)
+    (d / "manifest.json").write_text(json.dumps(base))
+    (d / "versions" / "v00001.json").write_text(json.dumps(base))
+    return str(d)
+
+
+def test_default_base_model_from_the_manifest(tmp_path):
+    from pipeline import bundled
+
+    assert default_base_model(_manifest(tmp_path, config={"model": ""})) == str(bundled.model_dir())
+    c = _manifest(tmp_path / "a", config={"prompting": {"model": "/models/x", "backend": "hf"}})
+    assert default_base_model(c) == "/models/x"
+    c = _manifest(tmp_path / "b", config={"model": "gpt-x", "backend": "openai"})
+    with pytest.raises(TrainError, match="--base-model"):
+        default_base_model(c)
+    c = _manifest(tmp_path / "d", strategy="prm", config={})
+    with pytest.raises(TrainError, match="mcprm score"):
+        default_base_model(c)
+
+
+def test_train_config_names_the_bad_option():
+    with pytest.raises(TrainError, match="--label-rule"):
+        TrainConfig("c", "o", label_rule="nope").validate()
+    with pytest.raises(TrainError, match="--val-fraction"):
+        TrainConfig("c", "o", val_fraction=1.0).validate()
+    with pytest.raises(TrainError, match="--targets"):
+        TrainConfig("c", "o", targets="fuzzy").validate()
+
+
+def test_read_solutions_checks_every_row_and_names_it(tmp_path):
+    p = tmp_path / "s.jsonl"
+    p.write_text('{"id": "a", "problem": "P1", "steps": ["x", "y"], "answer": 3}\n'
+                 '{"problem": "P2", "steps": ["z"]}\n'
+                 '{"id": "c", "problem": "", "steps": ["z"]}\n'
+                 '{"id": "d", "problem": "P4", "steps": "not a list"}\n'
+                 '{"id": "a", "problem": "P5", "steps": ["q"]}\n')
+    with pytest.raises(ScoreError) as e:
+        read_solutions([str(p)])
+    msg = str(e.value)
+    assert "3 bad row(s)" in msg and "line 3" in msg and "'problem'" in msg and "line 4" in msg
+    assert "line 5" in msg and "already used" in msg
+    p.write_text('{"id": "a", "problem": "P1", "steps": ["x", "y"], "answer": 3}\n{"problem": "P2", "steps": ["z"]}\n')
+    rows = read_solutions([str(p)])
+    assert [r.answer for r in rows] == ["3", None] and rows[1].id  # an id from the content when none is given
+
+
+def test_labels_from_scores():
+    assert labels_from_scores([0.9, 0.3, None, 0.8], 0.5) == ([True, False, None, True], 1)
+    assert labels_from_scores([0.9, 0.6], 0.5) == ([True, True], -1)
+
+
+@pytest.mark.parametrize("fe", [-1, 0, 2])
+def test_genprm_target_reads_back(fe):
+    steps = ["a", "b", "c"]
+    t = critique_target(fe, len(steps))
+    assert parse_target(t) == fe
+    assert t.count("is correct.") == (len(steps) if fe == -1 else fe)
+    p = critique_prompt("Compute 1.", steps)
+    assert "<paragraph_2>\nc\n</paragraph_2>" in p and p.rstrip().endswith("\\boxed{}.")
+    with pytest.raises(ValueError):
+        parse_target("no index")
