@@ -2,6 +2,7 @@
 speed ratio against Math-Verify 0.8.0 measured in the same run.
 
     python bench/bench_grader.py [--quick] [--workers 1] [--no-math-verify]
+    python bench/bench_grader.py --loaded 10000 [--workers 2]   # same verdicts on an idle and a loaded machine
 
 Table 1, one row per (category, cache): verdicts/s for one ``grade_batch`` call over all pairs, and
 p50/p99 latency of single ``grade`` calls. "cold" clears the verdict cache first (the sympy workers are
@@ -149,6 +150,62 @@ def versus_math_verify(config, quick: bool) -> None:
     print(f"{'hostile 64 KB inputs':<22} {len(hostile):>6} {mine:>9.3f}s {theirs:>8.3f}s {theirs / mine:>6.1f}x")
 
 
+def heavy_pairs(n: int) -> list[tuple[str, str]]:
+    """Pairs whose comparison costs sympy tenths of a second of CPU (sums, identities, matrices), all distinct."""
+    makers = [
+        lambda k: (rf"\frac{{n(n+1)}}{{2}} + {k}n", rf"\boxed{{\sum_{{j=1}}^{{n}} (j + {k})}}"),
+        lambda k: (rf"\frac{{n(n+1)(2n+1)}}{{6}} + {k}", rf"\boxed{{{k} + \sum_{{j=1}}^{{n}} j^2}}"),
+        lambda k: (rf"{k}", rf"\boxed{{{k}\sin^2 x + {k}\cos^2 x}}"),
+        lambda k: (rf"\begin{{pmatrix}} {k} & 2 \\ 3 & 4 \end{{pmatrix}}",
+                   rf"\boxed{{\begin{{pmatrix}} {k} & 2 \\ 3 & {4 + k % 2} \end{{pmatrix}}}}"),
+        lambda k: (rf"x^2+x+{k}", rf"\boxed{{\frac{{x^3-1}}{{x-1}} + {k - 1}}}"),
+    ]  # fmt: skip
+    return [makers[i % len(makers)](2 + i // len(makers)) for i in range(n)]
+
+
+def loaded_check(n: int, workers: int, timeout_s: float = 2.0) -> int:
+    """The same ``n`` pairs graded on an idle machine and beside CPU burners (two per core): identical verdicts?"""
+    import subprocess
+
+    from graders.pool import get_pool
+
+    n_heavy, n_latex, n_real = n // 100, n // 10, n // 5
+    pairs = heavy_pairs(n_heavy) + latex_pairs(n_latex) + real_style_pairs(n_real)
+    pairs += plain_pairs(n - len(pairs))
+    config = GraderConfig(workers=workers, timeout_s=timeout_s)
+    grade(r"\sqrt{2}", r"\boxed{\sqrt{2}+0}", config)  # start the workers
+    runs = []
+    for label in ("idle", "loaded"):
+        burners = []
+        if label == "loaded":
+            burners = [
+                subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * (os.cpu_count() or 1))
+            ]
+        try:
+            CACHE.clear()
+            pool = get_pool(workers)
+            r0, t0_ = getattr(pool, "retries", 0), pool.timeouts
+            t0 = time.perf_counter()
+            verdicts = grade_batch(pairs, config)
+            wall = time.perf_counter() - t0
+        finally:
+            for b in burners:
+                b.kill()
+                b.wait()
+        runs.append((label, verdicts, wall, getattr(pool, "retries", 0) - r0, pool.timeouts - t0_))
+    (_, idle, *_), (_, loaded, *_) = runs
+    differ = sum(a != b for a, b in zip(idle, loaded, strict=True))
+    print(f"{n} pairs ({n_heavy} heavy sympy, {n_latex} LaTeX, {n_real} real-style, rest plain), "
+          f"{workers} worker(s), CPU budget {config.timeout_s}s per verdict, {2 * (os.cpu_count() or 1)} burners")
+    print(f"{'run':<8} {'wall s':>8} {'retried':>8} {'timeouts':>9} {'True':>6} {'False':>6} {'None':>5}")
+    for label, vs, wall, retried, timeouts in runs:
+        c = [v.correct for v in vs]
+        print(f"{label:<8} {wall:>8.1f} {retried:>8} {timeouts:>9} {c.count(True):>6} {c.count(False):>6} "
+              f"{c.count(None):>5}")
+    print(f"verdicts that differ between the runs: {differ}")
+    return differ
+
+
 def throughput(pairs, config) -> float:
     t0 = time.perf_counter()
     grade_batch(pairs, config)
@@ -171,7 +228,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer pairs (a few seconds)")
     ap.add_argument("--workers", type=int, default=1, help="sympy worker processes (default 1: one core)")
     ap.add_argument("--no-math-verify", action="store_true", help="skip the comparison with Math-Verify")
+    ap.add_argument("--timeout", type=float, default=2.0, help="--loaded: the budget per verdict (seconds)")
+    ap.add_argument("--loaded", type=int, metavar="N", default=0,
+                    help="only: grade N pairs idle and beside CPU burners, and count the verdicts that differ")
     args = ap.parse_args()
+    if args.loaded:
+        differ = loaded_check(args.loaded, args.workers, args.timeout)
+        graders.shutdown()
+        sys.exit(1 if differ else 0)
     n_plain, n_latex = (4000, 80) if args.quick else (40000, 400)
     config = GraderConfig(workers=args.workers)
 
