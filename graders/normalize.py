@@ -238,6 +238,8 @@ def repair(s: str) -> str:
     if any(t in s for t in ("st", "nd", "rd", "th")):
         s = ORDINAL_RE.sub("", s)
     s = _LEADING_REL_RE.sub("", s.strip())
+    while len(s) > 2 and s[0] == "{" and "," not in s and _match_close(s, 0) == len(s) - 1:
+        s = s[1:-1].strip()  # {{9}}, \color{red}{16} -> 16: braces around the whole answer group nothing
     m = _REPEATING_RE.match(s)
     if m:
         s = _repeating(m)
