@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
             "sympy", "--grader", help="Registered grader: 'sympy' (default), 'exact', or 'math-verify' (when Math-Verify is installed)."
         ),
         timeout: float = typer.Option(
-            2.0, "--timeout", help="Wall-clock limit in seconds per sympy verdict."
+            2.0, "--timeout", help="CPU-time budget in seconds per sympy verdict (retried once with 3x)."
         ),
         workers: int = typer.Option(0, "--workers", help="Sympy worker processes (0: min(4, CPU count))."),
         problem: str = typer.Option(

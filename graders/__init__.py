@@ -9,13 +9,17 @@ Pipeline (separate modules): :mod:`graders.extract` finds the answer in the resp
 :mod:`graders.normalize` maps equivalent spellings to one string; :mod:`graders.compare` decides in-process
 what is cheap (string match, exact rational arithmetic with :mod:`fractions` for plain numbers, words);
 :mod:`graders.symbolic` decides the rest with sympy inside :mod:`graders.pool`'s killable worker processes.
-Verdicts are ``True``/``False``/``None`` (ungradable: nothing extracted, unparseable, too large, timeout)
-with a ``reason``; they are cached by (normalized gold, normalized answer, config) in the parent process.
+Verdicts are ``True``/``False``/``None`` with a ``reason`` and a ``kind`` (:mod:`graders.verdict`): a readable
+answer that is not the gold is False, a response without an answer is False (``no_answer``), and None is
+kept for what cannot be read or decided (``unreadable``, ``rejected``, ``gold``, ``timeout``, ``crash``).
+They are cached by (normalized gold, normalized answer, config) in the parent process. The problem text
+is optional (``problems=`` or triples) and decides wording policies (an "ordered pair" vs a set).
 
 Policies (all in :class:`GraderConfig`; defaults after Math-Verify / NeMo-Skills): ``50\\%`` equals ``50``
-and ``0.5``; tuples ordered, sets and bare comma lists unordered; interval bracket types matter and
+and ``0.5``; tuples ordered, sets and bare comma lists unordered, a tuple equals the set of its values unless
+the problem asks for order; interval bracket types matter and
 ``1 < x \\le 2`` equals ``(1, 2]``; ``x = 3`` equals ``3`` (single-symbol left side); ``1 \\pm \\sqrt2`` is the
-set of both values; ``30^\\circ`` equals ``30``; ``\\text{}`` units and ``$`` are dropped; ``i`` is the
+set of both values; ``30^\\circ`` equals ``30`` and ``\\frac{\\pi}{6}``; ``\\text{}`` units and ``$`` are dropped; ``i`` is the
 imaginary unit; ``\\frac{x^2-1}{x-1}`` equals ``x+1`` (simplify: they agree wherever both are defined);
 a decimal may round or truncate a non-terminating value (``0.333`` = ``\\frac13``, ``3.14`` = ``\\pi``).
 
@@ -25,8 +29,9 @@ whitelist tokenizer (numbers, operators, brackets, single letters, known functio
 over ``parse_expr`` behind a whitelist because no Python evaluation happens at all. Before parsing,
 answers with code-like content (quotes, ``__``, unknown long names) are refused, and inputs that could
 explode (megabyte strings, deep nesting, power towers, huge exponents/factorials) are pre-screened. Every
-sympy comparison runs in a worker process with a hard wall-clock limit (``GraderConfig.timeout_s``, 2 s)
-and a memory limit; a hung worker is killed and replaced.
+sympy comparison runs in a worker process with a CPU-time budget (``GraderConfig.timeout_s``, 2 s, retried
+once with 3x), a generous wall-clock cap and a memory limit; a hung worker is killed and replaced.
+Verdict kinds, formats and policies: docs/grading.md.
 
 Importing this package imports neither sympy nor torch; the workers import sympy.
 """

@@ -12,8 +12,9 @@ class GraderConfig:
     """Policies of the answer graders. Defaults follow Math-Verify / NeMo-Skills where the field agrees.
 
     Resources
-        timeout_s: hard wall-clock limit per verdict that needs sympy (the worker is killed and replaced;
-            the verdict is ``None`` with reason ``"timeout"``). Fast-path verdicts never need it.
+        timeout_s: budget of CPU seconds per verdict that needs sympy (CPU, not wall time: a loaded machine
+            gives the same verdicts). A comparison that runs out is retried once with 3x the budget; then
+            the verdict is ``None`` with reason ``"timeout"``. Fast-path verdicts never need it.
         workers: size of the sympy worker pool; ``0`` means ``min(4, cpu count)``.
         max_answer_chars: longer (normalized) answers or golds are ungradable (``"too large"``).
 
