@@ -41,9 +41,10 @@ class GraderConfig:
         comma_list: a bare list ``1, 2`` (no brackets): ``"unordered"`` (default, like Math-Verify, which
             reads it as a set) or ``"ordered"``.
         tuple_vs_set: a tuple ``(1, 2)`` against the set ``\\{1, 2\\}`` of the same values.
-            ``"auto"`` (default): equal, unless the problem's wording asks for order ("ordered pair",
-            "ordered triple", "in order", "in increasing order", ...), then different; without the problem
-            text, equal. ``"equal"``/``"differ"``: always so.
+            ``"auto"`` (default): different when the problem's wording asks for order ("ordered pair",
+            "ordered triple", "in order", "in increasing order", ...) or the gold tuple is written out of
+            increasing order (``(3, 1)`` is a point), equal otherwise (``(1, 3)`` vs ``\\{1, 3\\}``, also
+            without the problem text). ``"equal"``/``"differ"``: always so.
         interval_vs_inequality: ``1 < x \\le 2`` equals ``(1, 2]`` (default True).
         rename_function_variable: ``f(x) = 2x`` equals ``f(t) = 2t`` (and ``2t``): a one-variable function
             is the same function under another variable name (default True).
@@ -107,11 +108,11 @@ class GraderConfig:
 
     def for_problem(self, problem: str | None) -> GraderConfig:
         """This config with its ``"auto"`` policies decided for one problem's wording (see the class doc)."""
-        if self.tuple_vs_set != "auto" and self.ordered_tuples is not True:
+        if not problem or (self.tuple_vs_set != "auto" and self.ordered_tuples is not True):
             return self
         changes: dict = {}
-        if self.tuple_vs_set == "auto":
-            changes["tuple_vs_set"] = "differ" if problem and _ORDER_ASKED_RE.search(problem) else "equal"
+        if self.tuple_vs_set == "auto" and problem and _ORDER_ASKED_RE.search(problem):
+            changes["tuple_vs_set"] = "differ"
         if self.ordered_tuples and problem and _ANY_ORDER_RE.search(problem):
             changes["ordered_tuples"] = False
         return replace(self, **changes)

@@ -178,7 +178,9 @@ class Comparer:
     def _collections(self, a, b) -> bool:
         a_set, b_set = isinstance(a, sympy.FiniteSet), isinstance(b, sympy.FiniteSet)
         if a_set != b_set and isinstance(b if a_set else a, (sympy.Tuple, sympy.Interval)):
-            if self.cfg.tuple_vs_set == "differ":
+            if self.cfg.tuple_vs_set == "differ" or (
+                self.cfg.tuple_vs_set == "auto" and not a_set and not _ascending(self._items(a)[0])
+            ):  # a gold tuple written out of increasing order, (3, 1), is a point: order matters
                 self.rule = "tuple vs set"  # (3, 1) is ordered, {1, 3} is not: different objects
                 return False
             ok = self._unordered(self._items(a)[0], self._items(b)[0])
@@ -336,6 +338,16 @@ class Comparer:
                 self.rule = "numeric: rounded decimal"
                 return True
         return False
+
+
+def _ascending(items: list) -> bool:
+    """The items are real numbers written in increasing order (or not all numbers: no order to read)."""
+    try:
+        if not all(getattr(x, "is_number", False) and x.is_real for x in items):
+            return True
+        return all(bool(x < y) for x, y in zip(items, items[1:]))
+    except TypeError:
+        return True
 
 
 def _explicit_matrix(x):
