@@ -411,6 +411,12 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     from transformers import TrainingArguments, set_seed
 
     set_seed(cfg.seed)
+    if cfg.resume and not has_ckpt:
+        log.warning("--resume: no checkpoint in %s; training from the start", ckpt_dir)
+    if not cfg.progress:  # also the weight loading / checkpoint writing bars
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     model, tok, sep_id, added = load_base(base, cfg.separator)
     prep = prepare(cfg, tok, fmt, sep_id, targets_fn)
     c = prep.counts
