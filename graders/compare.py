@@ -52,7 +52,7 @@ def compare_numbers(gold: Number, answer: Number, config: GraderConfig) -> Resul
 # "4, 316, 588": integers grouped by commas. It is the number 4316588 when the other answer was itself written
 # with thousands separators (gold 4,316,588); otherwise a list ("32, 349" is not 32349). Same rule both ways.
 _GROUPED_RE = re.compile(r"^(-?)(\d{1,3}(?:, ?\d{3})+)$", re.ASCII)
-_THOUSANDS_WRITTEN_RE = re.compile(r"\d(?:,|\{,\}|,\\!|\\,|,\\,)\d{3}(?!\d)", re.ASCII)
+_THOUSANDS_WRITTEN_RE = re.compile(r"\d(?:,|\{,\}|,\\!\s?|\\,|,\\,)\d{3}(?!\d)", re.ASCII)
 
 
 def thousands_written(raw: str) -> bool:

@@ -25,7 +25,7 @@ KNOWN_NAMES = frozenset(
 _DELIMS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 _SPACING_RE = re.compile(r"(?<!\\)\\[,;:! ]|\\quad|\\qquad|~|\\displaystyle|\\textstyle|\\mathstrut")
 _LEFTRIGHT_RE = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)[lrm]?(?![a-zA-Z])\s*\.?")
-_THIN_THOUSANDS_RE = re.compile(r"(?<=\d)(?:\{,\}|,?\\[,! ]|,\{\})(?=\d{3}(?!\d))", re.ASCII)
+_THIN_THOUSANDS_RE = re.compile(r"(?<=\d)(?:\{,\}|,?\\[,! ]|,\{\})\s?(?=\d{3}(?!\d))", re.ASCII)
 # a number grouped by commas, "1,234,567": the look-behind keeps the scan linear (no restart inside a chain)
 # (never right after an opening bracket: "(12,102)" is a pair)
 _THOUSANDS_RE = re.compile(r"(?<![\d.,(\[{])([1-9]\d{0,2}(?:,\d{3})+)(?![\d,])(\.\d+)?", re.ASCII)
