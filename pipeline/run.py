@@ -246,21 +246,26 @@ def _label(config: LabelConfig, executor=None) -> RunResult:
     cfg = config.resolved()
     store = CorpusStore(cfg.output)
     with corpus_lock(store) as lock:
+        # the number this run may commit, fixed when it got the lock: a run frozen past a takeover keeps to the
+        # number its successor fenced (its folders), never the successor's
+        version = store.next_version()
         fault_point("locked")
-        run = _plan(cfg, store)
+        run = _plan(cfg, store, version)
         run.owner = lock.owner
         if not run.added and run.base is not None:
             prev_version = run.manifest["version"] if run.manifest else 0
             log.info("corpus %s is up to date (version %d): nothing new to label", cfg.output, prev_version)
             return RunResult(cfg.output, prev_version, 0, run.counts.reused, run.counts.rejected, run.manifest,
                              time.perf_counter() - t0)
+        lock.check()  # (a run frozen while it read the input must not clean up its successor's folder)
         _resume(run)
         results, facts = _execute(run, lock, executor)
         return _commit(run, lock, results, facts, t0)
 
 
-def _plan(cfg: LabelConfig, store: CorpusStore) -> _Run:
-    """Which version to build on and to commit, what the input holds that the corpus does not, in which shards."""
+def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None) -> _Run:
+    """Which version to build on and to commit (``version``: fixed when the lock was taken), what the input holds
+    that the corpus does not, in which shards."""
     identity = cfg.identity()
     manifest = _current_manifest(store)
     if manifest is not None:  # a run killed after its commit, before it removed its staged input
@@ -295,7 +300,7 @@ def _plan(cfg: LabelConfig, store: CorpusStore) -> _Run:
         log.warning("--overwrite: relabeling the schema-%d corpus at %s as a new schema-%d version", old_schema,
                     cfg.output, SCHEMA_VERSION)
         base = None
-    version = _next_version(store, manifest)
+    version = version or _next_version(store, manifest)
 
     base, existing = _verified_base(store, base)
     run = _Run(cfg, store, manifest, base, version, InputCounts(), None)
