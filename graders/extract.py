@@ -133,6 +133,21 @@ def hash_answer(text: str) -> str | None:
     return None if k < 0 else text[k + 4 :].strip()
 
 
+def _unclosed_last_box(text: str, boxes: list[tuple[int, int, str]]) -> str | None:
+    """The content of a ``\\boxed{`` left open at the end of ``text`` after every closed box ("" when it is
+    empty), or None when the last box is closed."""
+    last = None
+    for m in _BOX_RE.finditer(text, boxes[-1][1] if boxes else 0):
+        last = m
+    if last is None or last.end() >= len(text) or text[last.end()] != "{" or len(text) - last.end() > 2000:
+        return None
+    if match_brace(text, last.end()) is not None:
+        return None
+    content = text[last.end() + 1 :].strip().rstrip(".").rstrip("$").strip().rstrip("\\]").strip()
+    depth = content.count("{") - content.count("}")
+    return content if depth == 0 and not content.endswith(("^", "_", "\\")) else ""  # cut off inside: none
+
+
 def _box_group(text: str, boxes: list[tuple[int, int, str]], last: int) -> tuple[int, str]:
     """The box ``last`` joined with the boxes written just before it (``\\boxed{1}, \\boxed{4}``)."""
     first = last
@@ -197,7 +212,7 @@ def math_run(text: str, first: bool = False) -> str | None:
     while hi + 1 < len(toks) and kinds[hi + 1] != "stop":
         hi += 1
     # a single-letter English word at the start ("a 5", "I got 5") is not part of the math
-    run = "".join(toks[lo : hi + 1]).strip()
+    run = "".join(toks[lo : hi + 1]).strip(" \t\n,=")
     run = re.sub(r"^(?:(?:and|or)\b\s*)+|(?:\s*\b(?:and|or))+$", "", run).strip()
     run = _balance(run.strip(" ,=").rstrip("+-*/^_"))
     if run and re.search(r",\s*or\b", run):
@@ -375,6 +390,9 @@ def extract_answer(
     cands: list[tuple[int, str]] = []
     if "box" in response:
         boxes = _boxes(response)
+        open_box = _unclosed_last_box(response, boxes)
+        if open_box is not None:  # "... the answer is \boxed{13" (cut off): that box, never an earlier one
+            return open_box or None
         while boxes and not boxes[-1][2]:
             boxes.pop()  # an empty \boxed{} is no answer
         if boxes:

@@ -77,6 +77,10 @@ _QUALIFIER_RE = re.compile(
     r"(?:\\text\{\s*)?(?:[a-z]\s+(?:is|are)\s+(?:an?\s+)?)?(?:any\s+|all\s+)?integers?(?:\s+[a-z])?\s*\}?)\s*\.?$",
     re.ASCII,
 )
+_TEXT_QUALIFIER_RE = re.compile(
+    r"\s*,?\s*\\text\s*\{\s*,?\s*(?:for|where|when|with|such\s+that|if|provided|whenever)\b[^{}]*\}.*$", re.S
+)
+_FACTORIAL_EQ_RE = re.compile(r"(\d+)!\s+=(?!=)")
 _TRAILING_DELIMS_RE = re.compile(r"(?:\\\]|\\\)|\$)+$|^(?:\\\[|\\\(|\$)+")
 
 
@@ -272,6 +276,11 @@ def normalize(answer: str) -> str:
     s = _THIN_THOUSANDS_RE.sub("", s)
     s = _SPACING_RE.sub(" ", s)
     s = _QUALIFIER_RE.sub("", s).strip()
+    if "\\text" in s and "\\begin" not in s:
+        s2 = _TEXT_QUALIFIER_RE.sub("", s).strip()
+        s = s2 or s  # "2 \text{ for all } x > 0": the condition is not the answer
+    if "!" in s:
+        s = _FACTORIAL_EQ_RE.sub(r"(\1!)=", s)  # "5! = 120" is not "5 != 120"
     s = _drop_text(s)
     for _ in range(3):
         s2 = _UNWRAP_RE.sub(r"\1", s)

@@ -15,7 +15,9 @@ from graders.extract import prepare_gold
         (r"\fbox{7}", "7"),
         (r"The answer is \boxed 5.", "5"),
         (r"\boxed{\{1, 2\}}", r"\{1, 2\}"),
-        (r"ok \boxed{3} and then truncated \boxed{\frac{1}{", "3"),
+        # cut off inside the last box: no answer (never the earlier box); a box left open after a whole answer
+        (r"ok \boxed{3} and then truncated \boxed{\frac{1}{", None),
+        (r"ok \boxed{3} and then, on reflection, \boxed{13", "13"),
         ("40 * 3 = 120\n120 - 8 = 112\nThe answer is \\boxed{112}.", "112"),
         ("The answer is 112.", "112"),
         ("The answer is $\\frac{1}{2}$.", r"\frac{1}{2}"),
