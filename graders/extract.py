@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from graders.normalize import ORDINAL_RE, split_top_level, unicode_math
+from graders.normalize import COLOR_RE, ORDINAL_RE, split_top_level, unicode_math
 
 _LEAD_RE = re.compile(r"^(?:[\s*:_]|\}(?=\s))+")  # "**Answer:** 61", "\text{Answer: } (1, -6)"
 _MAX_SCAN = 100_000  # characters scanned for a box's closing brace
@@ -269,6 +269,8 @@ def _find_close(s: str, close: str, start: int) -> int:
 def _clean_phrase(s: str) -> str | None:
     """The answer written right after an answer phrase, or None when it is prose or empty."""
     s = _LEAD_RE.sub("", s[:2000]).strip()
+    if "color" in s:
+        s = COLOR_RE.sub("", s)  # **Answer:** \textcolor{blue}{15}
     if s[:1] in ('"', "“", "'"):  # The final answer is "$12$ and $13$".
         s = s[1:].lstrip()
     if not s:

@@ -172,7 +172,7 @@ ORDINAL_RE = re.compile(
     r"(?<=\d)\s*(?:\^\s*\{?\s*)?(?:\\(?:text|mathrm|textrm|rm|mbox)\s*\{?\s*)?(?:st|nd|rd|th)\b\s*\}?\s*\}?",
 )
 _FONT_SWITCH_RE = re.compile(r"\\(?:bf|rm|it|sf|tt|bold|mathbf|boldsymbol|bm|mathrm|textbf)\s*(?=\d)|\\(?:bf|rm|it|sf|tt)\b\s*")
-_COLOR_RE = re.compile(r"\\(?:color|textcolor)\s*\{[a-zA-Z]{1,20}\}")
+COLOR_RE = re.compile(r"\\(?:color|textcolor)\s*\{[a-zA-Z]{1,20}\}")
 _FRAC_ALIAS_RE = re.compile(r"\\(?:nicefrac|sfrac|dfrac|tfrac|cfrac)(?![a-zA-Z])")
 _BRACE_RE = re.compile(r"\\(?:underbrace|overbrace|underset\s*\{[^{}]*\}|overset\s*\{[^{}]*\})\s*\{([^{}]*)\}(?:[_^]\s*\{[^{}]*\})?")
 _MATHBB_DIGITS_RE = re.compile(r"\\mathbb\s*\{\s*(\d+)\s*\}")
@@ -218,7 +218,7 @@ def repair(s: str) -> str:
         s = _STRAY_BS_RE.sub("", s)
         if s.startswith("\\boxed{") and _brace_balance(s) > 0:
             s = s[len("\\boxed{") :]  # a box left unclosed
-        s = _COLOR_RE.sub("", s)
+        s = COLOR_RE.sub("", s)
         s = _FONT_SWITCH_RE.sub("", s)
         s = _FRAC_ALIAS_RE.sub(r"\\frac", s)
         s = _MATHBB_DIGITS_RE.sub(r"\1", s)
@@ -510,7 +510,7 @@ def lenient(s: str) -> str | None:
     words = [w for w in _PROSE_RE.findall(_ENV_RE.sub(" ", t)) if w.lower() not in KNOWN_NAMES]
     if words:
         marked = _PROSE_RE.sub(lambda m: m.group(0) if m.group(0).lower() in KNOWN_NAMES else "\0", t)
-        chunks = [c.strip(" ,.;:") for c in marked.split("\0")]
+        chunks = [c.strip(" ,.;:=") for c in marked.split("\0")]
         chunks = [c for c in chunks if c and re.search(r"[\d\\]", c)]
         if len(chunks) != 1:
             return None

@@ -155,7 +155,8 @@ def _imaginary_unit(expr):
         return expr
 
 
-_ELLIPSIS = sympy.Symbol("…")  # an elided run of a written-out sequence: 1, 2, \ldots, n
+_ELLIPSIS = sympy.Symbol("…")
+_RATIO_RE = re.compile(r"^(\d{1,12}):(\d{1,12})$")  # an elided run of a written-out sequence: 1, 2, \ldots, n
 
 
 def _to_sympy(s: str):
@@ -163,6 +164,10 @@ def _to_sympy(s: str):
         raise ParseError("empty expression")
     if s in ("\\ldots", "\\cdots", "\\dots", "..."):
         return _ELLIPSIS
+    m = _RATIO_RE.match(s)
+    if m:  # 7:3 is the ratio 7/3; 12:00 (a time) the pair (12, 0)
+        a, b = int(m.group(1)), int(m.group(2))
+        return sympy.Rational(a, b) if b else sympy.Tuple(sympy.Integer(a), sympy.Integer(b))
     why = check_math(s)
     if why:
         raise ParseError(why)

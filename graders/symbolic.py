@@ -94,10 +94,13 @@ class Comparer:
                 return self.equal(body_a, body_b)
         if a_eq and b_eq:
             self.rule = "equation"
-            if self.equal(a.lhs, b.lhs) and self.equal(a.rhs, b.rhs):
+            if self._sides_equal(a.lhs, b.lhs) and self._sides_equal(a.rhs, b.rhs):
                 return True
-            if self.equal(a.lhs, b.rhs) and self.equal(a.rhs, b.lhs):
+            if self._sides_equal(a.lhs, b.rhs) and self._sides_equal(a.rhs, b.lhs):
                 return True
+            if any(not isinstance(x, sympy.Expr) for x in (a.lhs, a.rhs, b.lhs, b.rhs)):
+                self.rule = "equation: different"  # (x, y) = (10, 2) against x = 4/7: sides differ
+                return False
             da, db = a.lhs - a.rhs, b.lhs - b.rhs
             if isinstance(da, sympy.Expr) and isinstance(db, sympy.Expr) and db != 0:
                 ratio = sympy.simplify(da / db)
@@ -116,6 +119,14 @@ class Comparer:
                 if side is not None:
                     return self.equal(a, side)
         return None
+
+    def _sides_equal(self, x, y) -> bool:
+        """One side of an equation against one of another; a side that cannot be decided is not equal (the
+        equations may still be proportional)."""
+        try:
+            return self.equal(x, y)
+        except (Undecided, TypeError, ValueError, AttributeError, NotImplementedError):
+            return False
 
     @staticmethod
     def _solved_side(eq):  # noqa: D102

@@ -111,3 +111,23 @@ def test_graders_without_problems_get_plain_pairs():
     graders.register_grader("two-args-test", two_args, overwrite=True)
     out = grade_batch([("1", "1", "a problem"), ("1", "2")], grader="two-args-test", problems=None)
     assert [v.correct for v in out] == [True, False] and seen == [("1", "1"), ("1", "2")]
+
+
+def test_readable_answers_against_other_golds_get_a_verdict():
+    """No abstaining: every committed case's response graded against a random other gold (almost always a
+    wrong answer) is True or False -- None only for what is truly unreadable, here nothing."""
+    import glob
+    import json
+    import os
+    import random
+
+    rows = []
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "grader_cases", "*.jsonl"))):
+        rows += [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    rng = random.Random(26)
+    golds = sorted({r["gold"] for r in rows})
+    pairs = [(rng.choice(golds), rng.choice(rows)["response"]) for _ in range(1500)]
+    vs = grade_batch(pairs, GraderConfig(timeout_s=2.0))
+    undecided = [(g, v.extracted, v.reason) for (g, _), v in zip(pairs, vs, strict=True) if v.kind == UNREADABLE]
+    assert not undecided, undecided[:5]
+    assert sum(v.kind == VERDICT for v in vs) > 1400
