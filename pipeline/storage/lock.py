@@ -121,7 +121,8 @@ class OutputLock:
         self.store = store
         self.rel = "_lock"
         self.stale_after_s = _default_stale_after() if stale_after_s is None else stale_after_s
-        self.heartbeat_s = heartbeat_s
+        # at least four heartbeats per stale limit (a short MCPRM_LOCK_STALE_S must not make a live run stale)
+        self.heartbeat_s = max(0.05, min(heartbeat_s, self.stale_after_s / 4))
         self.fence = fence
         self.fenced: object = None  # what fence() returned at this lock's takeover (the fenced version)
         self.token = uuid.uuid4().hex
