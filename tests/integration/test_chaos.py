@@ -95,3 +95,20 @@ def test_sigkill_then_rerun_gives_the_uninterrupted_corpus(point, small_input, r
     # a second re-run is a no-op
     again = label(make_cfg(small_input, out, shard_size=1))
     assert again.version == want_version and again.added == 0
+
+
+def test_resumed_run_summary_counts_this_run_only(small_input, reference_1, tmp_path):
+    """Issue 25: after a kill and the resume, the manifest's counts are an uninterrupted run's, and the summary
+    puts this run's own rollouts and tokens (not the version's) beside this run's time."""
+    _, ref_counts = reference_1
+    out = str(tmp_path / "out")
+    r = run_killed(*_args(small_input, out), kill=f"after:mv:{PARTS}:3")
+    assert r.returncode == -9, r.stdout + r.stderr
+    r = run_mcprm(*_args(small_input, out)[:-1])  # without -q: the summary
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = json.load(open(os.path.join(out, "manifest.json")))
+    assert {k: m["counts"][k] for k in COUNTS} == {k: ref_counts[k] for k in COUNTS}
+    t = m["throughput"]
+    assert t["shards_resumed"] == 3 and t["shards_run"] == N_ROWS - 3 and t["rollouts"] < m["counts"]["rollouts"]
+    assert (f"3 finished shards taken over from the interrupted run); this run: {t['rollouts']:,} rollouts, "
+            f"{t['rollout_tokens']:,} tokens in ") in r.stdout, r.stdout
