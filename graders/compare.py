@@ -35,6 +35,16 @@ def _decimal_readings(n: Number, policy: str) -> list[Number]:
     return out
 
 
+_TEXT_LEAD_RE = re.compile(r"^(?:(?:the|a|an|on|in|at|it\s+is|it's)\s+)+")
+
+
+def _text_key(s: str) -> str:
+    """Words compared without case, a leading article or preposition (``on Tuesday``), and with "neither
+    even nor odd" as "neither"."""
+    t = _TEXT_LEAD_RE.sub("", " ".join(s.casefold().replace("-", " ").split()))
+    return "neither" if t == "neither even nor odd" else t
+
+
 def compare_numbers(gold: Number, answer: Number, config: GraderConfig) -> Result:
     """Exact comparison of two plain numbers under the percent and rounded-decimal policies."""
     for g in gold.candidates(config.percent):
@@ -220,7 +230,7 @@ def compare_fast(gold: str, answer: str, config: GraderConfig, grouped: bool = F
         return compare_fast(gold, value, config, grouped)
     if g_text or a_text:
         if g_text and a_text:
-            same = " ".join(gold.casefold().split()) == " ".join(answer.casefold().split())
+            same = _text_key(gold) == _text_key(answer)
             return same, "text" if same else "text: different words"
         return False, "text vs math"
     if len(gold) == 1 and len(answer) == 1 and gold.isalpha() and answer.isalpha():

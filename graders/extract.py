@@ -375,7 +375,12 @@ def _shape(span: str) -> str:
 
 
 def extract_answer(
-    response: str, fallback: bool = True, last_number: bool | None = None, yes_no: bool = False, parts: int = 1
+    response: str,
+    fallback: bool = True,
+    last_number: bool | None = None,
+    yes_no: bool = False,
+    parts: int = 1,
+    text_gold: bool = False,
 ) -> str | None:
     """The final answer written in ``response``, or None when none is found (see the module docstring).
 
@@ -383,7 +388,8 @@ def extract_answer(
     opens with "Yes"/"No" ("No, $57$ is not a prime.") answers with that word. ``parts``: the gold answer is
     a list of that many values (a two-part question): a response that boxes each part separately
     ("(a) $\\boxed{2}$ ... (b) $\\boxed{3}$") answers with its last ``parts`` boxes. ``last_number`` is the
-    old name of ``fallback``.
+    old name of ``fallback``. ``text_gold``: the gold answer is words (``even``, ``no solution``): an
+    unmarked response answers with what its last sentence says the thing is ("The function is even.").
     """
     if not response:
         return None
@@ -421,6 +427,10 @@ def extract_answer(
         if bare is not None:
             return bare
     response = _drop_check(response)
+    if text_gold:
+        pred = _predicate(response)
+        if pred is not None:
+            return pred
     span = _last_span(response)
     if span is not None:
         end, content = span
@@ -429,7 +439,10 @@ def extract_answer(
         if run is None or len(content) > 1 or not content.isalpha():
             return content if not (run and _trailing_number_is_answer(masked_tail)) else run
         return run
-    return math_run(response)
+    run = math_run(response)
+    if run is None:  # no math at all: what the last sentence says it is ("The domain is all real numbers.")
+        return _predicate(response)
+    return run
 
 
 _CHECK_RE = re.compile(
@@ -456,6 +469,24 @@ def _drop_check(response: str) -> str:
     return before
 
 
+_PREDICATE_RE = re.compile(
+    r"(?:\b(?:is|are)\s+(?:an?\s+|the\s+)?\**([A-Za-z][A-Za-z\- ]{0,40}?)\**"
+    r"|\b(?:has|have)\s+(no\s+(?:real\s+)?(?:solutions?|roots?)))\s*[.!]?\s*$"
+)
+def _predicate(response: str) -> str | None:
+    """What the last sentence says the thing is: "... is odd." -> odd, "... has no solution." -> no solution;
+    never prose ("The answer is correct.")."""
+    m = _PREDICATE_RE.search(response[-400:])
+    if not m:
+        return None
+    words = (m.group(1) or m.group(2)).strip()
+    first = words.split()[0].casefold() if words else ""
+    if not words or first in _PROSE_STARTS or first in _NOT_ANSWERS:
+        return None
+    return words
+
+
+_NOT_ANSWERS = frozenset("true false incorrect wrong correct done complete unknown not".split())
 _ENV_NAME_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]{1,20}\}")
 _PROSE_WORD_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")
 

@@ -80,6 +80,14 @@ _QUALIFIER_RE = re.compile(
 _TEXT_QUALIFIER_RE = re.compile(
     r"\s*,?\s*\\text\s*\{\s*,?\s*(?:for|where|when|with|such\s+that|if|provided|whenever)\b[^{}]*\}.*$", re.S
 )
+_ALL_REALS = frozenset(
+    ["all real numbers", "all reals", "all real values", "all real x", "\\mathbb{r}", "(-\\infty, \\infty)"]
+)
+_NO_SOLUTION = frozenset(
+    ["no solution", "no solutions", "no real solution", "no real solutions", "none", "no such", "\\{\\}",
+     "\\emptyset", "there is no solution", "no real roots", "no roots"]
+)  # fmt: skip
+_TEXT_CHOICE_RE = re.compile(r"\\text(?:bf|rm|normal)?\s*\{\s*\(([A-E])\)\s*\}")
 _FACTORIAL_EQ_RE = re.compile(r"(\d+)!\s+=(?!=)")
 _TRAILING_DELIMS_RE = re.compile(r"(?:\\\]|\\\)|\$)+$|^(?:\\\[|\\\(|\$)+")
 
@@ -271,6 +279,8 @@ def normalize(answer: str) -> str:
     s = s.replace("\\%", "%").replace("\\$", "").replace("$", "")
     s = s.replace("\\leq", "\\le").replace("\\geq", "\\ge").replace("\\neq", "\\ne")
     s = s.replace("\\infin", "\\infty").replace("\\infty", "\\infty")
+    if "\\varnothing" in s or "\\langle" in s:
+        s = s.replace("\\varnothing", "\\emptyset").replace("\\langle", "(").replace("\\rangle", ")")
     s = _DEGREE_RE.sub("", s)
     s = _LEFTRIGHT_RE.sub("", s)
     s = _THIN_THOUSANDS_RE.sub("", s)
@@ -281,6 +291,8 @@ def normalize(answer: str) -> str:
         s = s2 or s  # "2 \text{ for all } x > 0": the condition is not the answer
     if "!" in s:
         s = _FACTORIAL_EQ_RE.sub(r"(\1!)=", s)  # "5! = 120" is not "5 != 120"
+    if "(" in s and "\\text" in s:
+        s = _TEXT_CHOICE_RE.sub(r"(\1) ", s)  # \textbf{(B) } 5: the choice letter is no unit
     s = _drop_text(s)
     for _ in range(3):
         s2 = _UNWRAP_RE.sub(r"\1", s)
@@ -316,6 +328,11 @@ def normalize(answer: str) -> str:
     m = _NUMBER_WORDS_RE.match(s)  # "5 cm", "12 apples", "3.5 square feet"
     if m and not any(w.lower() in KNOWN_NAMES for w in m.group(2).split()):
         s = m.group(1)
+    low = s.casefold().rstrip(".")
+    if low in _ALL_REALS:
+        return "(-\\infty, \\infty)"
+    if low in _NO_SOLUTION:
+        return "\\emptyset"
     m = _CHOICE_RE.match(s)
     if m:  # (B), b, "C. x = 42": a multiple-choice letter
         s = (m.group(1) or m.group(2)).upper()

@@ -145,6 +145,13 @@ def _prepared_gold(gold: str) -> tuple[str, bool]:
 
 
 @lru_cache(maxsize=1 << 14)
+def _text_gold(g_norm: str) -> bool:
+    from graders.normalize import is_text_answer
+
+    return g_norm == "\\emptyset" or (is_text_answer(g_norm) and g_norm.casefold() not in ("yes", "no"))
+
+
+@lru_cache(maxsize=1 << 14)
 def _gold_parts(g_norm: str) -> int:
     """How many answers a gold written as a bare list (``2, 3``, ``a=2, b=3``) asks for (1 otherwise)."""
     if "," not in g_norm or g_norm[:1] in "([{\\":
@@ -202,7 +209,9 @@ class SympyGrader:
         g_norm, _ = _prepared_gold(gold)
         yes_no = g_norm.casefold() in ("yes", "no")
         parts = _gold_parts(g_norm)
-        extracted = extract_answer(response, fallback=config.last_number_fallback, yes_no=yes_no, parts=parts)
+        extracted = extract_answer(
+            response, fallback=config.last_number_fallback, yes_no=yes_no, parts=parts, text_gold=_text_gold(g_norm)
+        )
         if extracted is None:
             return Verdict(False, NO_ANSWER, None, why=NO_ANSWER_KIND), None
         if len(extracted) > 20 * config.max_answer_chars:
