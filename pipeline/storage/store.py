@@ -332,10 +332,15 @@ class CorpusStore:
         self.create_bytes(rel, (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode())
 
     def read_bytes(self, rel: str) -> bytes:
-        if not self.local:
-            self.fs.invalidate_cache(self.path(rel))
-        with self.fs.open(self.path(rel), "rb") as f:
-            return f.read()
+        """The whole file. On an object store one GET of the whole object: a snapshot of it even while another
+        writer replaces it (a file object would pin the object's ETag and fail mid-read, e.g. s3fs's
+        "no longer exists", when the lock's heartbeat or a commit replaces it)."""
+        full = self.path(rel)
+        if self.local:
+            with self.fs.open(full, "rb") as f:
+                return f.read()
+        self.fs.invalidate_cache(full)
+        return self.fs.cat_file(full)
 
     def size(self, rel: str) -> int | None:
         """The file's size in bytes, or None if it does not exist."""
@@ -351,10 +356,8 @@ class CorpusStore:
         self.write_bytes(rel, (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode())
 
     def read_json(self, rel: str) -> Any | None:
-        full = self.path(rel)
         try:
-            with self.fs.open(full, "rb") as f:
-                return json.loads(f.read().decode())
+            return json.loads(self.read_bytes(rel).decode())
         except FileNotFoundError:
             return None
         except json.JSONDecodeError as e:

@@ -313,3 +313,31 @@ def test_corpora_written_before_fencing_stay_readable_refreshable_and_resumable(
     assert res.version == 1 and res.shards_resumed == N and res.shards_run == 0
     assert rows_by_key(read_corpus(out2, verify=True)) == ref_rows and verify_corpus(out2)[0] == []
     assert all(".parquet" in s["path"] and s["path"].count(".") == 2 for s in res.manifest["shards"])
+
+
+def test_reads_on_s3_never_fail_while_the_object_is_replaced(moto_s3):
+    """The lock is read at every check while its heartbeat replaces it, and manifest.json while a commit does: a
+    read is one GET of the whole object (a file object pinned to an ETag failed with "no longer exists" here,
+    seen in the successor-first takeover on S3)."""
+    import threading
+
+    store = CorpusStore("s3://takeover/replaced")
+    writer = CorpusStore("s3://takeover/replaced")
+    bodies = [json.dumps({"n": i, "pad": "x" * (i % 7) * 100}).encode() for i in range(40)]
+    writer.write_bytes("_lock", bodies[0])
+    stop = threading.Event()
+
+    def replace():
+        i = 0
+        while not stop.is_set():
+            writer.write_bytes("_lock", bodies[i % len(bodies)])
+            i += 1
+
+    t = threading.Thread(target=replace)
+    t.start()
+    try:
+        got = [store.read_bytes("_lock") for _ in range(150)]
+    finally:
+        stop.set()
+        t.join()
+    assert all(g in bodies for g in got)  # whole objects, never a mix, never an error
