@@ -271,6 +271,8 @@ def _clean_phrase(s: str) -> str | None:
     s = _LEAD_RE.sub("", s[:2000]).strip()
     if "color" in s:
         s = COLOR_RE.sub("", s)  # **Answer:** \textcolor{blue}{15}
+    if "st" in s or "nd" in s or "rd" in s or "th" in s:
+        s = ORDINAL_RE.sub("", s)  # #### 3^{\text{rd}}
     if s[:1] in ('"', "“", "'"):  # The final answer is "$12$ and $13$".
         s = s[1:].lstrip()
     if not s:
@@ -315,6 +317,14 @@ def _clean_phrase(s: str) -> str | None:
     ]
     has_math = bool(re.search(r"\d|\\[a-zA-Z]|[=^]", s))
     if words and has_math:
+        first_word = next(
+            (m for m in _PROSE_WORD_RE.finditer(s) if m.group(0).lower() not in _MATH_WORDS), None
+        )
+        head = s[: first_word.start()].rstrip(" \t([{,;:-") if first_word else ""
+        if re.search(r"\d", head):  # "4, since 2 \times 3 = 6": the answer is stated first, then justified
+            run = math_run(head)
+            if run is not None:
+                return run
         run = math_run(s)  # "Maria needs 240 minutes" -> 240
         return run if run is not None or len(words) > 3 else s  # "\text{six}": words are the answer
     if words and len(words) > 6:

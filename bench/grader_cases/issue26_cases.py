@@ -186,6 +186,11 @@ WHOLE = [
     ("wrong", "\\text{odd}", "Since $f(-x) = f(x)$, the function is even.", False),
     ("format", "\\text{neither}", "Neither identity holds, so $f$ is neither even nor odd.", True),
     ("wrong", "\\text{Wednesday}", "Counting forward 10 days, the day is on Thursday.", False),
+    ("extraction", "5", "The answer is 5, since 2 \\times 4 = 8 is too big.", True),
+    ("extraction", "6", "The answer is x = 6 because 2x = 12.", True),
+    ("extraction", "15", "The answer is 15 apples, which is 3 times 5.", True),
+    ("wrong", "8", "The answer is 15 apples, which is 3 times 5 and not 8.", False),
+    ("extraction", "20", "Final answer: 20 (since 4 * 5 = 20)", True),
     # policies decided by the problem's wording
     ("policy", "(3, 5)", "The solutions are $\\boxed{\\{3, 5\\}}$.", True,
      "Find all real $x$ such that $x^2 - 8x + 15 = 0$."),
