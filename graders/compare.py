@@ -136,6 +136,9 @@ def _value_side(s: str, gold: bool) -> str | None:
     return ", ".join(out)
 
 
+_NAMED_VALUES_RE = re.compile(r"^[a-zA-Z]\s*=[^=,]+(?:,\s*[a-zA-Z]\s*=[^=,]+)+$")
+
+
 def relation_values(gold: str, answer: str) -> tuple[str, str]:
     """Compare equations by their values where that is what is asked.
 
@@ -157,6 +160,8 @@ def relation_values(gold: str, answer: str) -> tuple[str, str]:
     value = _value_side(gold if g_eq else answer, gold=g_eq)
     if value is None:
         return gold, answer
+    if not g_eq and gold[:1] in "([" and _NAMED_VALUES_RE.match(answer):
+        value = f"({value})"  # x = 2, y = 3 against the pair (2, 3): the values in the order written
     return (value, answer) if g_eq else (gold, value)
 
 
@@ -220,7 +225,7 @@ def compare_fast(gold: str, answer: str, config: GraderConfig, grouped: bool = F
         w = word_number(answer if a_text else gold)
         other = g_num if a_text else a_num
         if w is not None and other is not None:
-            wn = Number(Fraction(w))
+            wn = Number(w)
             return compare_numbers(other, wn, config) if a_text else compare_numbers(wn, other, config)
     letter, value = split_choice(gold, answer)
     if letter is not None:

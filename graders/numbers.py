@@ -107,9 +107,25 @@ _TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty sevent
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6}
 
 
-def word_number(s: str) -> int | None:
-    """An integer written in English words (``six``, ``twenty-four``, ``one hundred and five``), else None."""
+_DENOMINATORS = {
+    "half": 2, "halves": 2, "third": 3, "thirds": 3, "fourth": 4, "fourths": 4, "quarter": 4, "quarters": 4,
+    "fifth": 5, "fifths": 5, "sixth": 6, "sixths": 6, "seventh": 7, "sevenths": 7, "eighth": 8, "eighths": 8,
+    "ninth": 9, "ninths": 9, "tenth": 10, "tenths": 10,
+}  # fmt: skip
+
+
+def word_number(s: str) -> Fraction | None:
+    """A number written in English words (``six``, ``twenty-four``, ``one hundred and five``, ``two thirds``,
+    ``one-quarter``, ``a half``), else None."""
     words = s.casefold().replace("-", " ").split()
+    if len(words) >= 2 and words[-1] in _DENOMINATORS:
+        num = 1 if words[:-1] == ["a"] else word_number(" ".join(words[:-1]))
+        return None if num is None else Fraction(num) / _DENOMINATORS[words[-1]]
+    n = _word_integer(words)
+    return None if n is None else Fraction(n)
+
+
+def _word_integer(words: list[str]) -> int | None:
     if not words or len(words) > 8:
         return None
     total = current = 0

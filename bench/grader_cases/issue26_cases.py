@@ -191,6 +191,12 @@ WHOLE = [
     ("extraction", "15", "The answer is 15 apples, which is 3 times 5.", True),
     ("wrong", "8", "The answer is 15 apples, which is 3 times 5 and not 8.", False),
     ("extraction", "20", "Final answer: 20 (since 4 * 5 = 20)", True),
+    ("format", "\\frac{3}{4}", "So the tank is ¾ full.", True),
+    ("format", "2.5", "The recipe needs 2½ cups.", True),
+    ("format", "(4, -1)", "Solving, we get $x = 4, y = -1$.", True),
+    ("wrong", "(4, -1)", "Solving, we get $x = -1, y = 4$.", False),
+    ("format", "\\frac{2}{3}", "The answer is two thirds.", True),
+    ("wrong", "\\frac{2}{3}", "The answer is three quarters.", False),
     # policies decided by the problem's wording
     ("policy", "(3, 5)", "The solutions are $\\boxed{\\{3, 5\\}}$.", True,
      "Find all real $x$ such that $x^2 - 8x + 15 = 0$."),
