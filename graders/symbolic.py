@@ -427,6 +427,16 @@ def _candidates(p: Parsed, policy: str) -> list:
     return [frac] if policy == "fraction" else [p.value, frac]
 
 
+def _parse_leniently(answer: str) -> Parsed | None:
+    loose = lenient(answer)
+    if loose is None:
+        return None
+    try:
+        return parse(loose)
+    except ParseError:
+        return None
+
+
 def sympy_verdict(gold: str, answer: str, config: GraderConfig) -> tuple[bool | None, str]:
     """Decide whether two normalized answers are equal; ``(None, reason)`` when it cannot be decided."""
     answer = split_choice(gold, answer)[1] or answer
@@ -440,14 +450,10 @@ def sympy_verdict(gold: str, answer: str, config: GraderConfig) -> tuple[bool | 
     try:
         a = parse(answer)
     except ParseError as e:
-        loose = lenient(answer)
-        try:
-            if loose is None:
-                raise
-            a = parse(loose)
-            tag = LENIENT_TAG
-        except ParseError:
+        a = _parse_leniently(answer)  # a second, looser reading (see graders.normalize.lenient)
+        if a is None:
             return None, f"answer unparseable: {e}"
+        tag = LENIENT_TAG
     cmp = Comparer(config)
     undecided = None
     first_rule = None
