@@ -4,7 +4,10 @@ Built-ins: ``"sympy"`` (default; every rule of :mod:`graders.compare` and :mod:`
 ``"exact"`` (the extracted answer and the gold are equal after :func:`graders.normalize.normalize`;
 never None except when no answer is found). Register your own with :func:`register_grader`: either an
 object with ``name``, ``version`` and ``grade_batch(pairs, config)``, or a plain function
-``fn(gold, response, config) -> Verdict``.
+``fn(gold, response, config) -> Verdict``. A grader that also reads the problem text sets
+``accepts_problems = True`` and gets (gold, response, problem) triples (problem may be None); others get
+(gold, response) pairs. :func:`grader_identity` is what a corpus records: the version plus the non-default
+policy options of the :class:`GraderConfig` it grades with.
 """
 
 from __future__ import annotations
