@@ -35,6 +35,7 @@ _FINAL_RE = re.compile(r"final\s+answer\b[^\n]{0,80}?(?:\bis\b\s*:?|:|=)", re.IG
 _ANSWER_RE = re.compile(
     r"(?:\banswer\b|\b(?:correct|right)\s+(?:choice|option)\b)(?:\*\*)?\s*(?:is\b|would\s+be\b|should\s+be\b|will\s+be\b|:|=)\s*:?", re.IGNORECASE
 )
+_CJK_ANSWER_RE = re.compile(r"答案\s*(?:是|为|為|：|:)\s*")  # 答案是 5, 最终答案：12
 _HASH_RE = re.compile(r"(?m)^[ \t]*####[ \t]*(\S[^\n]*)$")
 _HEADING_RE = re.compile(r"^(?:[A-Z][a-z]+\b(?:\s+[\w=]+){0,6}\s*:|.*:\s*$)")
 # Separators between boxes written side by side: "\boxed{1}, \boxed{4} and \boxed{9}".
@@ -54,7 +55,7 @@ _QUALIFIED_LETTER_RE = re.compile(
 )
 _YES_NO_RE = re.compile(r"\W{0,8}(yes|no)\b", re.IGNORECASE)
 _PLACEHOLDER_RE = re.compile(r"^(?:X|(?i:\[answer\]|<answer>|your answer)|\.\.\.|\\ldots)$")
-_SENTENCE_END_RE = re.compile(r"\.(?!\d)(?=\s|$|\*)|\n|;\s|\s—\s")
+_SENTENCE_END_RE = re.compile(r"\.(?!\d)(?=\s|$|\*)|\n|;\s|\s—\s|。|，")
 
 # A phrase whose text starts with one of these is prose, not an answer ("the answer is correct").
 _PROSE_STARTS = frozenset(
@@ -193,7 +194,7 @@ def math_run(text: str, first: bool = False) -> str | None:
             kinds[i] = "stop"  # "it's", "Bob's": the letter after an apostrophe is part of a word
         if k != "num" or i == 0:
             continue
-        if toks[i - 1][0].isalpha() and kinds[i - 1] == "stop":
+        if toks[i - 1][0].isalpha() and toks[i - 1].isascii() and kinds[i - 1] == "stop":
             kinds[i] = "stop"  # "AZYUK2A", "abc2": a number glued after a word is part of a name
         elif toks[i - 1] == "^" and i > 1 and kinds[i - 2] == "stop":
             kinds[i] = kinds[i - 1] = "stop"  # "10 cm^2": the exponent of a unit
@@ -335,8 +336,8 @@ def _clean_phrase(s: str) -> str | None:
 def _phrases(text: str) -> list[tuple[int, str]]:
     """``(position, answer)`` of every answer phrase whose answer is not prose."""
     out = []
-    if "nswer" in text or "NSWER" in text or "choice" in text or "option" in text:
-        for rx in (_FINAL_RE, _ANSWER_RE):
+    if "nswer" in text or "NSWER" in text or "choice" in text or "option" in text or "答案" in text:
+        for rx in (_FINAL_RE, _ANSWER_RE, _CJK_ANSWER_RE):
             for m in list(rx.finditer(text))[-_MAX_PHRASES:]:
                 ans = _clean_phrase(text[m.end() : m.end() + 2000])
                 if ans:
@@ -498,6 +499,7 @@ def _predicate(response: str) -> str | None:
 
 _NOT_ANSWERS = frozenset("true false incorrect wrong correct done complete unknown not".split())
 _ENV_NAME_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]{1,20}\}")
+_FOREIGN_WORD_RE = re.compile(r"[^\x00-\x7F\W\d_]")
 _PROSE_WORD_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")
 
 
@@ -506,6 +508,8 @@ def _bare_answer(response: str) -> str | None:
     s = response.strip()
     if not s or len(s) > 120 or "\n" in s or "#" in s or "box" in s or "nswer" in s or "NSWER" in s:
         return None
+    if not s.isascii() and _FOREIGN_WORD_RE.search(unicode_math(s)):
+        return None  # 答案：12 -- words in another script are prose too
     math_only = _ENV_NAME_RE.sub(" ", s)
     words = [w for w in _PROSE_WORD_RE.findall(math_only) if w.lower() not in _MATH_WORDS]
     has_digit = bool(re.search(r"\d", s))

@@ -197,6 +197,11 @@ WHOLE = [
     ("wrong", "(4, -1)", "Solving, we get $x = -1, y = 4$.", False),
     ("format", "\\frac{2}{3}", "The answer is two thirds.", True),
     ("wrong", "\\frac{2}{3}", "The answer is three quarters.", False),
+    ("extraction", "7", "所以答案是7。", True),
+    ("wrong", "7", "所以答案是8。", False),
+    ("extraction", "15", "最终答案：**15**", True),
+    ("extraction", "6", "所以，x的值为6", True),
+    ("extraction", "9", "La respuesta es 9.", True),
     # policies decided by the problem's wording
     ("policy", "(3, 5)", "The solutions are $\\boxed{\\{3, 5\\}}$.", True,
      "Find all real $x$ such that $x^2 - 8x + 15 = 0$."),
