@@ -47,6 +47,9 @@ def train_cmd(
     max_length: Annotated[int, typer.Option(help="Most tokens per solution; later steps are cut.")] = 2048,
     separator: Annotated[str, typer.Option(help="The step separator token the head is read at (added to the "
                                                 "tokenizer when it is not one token).")] = "<extra_0>",
+    step_suffix: Annotated[str, typer.Option(help="Text after each step, before the separator ('\\n' is a "
+                                                  "newline; '' with --separator '\\n' reads the head at the "
+                                                  "newline itself).")] = "\\n",
     bf16: Annotated[str, typer.Option(help="auto (on a GPU that supports it) | on | off")] = "auto",
     gradient_checkpointing: Annotated[bool, typer.Option(help="Trade compute for memory (large models).")] = False,
     save_steps: Annotated[int, typer.Option(help="Checkpoint every N optimizer steps (0: every epoch).")] = 0,
@@ -68,7 +71,8 @@ def train_cmd(
                           weight_by_confidence=weight_by_confidence, class_balance=class_balance,
                           drop_after_first_error=drop_after_first_error, val_fraction=val_fraction, epochs=epochs,
                           learning_rate=learning_rate, batch_size=batch_size, grad_accum=grad_accum,
-                          max_length=max_length, separator=separator, bf16=bf16,
+                          max_length=max_length, separator=_unescape(separator),
+                          step_suffix=_unescape(step_suffix), bf16=bf16,
                           gradient_checkpointing=gradient_checkpointing, save_steps=save_steps, resume=resume,
                           overwrite=overwrite, seed=seed, limit=limit, progress=progress)
         res = train(cfg)
@@ -88,3 +92,8 @@ def train_cmd(
         echo(f"  no validation rows with both kinds of solutions: threshold {card['threshold']:.2f}")
     if d["skipped"]:
         echo(f"  rows left out: {d['skipped']}")
+
+
+def _unescape(text: str) -> str:
+    """``\\n`` and ``\\t`` as typed on a command line become a newline and a tab (other text is kept as is)."""
+    return text.replace("\\n", "\n").replace("\\t", "\t")

@@ -106,3 +106,10 @@ def test_genprm_target_reads_back(fe):
     assert "<paragraph_2>\nc\n</paragraph_2>" in p and p.rstrip().endswith("\\boxed{}.")
     with pytest.raises(ValueError):
         parse_target("no index")
+
+
+def test_separator_and_suffix_as_typed_on_a_command_line():
+    from cli.train import _unescape
+
+    assert _unescape("\\n") == "\n" and _unescape("") == "" and _unescape("<extra_0>") == "<extra_0>"
+    assert _unescape("ки") == "ки" and _unescape("a\\tb") == "a\tb"
