@@ -407,6 +407,9 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     except CollateError as e:
         raise TrainError(str(e)) from None
 
+    from rollouts.base import require
+
+    require("accelerate", "pip install 'accelerate>=1.1'  (the Hugging Face Trainer needs it)")
     import torch
     from transformers import TrainingArguments, set_seed
 
