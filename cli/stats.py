@@ -65,11 +65,15 @@ def _no_answer_text(s: dict) -> str:
 
 
 def _uncertainty_rows(u: dict) -> list[tuple[str, str]]:
-    """Issue 16: how many labels are uncertain (their 95% Wilson interval straddles the threshold)."""
+    """Issue 16/24: how many labels are uncertain (their 95% interval straddles the threshold) and the mean
+    first-error confidence; n/a for a corpus written before schema 3 (it stores neither)."""
+    label = f"uncertain labels (95% interval straddles {u['threshold']:g})"
+    if u["uncertain_steps"] is None:
+        return [(label, "n/a (written before schema 3)"),
+                ("first-error confidence: mean / rows below 0.5", "n/a (written before schema 3)")]
     rate = "" if u["uncertain_rate"] is None else f" ({u['uncertain_rate']:.1%})"
     conf = "n/a" if u["mean_first_error_confidence"] is None else f"{u['mean_first_error_confidence']:.3f}"
-    return [(f"uncertain labels (95% interval straddles {u['threshold']:g})",
-             f"{u['uncertain_steps']:,} of {u['sampled_labeled_steps']:,} sampled steps{rate}"),
+    return [(label, f"{u['uncertain_steps']:,} of {u['sampled_labeled_steps']:,} sampled steps{rate}"),
             ("first-error confidence: mean / rows below 0.5", f"{conf} / {u['low_confidence_rows']:,}")]
 
 

@@ -40,6 +40,7 @@ from rollouts.registry import (
 
 DEFAULT_K = 20  # continuations per step prefix: the one default of k (SamplingOptions, StrategyParams); README "Labels" says why
 # binary-search's probe point and relative drop (StrategyConfig, StrategyParams; BENCHMARKS.md, issue 16)
+UNREADABLE_POLICIES = ("failure", "exclude")  # GraderOptions.unreadable (pipeline.labeling.last_step.outcome)
 DEFAULT_BISECT_FRACTION = 0.6
 DEFAULT_RELATIVE_DROP = 0.25
 
@@ -229,9 +230,14 @@ class GraderOptions:
                          identity=True)
     grader_timeout: float = option(2.0, "Seconds one answer comparison may take (then ungradable).",
                                    identity=True)
+    unreadable: str = option("failure", "A continuation whose answer the grader cannot read: failure (did not "
+                                        "reach the gold answer, Math-Shepherd) or exclude (left out of the "
+                                        "counts; schema 3's rule).", identity="non-default", legacy="exclude",
+                        choices=UNREADABLE_POLICIES)
 
     def problems(self) -> list[str]:
         out: list[str] = []
+        _one_of(out, "unreadable", self.unreadable, UNREADABLE_POLICIES)
         if not self.grader_timeout > 0:
             out.append(f"--grader-timeout must be > 0 seconds, got {self.grader_timeout}")
         from graders import get_grader

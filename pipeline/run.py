@@ -36,7 +36,10 @@ log = logging.getLogger("mcprm")
 
 # What each schema version changed (for the message that refuses to mix versions in one corpus).
 _SCHEMA_CHANGES = {2: "it adds mc_no_answer and counts a continuation with no final answer as incorrect",
-                   3: "it adds mc_low, mc_high, first_error_confidence and label_status"}
+                   3: "it adds mc_low, mc_high, first_error_confidence and label_status",
+                   4: "an unreadable answer counts as a failure (mc_unreadable), mc_value and its interval follow "
+                      "the sampling design, rollout reuse is counted exactly (mc_reused, mc_deep_*), and "
+                      "first_error_confidence comes from a model fitted to the whole version"}
 
 
 class _Counted:
@@ -481,6 +484,7 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
     new_manifest = build_manifest(cfg, plan, results, run.base, run.manifest, run.counts, facts)
     new_manifest.update(run_notes(cfg, store, [results[sh["shard"]]["path"] for sh in plan["shards"]],
                                   run.input_notes))
+    new_manifest["first_error_model"] = _first_error_model(store, new_manifest["shards"])
     store.commit(new_manifest, fence=lock.check)
     from pipeline.input.staging import STAGED
 
@@ -491,6 +495,13 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
         time.perf_counter() - t0, shards_run=len(results) - len(run.done_shards),
         shards_resumed=len(run.done_shards), shard_results=[results[i] for i in sorted(results)],
     )
+
+
+def _first_error_model(store, shards: list[dict]) -> dict | None:
+    """The version's first-error model, fitted to its stored counts (pipeline.storage.confidence)."""
+    from pipeline.storage.confidence import FIT_COLUMNS, fit_model
+
+    return fit_model(store.read_table(s["path"], columns=FIT_COLUMNS) for s in shards)
 
 
 def _identity_diff(old: dict, new: dict) -> str:

@@ -50,6 +50,9 @@ class Completion:
     text: str
     num_tokens: int  # generated tokens (not counting the prompt)
     finish_reason: str = "stop"  # "stop" (EOS or stop string) | "length" (hit max_new_tokens)
+    # the generated token ids, where the backend returns them (hf, vllm; None: an OpenAI-compatible server).
+    # Rollout reuse needs them: a continuation is a draw of a later prefix only if its tokens are that prompt's.
+    token_ids: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -66,6 +69,7 @@ class Counters:
     cached_prompt_tokens: int = 0  # prompt tokens served from a (prefix / KV) cache
     ungradable: int = 0  # verdicts with correct None (an answer the grader could not decide)
     no_answer: int = 0  # continuations with no final answer (graded incorrect)
+    unreadable: int = 0  # continuations whose answer the grader could not read (a failure by default)
     reused_rollouts: int = 0  # scheduler: continuations also credited to a later prefix (rollout reuse), no tokens
     generate_seconds: float = 0.0
     grade_seconds: float = 0.0
@@ -94,7 +98,7 @@ class Counters:
         return {k: getattr(self, k) for k in _SHARD_KEYS}
 
 
-_SHARD_KEYS = ("rollouts", "rollout_tokens", "reused_rollouts", "ungradable", "no_answer", "rounds", "generate_seconds", "grade_seconds")
+_SHARD_KEYS = ("rollouts", "rollout_tokens", "reused_rollouts", "ungradable", "no_answer", "unreadable", "rounds", "generate_seconds", "grade_seconds")
 BackendStats = Counters  # the name backends and their tests have used
 
 

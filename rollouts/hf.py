@@ -171,15 +171,19 @@ class HFBackend:
 
     # ------------------------------------------------------------------ internals
 
-    def _tokenize(self, requests: Sequence[GenRequest]) -> list[list[int]]:
+    def encode_prompt(self, prompt: str) -> list[int]:
+        """The token ids the model is fed for ``prompt`` (rollout reuse compares them with a continuation's)."""
         bos = self.tokenizer.bos_token
+        # A chat-template prompt already starts with the BOS text: do not add a second one.
+        add_special = not (bos and prompt.startswith(bos))
+        return self.tokenizer(prompt, add_special_tokens=add_special)["input_ids"]
+
+    def _tokenize(self, requests: Sequence[GenRequest]) -> list[list[int]]:
         out = []
         for i, r in enumerate(requests):
             if not isinstance(r.prompt, str) or r.n < 0:
                 raise ValueError(f"request {i}: prompt must be a string and n >= 0 (got n={r.n})")
-            # A chat-template prompt already starts with the BOS text: do not add a second one.
-            add_special = not (bos and r.prompt.startswith(bos))
-            ids = self.tokenizer(r.prompt, add_special_tokens=add_special)["input_ids"]
+            ids = self.encode_prompt(r.prompt)
             if not ids:
                 raise ValueError(f"request {i}: the prompt encodes to zero tokens; give a non-empty prompt.")
             if self.max_positions and len(ids) >= self.max_positions:
@@ -354,11 +358,11 @@ class HFBackend:
             for p, (r, t) in enumerate(zip(active, nxt_list, strict=True)):
                 tokens[r].append(t)
                 if (t in self.eos_ids and not sampling.ignore_eos) or t in extra_stop:
-                    done[r] = Completion(self._text(tokens[r][:-1]), len(tokens[r]), "stop")
+                    done[r] = Completion(self._text(tokens[r][:-1]), len(tokens[r]), "stop", tuple(tokens[r][:-1]))
                 elif stops and (cut := _first_stop(texts[p], stops)) is not None:
-                    done[r] = Completion(texts[p][:cut], len(tokens[r]), "stop")
+                    done[r] = Completion(texts[p][:cut], len(tokens[r]), "stop", tuple(tokens[r]))
                 elif len(tokens[r]) >= limit[r]:
-                    done[r] = Completion(self._text(tokens[r]), len(tokens[r]), "length")
+                    done[r] = Completion(self._text(tokens[r]), len(tokens[r]), "length", tuple(tokens[r]))
                 if done[r] is not None:
                     finished_pos.append(p)
             if len(finished_pos) == len(active):

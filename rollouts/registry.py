@@ -121,6 +121,9 @@ class BackendSpec:
     streaming: Callable[[Any], bool] = lambda opts: False  # has submit(): the scheduler streams rounds
     shards_per_worker: int = 1  # shards one worker labels at once (2: no idle tail between shards)
     local_model: bool = True  # the model is loaded here (so its context and tokenizer can be checked)
+    # completions carry token ids and the backend has encode_prompt(): rollout reuse can be exact (issue 24);
+    # False (a server that returns text only): no reuse
+    token_ids: bool = True
     prepare_worker: Callable[[Any, float], None] = lambda opts, cpus: None  # before build, in the worker process
 
 
@@ -211,7 +214,7 @@ BACKENDS: dict[str, BackendSpec] = {
                     # the hf backend is not thread-safe, so its worker runs one shard at a time.
                     shards_per_worker=2, prepare_worker=_vllm_prepare),
         BackendSpec("openai", "an OpenAI-compatible server, --base-url", OpenAIOptions, _openai_class,
-                    _openai_build, local_model=False),
+                    _openai_build, local_model=False, token_ids=False),
     )
 }
 

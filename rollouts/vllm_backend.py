@@ -110,6 +110,8 @@ class VLLMBackend:
         self.stats = Counters()
         self.stats.extra["import_seconds"] = round(time.perf_counter() - t0, 2)  # engine start, part 1 of 2
         t0 = time.perf_counter()
+        self._tokenizer_path = str(tokenizer or model)
+        self._hf_tokenizer = None
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._last_refresh = 0.0
@@ -130,6 +132,15 @@ class VLLMBackend:
         )
         self._counters0 = _prefix_cache_counters()
         self.stats.extra["engine_seconds"] = round(time.perf_counter() - t0, 2)  # LLM(): load, compile, graphs
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        """The token ids vLLM feeds the model for a text prompt (its tokenizer, special tokens added as vLLM
+        adds them); rollout reuse compares them with a continuation's ids."""
+        if self._hf_tokenizer is None:
+            import transformers
+
+            self._hf_tokenizer = transformers.AutoTokenizer.from_pretrained(self._tokenizer_path)
+        return self._hf_tokenizer(prompt, add_special_tokens=True)["input_ids"]
 
     def _start(self, args: dict) -> None:
         """Build the engine from the engine arguments."""
@@ -159,7 +170,8 @@ class VLLMBackend:
         if len(outs) != req.n:
             raise RuntimeError(f"vLLM returned {len(outs)} completions for a request with n={req.n}")
         comps = [
-            Completion(o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop")
+            Completion(o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop",
+                       tuple(o.token_ids))
             for o in outs
         ]
         with self._lock:

@@ -746,6 +746,11 @@ def export_corpus(
     if min_confidence is not None and not 0 <= min_confidence <= 1:
         raise ExportError(f"--min-confidence must be in [0, 1], got {min_confidence}")
     count_cols = ["mc_correct", "mc_total", "mc_ungradable"] if by_counts else []
+    if by_counts:  # issue 24: own draws and the first-error posterior (schema 4); older corpora: none
+        from pipeline.labeling.rules import schema_version
+
+        if schema_version(out_url, version) >= 4:
+            count_cols += ["mc_reused", "mc_reused_correct", "first_error_posterior", "first_error_confidence"]
     agree, judge_cols = None, []
     if consensus is not None:  # issue 16: rows where MC and an LLM judge agree (pipeline.commands.judge)
         from pipeline.commands.judge import ConsensusFilter
@@ -785,7 +790,7 @@ def export_corpus(
             weight = None
             if by_counts:  # issue 16
                 lab, mc, weight = _by_counts(lab, mc, sc, cnt, label_rule)
-                if min_confidence is not None and weight < min_confidence:
+                if min_confidence is not None and (weight is None or weight < min_confidence):
                     skipped["low_confidence"] = skipped.get("low_confidence", 0) + 1
                     continue
             labels, hard, imp = row_labels(lab, mc, opts)
@@ -1043,16 +1048,19 @@ def load_export(output_url: str) -> list[dict]:
 def _by_counts(labels, mc_value, solution_correct, counts, rule: str):
     """Issue 16: (labels, mc_value, first-error confidence) of one row under ``rule`` from its stored counts.
     Rules of :data:`COUNT_RULES` give their hard labels (exported as ``hard``); the others keep the corpus's.
-    The confidence is the changepoint posterior of its first error under ``changepoint``, else
-    :func:`pipeline.labeling.rules.first_error_confidence` of the (relabeled) first error."""
-    from pipeline.labeling.rules import apply_rule, first_error_confidence, row_steps
+    The confidence is the stored posterior probability of the (relabeled) first error (schema 4,
+    pipeline.stats.changepoint), or the changepoint rule's own; None where the row has no posterior (no
+    rollouts, or a corpus written before schema 4): ``--min-confidence`` then drops the row."""
+    from pipeline.labeling.rules import apply_rule, confidence_of
 
+    names = ("mc_correct", "mc_total", "mc_ungradable", "mc_reused", "mc_reused_correct", "first_error_posterior",
+             "first_error_confidence")
     row = {"labels": labels, "mc_value": mc_value, "solution_correct": solution_correct,
-           "mc_correct": counts[0], "mc_total": counts[1], "mc_ungradable": counts[2]}
+           **dict(zip(names, counts))}
     if rule in COUNT_RULES:
         res = apply_rule(row, rule)
         if rule == "changepoint":
             return res.labels, mc_value, res.extra["confidence"]
-        return res.labels, mc_value, first_error_confidence(row_steps(row), res.first_error)
+        return res.labels, mc_value, confidence_of(row, res.first_error)
     fe = next((i for i, x in enumerate(labels) if x is False), -1)
-    return labels, mc_value, first_error_confidence(row_steps(row), fe)
+    return labels, mc_value, confidence_of(row, fe)

@@ -426,6 +426,8 @@ def _uncertainty_row(out_url: str, version: int | None) -> tuple[str, str]:
     from pipeline.labeling.rules import corpus_uncertainty
 
     u = corpus_uncertainty(out_url, version)
+    if u["uncertain_steps"] is None:
+        return ("uncertain labels / mean first-error confidence", "n/a (written before schema 3)")
     return (f"uncertain labels (95% interval straddles {u['threshold']:g}) / mean first-error confidence",
             f"{u['uncertain_steps']:,} of {u['sampled_labeled_steps']:,} sampled steps "
             f"({_fmt(u['uncertain_rate'])}) / {_fmt(u['mean_first_error_confidence'])}")

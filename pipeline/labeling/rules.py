@@ -42,8 +42,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pipeline.stats.intervals import Z95, beta_cdf, wilson  # noqa: F401  (re-exported: rules' users import them here)
+
 DEFAULT_THRESHOLD = 0.05  # success probability separating "alive" from "dead" for the uncertainty measures
-Z95 = 1.959963984540054
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class StepCount:
 class RuleParams:
     threshold: float = 0.5  # threshold rule
     delta: float = 0.5  # relative rule
+    ratio: float = 0.8  # ratio rule (GenPRM: MC(s_t) / MC(s_{t-1}) >= 0.8)
     alpha: float = 1.0  # advantage rule
     eta: float = 10.0  # er-prm rule
     eps: float = 0.02  # changepoint: success rate of a dead prefix
@@ -74,54 +76,8 @@ class RuleResult:
 
 
 # ------------------------------------------------------------------ intervals and posteriors
-def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """95% Wilson score interval of a success probability from ``correct`` of ``n`` (None when n == 0)."""
-    if n <= 0:
-        return None
-    phat = correct / n
-    denom = 1 + z * z / n
-    centre = (phat + z * z / (2 * n)) / denom
-    half = z * math.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def straddles(interval: tuple[float, float] | None, t: float = DEFAULT_THRESHOLD) -> bool:
     return interval is not None and interval[0] < t <= interval[1]
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > 1e-300 else 1e-300)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > 1e-300 else 1e-300)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > 1e-300 else 1e-300
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > 1e-300 else 1e-300)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > 1e-300 else 1e-300
-        de = d * c
-        h *= de
-        if abs(de - 1.0) < 1e-12:
-            break
-    return h
-
-
-def beta_cdf(x: float, a: float, b: float) -> float:
-    """Regularized incomplete beta I_x(a, b): P(p <= x) for p ~ Beta(a, b)."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    lbt = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1) / (a + b + 2):
-        return math.exp(lbt) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(lbt) * _betacf(b, a, 1 - x) / b
 
 
 def p_below(correct: int, n: int, t: float = DEFAULT_THRESHOLD) -> float:
@@ -129,18 +85,17 @@ def p_below(correct: int, n: int, t: float = DEFAULT_THRESHOLD) -> float:
     return beta_cdf(t, correct + 0.5, n - correct + 0.5)
 
 
-def first_error_confidence(steps: Sequence[StepCount], first_error: int, t: float = DEFAULT_THRESHOLD) -> float:
-    """P(the first-error step is below ``t`` and every estimated step before it at or above), see module doc."""
-    end = len(steps) if first_error == -1 else first_error
-    conf = 1.0
-    for s in steps[:end]:
-        if s.graded > 0:
-            conf *= 1.0 - p_below(s.correct, s.graded, t)
-    if first_error != -1 and first_error < len(steps):
-        s = steps[first_error]
-        if s.graded > 0:
-            conf *= p_below(s.correct, s.graded, t)
-    return conf
+def confidence_of(row: dict, first_error: int) -> float | None:
+    """The posterior probability that ``first_error`` is the row's true first error, from its stored
+    ``first_error_posterior`` (schema 4; pipeline.stats.changepoint); a row without rollouts has the stored
+    confidence of its trusted right answer (1 - rho) for "no error" and nothing else; None for a corpus
+    written before schema 4."""
+    post = row.get("first_error_posterior")
+    if post is None:  # no rollouts: only a trusted right answer (no error) has a statement, stored as is
+        return row.get("first_error_confidence") if first_error == -1 else None
+    if not -1 <= first_error < len(post) - 1:
+        return None
+    return float(post[first_error + 1])
 
 
 # ------------------------------------------------------------------ rules
@@ -151,30 +106,46 @@ def _first_false(labels: Sequence[bool | None]) -> int:
 def _pointwise(
     steps: Sequence[StepCount],
     f: Callable[[float, float], tuple[bool, float]],
-    first: Callable[[float], tuple[bool, float]] | None = None,
+    first: Callable[[StepCount], tuple[bool, float]] | None = None,
 ) -> RuleResult:
-    """Apply ``f(v_i, v_prev) -> (label, score)`` to every estimated step; unestimated steps keep their label.
-    The first estimated step gets ``first(v)`` when given, else ``f(v, v)``; scores are clipped to [0, 1]."""
+    """Apply ``f(v_i, v_{i-1}) -> (label, score)`` to every estimated step, ``v_{i-1}`` the *adjacent* step's
+    value. A step without an estimate keeps its stored label; so does an estimated step whose adjacent
+    predecessor has none (binary-search leaves the steps between probes unestimated: a comparison rule cannot
+    compare there, and says so by keeping the strategy's label). Step 0 gets ``first(step)`` when given
+    (the bare problem is never sampled), else ``f(v, v)``. Scores are clipped to [0, 1]."""
     labels: list[bool | None] = []
     scores: list[float | None] = []
     prev: float | None = None
-    for s in steps:
-        if s.value is None:
+    for i, s in enumerate(steps):
+        if s.value is None or (i > 0 and prev is None and first is not None):
             labels.append(s.label)
             scores.append(None if s.label is None else float(s.label))
-            continue
-        if prev is None:
-            lab, score = first(s.value) if first is not None else f(s.value, s.value)
         else:
-            lab, score = f(s.value, prev)
-        labels.append(lab)
-        scores.append(min(1.0, max(0.0, score)))
+            if i == 0:
+                lab, score = first(s) if first is not None else f(s.value, s.value)
+            else:
+                lab, score = f(s.value, s.value if prev is None else prev)
+            labels.append(lab)
+            scores.append(min(1.0, max(0.0, score)))
         prev = s.value
     return RuleResult(labels, scores, _first_false(labels))
 
 
+def _alive(s: StepCount) -> bool:
+    """Math-Shepherd's hard label from the counts: at least one graded continuation succeeded."""
+    return s.correct > 0 if s.graded > 0 else bool(s.value)
+
+
+def _first_hard(s: StepCount) -> tuple[bool, float]:
+    return _alive(s), 1.0 if _alive(s) else 0.0
+
+
 def hard(steps, solution_correct=None, params: RuleParams | None = None) -> RuleResult:
-    return _pointwise(steps, lambda v, _p: (v > 0, 1.0 if v > 0 else 0.0))
+    """Positive iff at least one graded continuation succeeded (from the counts, own and reused draws)."""
+    labels: list[bool | None] = []
+    for s in steps:
+        labels.append(s.label if s.graded <= 0 and s.value is None else _alive(s))
+    return RuleResult(labels, [None if x is None else float(x) for x in labels], _first_false(labels))
 
 
 def threshold(steps, solution_correct=None, params: RuleParams | None = None) -> RuleResult:
@@ -187,21 +158,34 @@ def soft(steps, solution_correct=None, params: RuleParams | None = None) -> Rule
 
 
 def relative(steps, solution_correct=None, params: RuleParams | None = None) -> RuleResult:
+    """Difference with the adjacent step: ``d_i = v_i - v_{i-1} > -delta`` (and not dead after a live step)."""
     delta = (params or RuleParams()).delta
 
     def f(v, prev):
         d = v - prev
         return d > -delta and not (v == 0 and prev > 0), (1 + d) / 2
 
-    return _pointwise(steps, f, first=lambda v: (v > 0, 0.5))
+    return _pointwise(steps, f, first=lambda s: (_alive(s), 0.5))
+
+
+def ratio(steps, solution_correct=None, params: RuleParams | None = None) -> RuleResult:
+    """GenPRM's relative progress: ``v_i / v_{i-1} >= ratio`` (default 0.8) against the adjacent step; a step
+    after a dead one (``v_{i-1} == 0``) is positive iff it is alive; step 0 keeps the hard rule."""
+    r = (params or RuleParams()).ratio
+
+    def f(v, prev):
+        q = v / prev if prev > 0 else (1.0 if v > 0 else 0.0)
+        return q >= r, min(1.0, q)
+
+    return _pointwise(steps, f, first=_first_hard)
 
 
 def advantage(steps, solution_correct=None, params: RuleParams | None = None) -> RuleResult:
     alpha = (params or RuleParams()).alpha
 
     def f(v, prev):
-        r = v + alpha * (v - prev)
-        return r > 0, r
+        rr = v + alpha * (v - prev)
+        return rr > 0, rr
 
     return _pointwise(steps, f)
 
@@ -302,6 +286,7 @@ RULES: dict[str, Callable[..., RuleResult]] = {
     "threshold": threshold,
     "soft": soft,
     "relative": relative,
+    "ratio": ratio,
     "advantage": advantage,
     "er-prm": er_prm,
     "changepoint": changepoint,
@@ -315,127 +300,68 @@ def get_rule(name: str) -> Callable[..., RuleResult]:
         raise ValueError(f"unknown label rule {name!r}; choose one of {', '.join(RULES)}") from None
 
 
-def row_steps(row: dict) -> list[StepCount]:
-    """The per-step counts of one corpus row (a dict with the ``mc_*`` and ``labels`` columns)."""
+def row_steps(row: dict, own: bool = False) -> list[StepCount]:
+    """The per-step counts of one corpus row (a dict with the ``mc_*`` and ``labels`` columns). ``own``: only
+    the step's own draws (``mc_total - mc_reused``), which are independent across steps (a reused draw is the
+    same continuation as a draw of an earlier step)."""
     n = len(row["labels"])
     corr = row.get("mc_correct") or [0] * n
     tot = row.get("mc_total") or [0] * n
     ung = row.get("mc_ungradable") or [0] * n
     vals = row.get("mc_value") or [None] * n
-    return [StepCount(int(corr[i] or 0), int((tot[i] or 0) - (ung[i] or 0)),
+    reu = (row.get("mc_reused") or [0] * n) if own else [0] * n
+    reu_c = (row.get("mc_reused_correct") or [0] * n) if own else [0] * n
+    return [StepCount(int(corr[i] or 0) - int(reu_c[i] or 0), int((tot[i] or 0) - (ung[i] or 0) - (reu[i] or 0)),
                       None if vals[i] is None else float(vals[i]), row["labels"][i]) for i in range(n)]
 
 
 def apply_rule(row: dict, name: str, params: RuleParams | None = None) -> RuleResult:
-    """Labels of one corpus row under rule ``name`` (``hard`` reproduces the stored labels)."""
-    return get_rule(name)(row_steps(row), row.get("solution_correct"), params)
-
-
-def intervals(row: dict) -> tuple[list[float | None], list[float | None]]:
-    """Per-step Wilson 95% bounds (``mc_low``, ``mc_high``) of one row; None where nothing was graded."""
-    lows, highs = [], []
-    for s in row_steps(row):
-        iv = wilson(s.correct, s.graded)
-        lows.append(None if iv is None else iv[0])
-        highs.append(None if iv is None else iv[1])
-    return lows, highs
+    """Labels of one corpus row under rule ``name`` (``hard`` reproduces per-step's labels from the counts;
+    ``changepoint`` reads the steps' own, independent draws)."""
+    return get_rule(name)(row_steps(row, own=name == "changepoint"), row.get("solution_correct"), params)
 
 
 def uncertain_steps(row: dict, t: float = DEFAULT_THRESHOLD) -> int:
-    """How many labeled steps of a row have an interval that straddles ``t``."""
-    return sum(1 for s in row_steps(row) if s.label is not None and straddles(wilson(s.correct, s.graded), t))
+    """How many labeled steps of a row have a stored interval (mc_low, mc_high) that straddles ``t``."""
+    lows, highs = row.get("mc_low") or [], row.get("mc_high") or []
+    return sum(1 for lab, lo, hi in zip(row["labels"], lows, highs)
+               if lab is not None and lo is not None and straddles((lo, hi), t))
+
+
+def schema_version(url: str, version: int | None = None) -> int:
+    """The schema version a corpus version was written with (its manifest's ``schema_version``)."""
+    from pipeline.storage.corpus import open_manifest
+
+    _store, m = open_manifest(url, version)
+    return int(m.get("schema_version") or 1)
 
 
 def corpus_uncertainty(url: str, version: int | None = None, t: float = DEFAULT_THRESHOLD) -> dict:
-    """How many labels of a corpus are uncertain (``mcprm stats`` / ``report``), from the stored counts, so any
-    schema version works: labeled steps whose 95% Wilson interval straddles ``t``, of the labeled steps with
-    rollouts, and the mean :func:`first_error_confidence` of the rows (and how many are below 0.5)."""
+    """How many labels of a corpus are uncertain (``mcprm stats`` / ``report``), from the stored columns:
+    labeled steps whose stored 95% interval straddles ``t``, of the labeled steps with an interval, and the mean
+    stored ``first_error_confidence`` of the rows that have one (and how many are below 0.5). A corpus written
+    before schema 3 has neither: the figures are None."""
+    import pyarrow.compute as pc
+
     from pipeline.storage.corpus import iter_corpus
 
-    cols = ["labels", "mc_correct", "mc_total", "mc_ungradable", "first_error"]  # (mc_value: not used here)
     unc = sampled = rows = low = 0
     conf_sum = 0.0
-    for b in iter_corpus(url, version, cols):
-        got = _batch_uncertainty(b, t)  # issue 17: whole columns, the same numbers as the loop below
-        if got is not None:
-            u, sm, confs = got
-            unc += u
-            sampled += sm
-            rows += len(confs)
-            for c in confs.tolist():  # in row order, as the loop adds them
-                conf_sum += c
-            low += int((confs < 0.5).sum())
-            continue
-        for r in b.to_pylist():
-            steps = row_steps(r)
-            rows += 1
-            for s in steps:
-                if s.label is not None and s.graded > 0:
+    if schema_version(url, version) < 3:
+        return {"threshold": t, "uncertain_steps": None, "sampled_labeled_steps": None, "uncertain_rate": None,
+                "mean_first_error_confidence": None, "low_confidence_rows": None}
+    batches = iter_corpus(url, version, ["labels", "mc_low", "mc_high", "first_error_confidence"])
+    for b in batches:
+        for lab, lo, hi in zip(*(b.column(c).to_pylist() for c in ("labels", "mc_low", "mc_high"))):
+            for x, a, z in zip(lab or [], lo or [], hi or []):
+                if x is not None and a is not None:
                     sampled += 1
-                    unc += straddles(wilson(s.correct, s.graded), t)
-            c = first_error_confidence(steps, r["first_error"], t)
-            conf_sum += c
-            low += c < 0.5
+                    unc += straddles((a, z), t)
+        conf = b.column("first_error_confidence")
+        valid = conf.drop_null()
+        rows += len(valid)
+        conf_sum += float(pc.sum(valid).as_py() or 0.0)
+        low += int(pc.sum(pc.less(valid, 0.5)).as_py() or 0)
     return {"threshold": t, "uncertain_steps": unc, "sampled_labeled_steps": sampled,
             "uncertain_rate": unc / sampled if sampled else None,
             "mean_first_error_confidence": conf_sum / rows if rows else None, "low_confidence_rows": low}
-
-
-def _batch_uncertainty(b, t: float):
-    """(uncertain steps, sampled labeled steps, per-row first-error confidence) of a corpus batch, computed on
-    whole columns: the Wilson test and the Jeffreys probabilities once per distinct (correct, graded) pair,
-    each row's product in step order (so the same floats as :func:`first_error_confidence`). None when a
-    row's count lists are missing or of another length than its labels, or its first_error is below -1
-    (the row-by-row code handles those)."""
-    import numpy as np
-    import pyarrow.compute as pc
-
-    labels = b.column("labels")
-    lists = [b.column(c) for c in ("mc_correct", "mc_total", "mc_ungradable")]
-    fe = b.column("first_error")
-    if labels.null_count or fe.null_count or any(x.null_count for x in lists):
-        return None
-    n = pc.list_value_length(labels).to_numpy(zero_copy_only=False).astype(np.int64)
-    if any(not np.array_equal(n, pc.list_value_length(x).to_numpy(zero_copy_only=False)) for x in lists):
-        return None
-    fe = fe.to_numpy(zero_copy_only=False).astype(np.int64)
-    if (fe < -1).any():
-        return None
-    correct, total, ung = (pc.list_flatten(x).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-                           for x in lists)
-    graded = total - ung
-    labeled = pc.list_flatten(labels).is_valid().to_numpy(zero_copy_only=False)
-    parent = np.repeat(np.arange(len(n)), n)
-    starts = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64) if len(n) else n
-    pos = np.arange(len(parent), dtype=np.int64) - starts[parent]
-    est = graded > 0
-    c_est, g_est = correct[est], graded[est]
-    # each distinct (correct, graded) pair once: a dense table when counts are small (no sort), else np.unique
-    lo = int(c_est.min()) if len(c_est) else 0  # codes from 0 whatever the counts
-    gmax = int(g_est.max()) + 1 if len(g_est) else 1
-    code = (c_est - lo) * gmax + g_est
-    if not len(code) or int(code.max()) < 4_000_000:
-        slot = np.zeros(int(code.max()) + 1 if len(code) else 1, dtype=np.int64)
-        slot[code] = 1
-        uniq = np.flatnonzero(slot)
-        slot[uniq] = np.arange(len(uniq))
-        inv = slot[code]
-    else:
-        uniq, inv = np.unique(code, return_inverse=True)
-        inv = inv.reshape(-1)
-    pairs = [(int(u // gmax) + lo, int(u % gmax)) for u in uniq]
-    straddle = np.array([straddles(wilson(c, g), t) for c, g in pairs], dtype=bool)
-    below = np.array([p_below(c, g, t) for c, g in pairs], dtype=np.float64)
-    sampled_mask = labeled[est]
-    unc = int(straddle[inv][sampled_mask].sum())
-    # each step's factor: (1 - P(below)) before the first error, P(below) at it, 1.0 otherwise or unestimated
-    end = np.where(fe == -1, n, fe)[parent]
-    factor = np.ones(len(parent), dtype=np.float64)
-    pb = below[inv]
-    at = pos[est]
-    factor[est] = np.where(at < end[est], 1.0 - pb, np.where(at == end[est], pb, 1.0))
-    confs = np.ones(len(n), dtype=np.float64)
-    nonempty = n > 0
-    if nonempty.any():  # a sequential product per row (multiply is not reduced pairwise), 1.0 for no steps
-        confs[nonempty] = np.multiply.reduceat(factor, starts[nonempty])
-    return unc, int(sampled_mask.sum()), confs

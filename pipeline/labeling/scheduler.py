@@ -20,7 +20,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pipeline.faults import fault_raise
-from pipeline.labeling.last_step import is_no_answer, own_correct, own_response
+from pipeline.labeling.last_step import (
+    CORRECT,
+    EXCLUDED,
+    FAILURE,
+    is_no_answer,
+    is_unreadable,
+    outcome,
+    own_correct,
+    own_response,
+)
 from pipeline.labeling.strategies import Probe, ProbeResult, Reuse, StrategyParams, make_strategy
 from pipeline.labeling.types import LabeledSolution, Solution, StepStats
 from rollouts.base import Counters, GenRequest, RolloutBackend, SamplingConfig
@@ -48,10 +57,13 @@ class _Live:
     gen: object
     probes: list[Probe]
     stats_seen: list[StepStats]
+    solution_correct: bool | None = None
     rollouts: int = 0
     tokens: int = 0
     # rollout reuse: the text each step adds to the prompt (step_deltas), built on first use
     deltas: list[str | None] | None = None
+    # rollout reuse: the token ids of each sampled prefix's prompt (the backend's encode_prompt), on first use
+    prompt_ids: list[tuple[int, ...]] | None = None
 
 
 def step_deltas(prefixes: Sequence[str]) -> list[str | None]:
@@ -99,6 +111,8 @@ class Scheduler:
         max_batch_requests: int = 512,
         streaming: bool = False,
         reuse: bool = False,
+        encode: Callable[[str], Sequence[int]] | None = None,
+        unreadable: str = "failure",
     ):
         self.backend = backend
         self.grade_batch = grade_batch
@@ -114,13 +128,14 @@ class Scheduler:
         # The caller says so from the backend's description (rollouts/registry.py: BackendSpec.streaming).
         self.streaming = bool(streaming)
         # Rollout reuse (LabelConfig.reuse_rollouts): credit a continuation that wrote the solution's next steps
-        # verbatim to those later prefixes too (reused_remainders).
-        self.reuse = bool(reuse)
+        # verbatim to those later prefixes too (reused_remainders). Exact only where the continuation's tokens
+        # are the later prompt's tokens: ``encode`` is the backend's prompt encoder (BackendSpec.token_ids);
+        # without it (an OpenAI-compatible server returns text only) nothing is reused.
+        self.reuse = bool(reuse) and encode is not None
+        self.encode = encode
+        self.unreadable = unreadable  # last_step.outcome's policy for unreadable answers
 
     # -------------------------------------------------------------------------------------------------
-    def solution_text(self, sol: Solution) -> str:
-        return self.prompt.prefix(sol.problem, sol.steps)
-
     def label(self, solutions: Sequence[Solution]) -> list[LabeledSolution]:
         """Label ``solutions``; returns one LabeledSolution per input, in input order."""
         if not solutions:
@@ -132,10 +147,9 @@ class Scheduler:
         live: dict[int, _Live] = {}
         for idx, (sol, verdict) in enumerate(zip(solutions, own)):
             with blame(sol):
-                correct = own_correct(verdict)
+                correct = own_correct(verdict, self.unreadable)
                 gen = make_strategy(self.strategy, len(sol.steps), correct, self.params)
-            state = _Live(sol, gen, [], [StepStats() for _ in sol.steps])
-            state.solution_correct = correct  # type: ignore[attr-defined]
+            state = _Live(sol, gen, [], [StepStats() for _ in sol.steps], solution_correct=correct)
             self._advance(idx, state, None, live, out)
         if self.streaming and live:
             self._label_streaming(live, out)
@@ -159,11 +173,11 @@ class Scheduler:
                 labels=oc.labels,
                 stats=oc.stats,
                 first_error=oc.first_error,
-                solution_correct=st.solution_correct,  # type: ignore[attr-defined]
+                solution_correct=st.solution_correct,
                 rollouts=st.rollouts,
                 rollout_tokens=st.tokens,
                 strategy=self.strategy,
-                extra=dict(getattr(oc, "extra", None) or {}),
+                extra={**oc.extra, "design": oc.design, "wave": self.params.wave_size},
             )
             if self.on_solution is not None:
                 self.on_solution(out[idx])
@@ -190,42 +204,70 @@ class Scheduler:
             for p in st.probes
         ]
 
-    def _reuse_pairs(self, st: _Live, comps_per_probe: list) -> list[tuple[int, int, str]]:
-        """``(probe index, later step, remainder)`` for every reusable continuation of one solution's round."""
+    def _reuse_pairs(self, st: _Live, comps_per_probe: list) -> list[tuple[int, int, int, str]]:
+        """``(probe index, completion index, later step, remainder)`` for every reusable continuation of one
+        solution's round: it wrote the later prefixes' steps verbatim, token for token (the later prompt's
+        token ids are the earlier prompt's followed by the continuation's first ids, so the model saw exactly
+        the later prompt), and it was not cut at ``max_new_tokens`` (its remainder had fewer tokens than a
+        fresh draw of the later prefix would have had: censored, never counted)."""
         if not self.reuse:
             return []
         sol = st.sol
         limit = len(sol.steps) - 1  # the last step is labeled by the solution's own answer, never sampled
         if st.deltas is None:
-            st.deltas = step_deltas([self.prompt.prefix(sol.problem, sol.steps[: i + 1]) for i in range(limit)])
+            prompts = [self.prompt.prefix(sol.problem, sol.steps[: i + 1]) for i in range(limit)]
+            st.deltas = step_deltas(prompts)
+            st.prompt_ids = [tuple(self.encode(p)) for p in prompts]
+        ids = st.prompt_ids
         out = []
         for k, (p, comps) in enumerate(zip(st.probes, comps_per_probe)):
-            for c in comps:
-                out.extend((k, j, rem) for j, rem in remainders(st.deltas, p.step, c.text, limit))
+            base = ids[p.step]
+            for ci, c in enumerate(comps):
+                if c.finish_reason == "length" or c.token_ids is None:
+                    continue
+                for j, rem in remainders(st.deltas, p.step, c.text, limit):
+                    later = ids[j]
+                    if later[: len(base)] != base or tuple(c.token_ids[: len(later) - len(base)]) != later[len(base):]:
+                        break  # the copied text's tokens are not the later prompt's: not a draw of it
+                    out.append((k, ci, j, rem))
         return out
 
     def _account(self, st: _Live, comps_per_probe: list, verdicts: list,
-                 reused: Sequence[tuple[int, int, object]] = ()) -> list[ProbeResult]:
+                 reused: Sequence[tuple[int, int, int, object]] = ()) -> list[ProbeResult]:
         """Count the graded completions of one solution's round; returns its ProbeResults in probe order.
-        ``reused``: ``(probe index, later step, verdict of the remainder)`` (rollout reuse)."""
+        ``reused``: ``(probe index, completion index, later step, verdict of the remainder)`` (rollout reuse).
+        What each verdict counts as is :func:`pipeline.labeling.last_step.outcome`'s rule."""
         credits: dict[int, dict[int, list[int]]] = {}
-        for k, j, v in reused:
-            c = credits.setdefault(k, {}).setdefault(j, [0, 0, 0, 0])
+        deepest: dict[tuple[int, int], tuple[int, object]] = {}  # (probe, completion) -> (step, verdict)
+        for k, ci, j, v in reused:
+            c = credits.setdefault(k, {}).setdefault(j, [0, 0, 0, 0, 0])
+            o = outcome(v, self.unreadable)
             c[0] += 1
-            c[1] += v.correct is True
-            na = is_no_answer(v)
-            c[2] += v.correct is None and not na
-            c[3] += na
+            c[1] += o == CORRECT
+            c[2] += o == EXCLUDED
+            c[3] += is_no_answer(v)
+            c[4] += o == FAILURE and is_unreadable(v)
             self.stats.reused_rollouts += 1
+            if j > deepest.get((k, ci), (-1, None))[0]:
+                deepest[(k, ci)] = (j, v)
         results = []
         pos = 0
         for k, (p, comps) in enumerate(zip(st.probes, comps_per_probe)):
             vs = verdicts[pos : pos + len(comps)]
             pos += len(comps)
-            correct = sum(1 for v in vs if v.correct is True)
-            # No final answer: incorrect (did not reach the gold answer), counted apart, never ungradable.
+            outs = [outcome(v, self.unreadable) for v in vs]
+            correct = outs.count(CORRECT)
+            ungradable = outs.count(EXCLUDED)  # grader infrastructure: never a verdict
             no_answer = sum(1 for v in vs if is_no_answer(v))
-            ungradable = sum(1 for v in vs if v.correct is None and not is_no_answer(v))
+            unreadable = sum(1 for v, o in zip(vs, outs) if o == FAILURE and is_unreadable(v))
+            deep: dict[int, list[int]] = {}
+            for ci, v in enumerate(vs):  # each continuation once, at the deepest prefix it reached
+                j, dv = deepest.get((k, ci), (p.step, v))
+                o = outcome(dv, self.unreadable)
+                if o != EXCLUDED:
+                    d = deep.setdefault(j, [0, 0])
+                    d[0] += 1
+                    d[1] += o == CORRECT
             tokens = sum(c.num_tokens for c in comps)
             st.rollouts += len(comps)
             st.tokens += tokens
@@ -238,8 +280,10 @@ class Scheduler:
             self.stats.rollout_tokens += tokens
             self.stats.ungradable += ungradable
             self.stats.no_answer += no_answer
+            self.stats.unreadable += unreadable
             reuse = tuple(Reuse(j, *c) for j, c in sorted(credits.get(k, {}).items()))
-            results.append(ProbeResult(p.step, len(comps), correct, ungradable, tokens, no_answer, reuse))
+            results.append(ProbeResult(p.step, len(comps), correct, ungradable, tokens, no_answer, unreadable,
+                                       reuse, tuple((j, g, c) for j, (g, c) in sorted(deep.items()))))
         return results
 
     def _grade_rounds(self, live: dict[int, _Live], done: dict[int, list], out: dict) -> None:
@@ -251,14 +295,14 @@ class Scheduler:
         for idx, cpp in done.items():
             with blame(live[idx].sol):
                 reuse[idx] = self._reuse_pairs(live[idx], cpp)
-            pairs.extend((live[idx].sol.answer, rem) for _k, _j, rem in reuse[idx])
+            pairs.extend((live[idx].sol.answer, rem) for _k, _ci, _j, rem in reuse[idx])
         verdicts = self.grade_batch(pairs)
         self.stats.grade_seconds += time.perf_counter() - t0
         pos, rpos = 0, n_main
         for idx, cpp in done.items():
             n = sum(len(c) for c in cpp)
             r = reuse[idx]
-            rv = [(k, j, v) for (k, j, _rem), v in zip(r, verdicts[rpos : rpos + len(r)])]
+            rv = [(k, ci, j, v) for (k, ci, j, _rem), v in zip(r, verdicts[rpos : rpos + len(r)])]
             rpos += len(r)
             with blame(live[idx].sol):
                 results = self._account(live[idx], cpp, verdicts[pos : pos + n], rv)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pipeline.config import DEFAULT_BISECT_FRACTION, DEFAULT_K, DEFAULT_RELATIVE_DROP
 from pipeline.labeling.last_step import last_step_label
 from pipeline.labeling.types import StepStats
+from pipeline.stats.intervals import FIRST_SUCCESS, FIRST_WAVE, FIXED, wilson
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Reuse:
     correct: int
     ungradable: int = 0
     no_answer: int = 0
+    unreadable: int = 0
 
 
 @dataclass(frozen=True)
@@ -58,10 +60,14 @@ class ProbeResult:
     correct: int
     ungradable: int
     tokens: int
-    no_answer: int = 0  # no final answer found: counted as incorrect (included in n, not in correct)
+    no_answer: int = 0  # no final answer found: a failure (included in n, not in correct)
+    unreadable: int = 0  # an answer the grader could not read: a failure by default (last_step.outcome)
     # continuations of this probe that wrote the next steps of the solution verbatim, credited to those later
     # prefixes (rollout reuse; counted there as ``reused``, never as new rollouts or tokens)
     reused: tuple[Reuse, ...] = ()
+    # (step, graded, correct): this probe's graded continuations, each once, at the deepest prefix it reached
+    # (its own step unless reuse carried it further); empty = all at ``step``
+    deep: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass
@@ -70,6 +76,7 @@ class StrategyOutcome:
     stats: list[StepStats]
     first_error: int
     extra: dict = field(default_factory=dict)  # e.g. {"label_status": "budget"} (sequential)
+    design: str = FIXED  # how the steps' own draws were sampled (pipeline.stats.intervals.DESIGNS)
 
 
 StrategyGen = Generator[list[Probe], list[ProbeResult], StrategyOutcome]
@@ -101,25 +108,35 @@ def _alive(st: StepStats) -> bool | None:
     return None
 
 
-def _finish(labels: list[bool | None], stats: list[StepStats]) -> StrategyOutcome:
+def _finish(labels: list[bool | None], stats: list[StepStats], design: str = FIXED) -> StrategyOutcome:
     first_error = next((i for i, lab in enumerate(labels) if lab is False), -1)
-    return StrategyOutcome(labels=labels, stats=stats, first_error=first_error)
+    return StrategyOutcome(labels=labels, stats=stats, first_error=first_error, design=design)
 
 
 def _add(stats: list[StepStats], results: list[ProbeResult]) -> None:
     for r in results:
         st = stats[r.step]
+        graded = r.n - r.ungradable
+        if st.first_n == 0 and graded > 0:  # the step's first own wave with a graded draw
+            st.first_n, st.first_correct = graded, r.correct
         st.total += r.n
         st.correct += r.correct
         st.ungradable += r.ungradable
         st.no_answer += r.no_answer
+        st.unreadable += r.unreadable
+        for j, g, c in r.deep or ((r.step, graded, r.correct),):
+            stats[j].deep_n += g
+            stats[j].deep_correct += c
         for u in r.reused:
             later = stats[u.step]
             later.total += u.n
             later.reused += u.n
             later.correct += u.correct
+            later.reused_correct += u.correct
             later.ungradable += u.ungradable
+            later.reused_ungradable += u.ungradable
             later.no_answer += u.no_answer
+            later.unreadable += u.unreadable
 
 
 def per_step(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
@@ -135,7 +152,7 @@ def per_step(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> 
         for i in range(last):
             labels[i] = _alive(stats[i])
     labels[last] = last_step_label(solution_correct)
-    return _finish(labels, stats)
+    return _finish(labels, stats, FIXED)
 
 
 def _estimate(step: int, stats: list[StepStats], p: StrategyParams, early_stop: bool):
@@ -145,16 +162,28 @@ def _estimate(step: int, stats: list[StepStats], p: StrategyParams, early_stop: 
     graded failures (dead): the same decision as "at least one of K succeeds", for fewer continuations when
     the prefix is alive. With ``confidence_width`` an alive prefix keeps sampling (up to K) until the 95%
     Wilson interval of its MC value is narrower than the width.
+
+    K and the stop count the prefix's own draws only (issue 24): draws credited by rollout reuse make a prefix
+    alive when one succeeded, but never stand in for its own K (so a dead prefix failed K draws of its own, as
+    per-step would have it), and the sampling design stays the one ``mc_value`` and the intervals assume.
     """
     st = stats[step]
-    while st.total < p.k:
-        n = p.k - st.total if not early_stop else min(p.wave_size, p.k - st.total)
+    while st.own_total < p.k:
+        n = p.k - st.own_total if not early_stop else min(p.wave_size, p.k - st.own_total)
         results = yield [Probe(step, n)]
         _add(stats, results)
-        if st.correct > 0 and early_stop:
-            if p.confidence_width is None or 2 * _wilson_halfwidth(st.correct, st.graded) <= p.confidence_width:
+        if st.own_correct > 0 and early_stop:
+            own = st.own_graded
+            if p.confidence_width is None or 2 * _wilson_halfwidth(st.own_correct, own) <= p.confidence_width:
                 break
     return _alive(st)
+
+
+def _early_design(p: StrategyParams, early_stop: bool = True) -> str:
+    """The sampling design of ``_estimate``'s probes (pipeline.stats.intervals)."""
+    if not early_stop:
+        return FIXED
+    return FIRST_SUCCESS if p.confidence_width is None else FIRST_WAVE
 
 
 def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
@@ -212,7 +241,7 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
         labels[hi] = False if hi < last else last_step_label(solution_correct)
     if hi == n_steps:  # everything alive
         labels[last] = last_step_label(solution_correct)
-    return _finish(labels, stats)
+    return _finish(labels, stats, _early_design(p, p.early_stop))
 
 
 def _rate(st: StepStats) -> float:
@@ -239,12 +268,9 @@ def _probe_point(lo: int, hi: int, fraction: float) -> int:
     return lo + max(1, min(hi - lo - 1, math.ceil(fraction * (hi - lo) - 0.5)))
 
 
-def _wilson_halfwidth(successes: int, n: int, z: float = 1.96) -> float:
-    if n == 0:
-        return 1.0
-    phat = successes / n
-    denom = 1 + z * z / n
-    return z * math.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / denom
+def _wilson_halfwidth(successes: int, n: int) -> float:
+    iv = wilson(successes, n)
+    return 1.0 if iv is None else (iv[1] - iv[0]) / 2
 
 
 def adaptive(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
@@ -266,9 +292,9 @@ def adaptive(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> 
         alive = yield from _estimate(i, stats, p, early_stop=True)
         labels[i] = alive
         if alive is False:
-            return _finish(labels, stats)
+            return _finish(labels, stats, _early_design(p))
     labels[last] = last_step_label(solution_correct)
-    return _finish(labels, stats)
+    return _finish(labels, stats, _early_design(p))
 
 
 def sequential(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
@@ -293,7 +319,9 @@ def sequential(n_steps: int, solution_correct: bool | None, p: StrategyParams) -
     rp = RuleParams(eps=p.eps)
     tokens = 0
     while True:
-        counts = [StepCount(st.correct, st.graded, st.value, None) for st in stats]
+        # each continuation once, at the deepest prefix it reached: independent draws (no reuse double count)
+        counts = [StepCount(st.deep_correct, st.deep_n, st.deep_correct / st.deep_n if st.deep_n else None, None)
+                  for st in stats]
         post = changepoint_posterior(counts, solution_correct, rp)
         best = max(post)
         if best >= p.target_confidence:
@@ -306,12 +334,12 @@ def sequential(n_steps: int, solution_correct: bool | None, p: StrategyParams) -
         for j in range(last):
             cum += post[j + 1]  # P(first error <= j) = P(prefix j dead)
             u = min(cum, 1.0 - cum)
-            if stats[j].total < p.k and u > pick_u + 1e-12:
+            if stats[j].own_total < p.k and u > pick_u + 1e-12:
                 pick, pick_u = j, u
         if pick is None:
             status = "exhausted"
             break
-        results = yield [Probe(pick, min(p.wave_size, p.k - stats[pick].total))]
+        results = yield [Probe(pick, min(p.wave_size, p.k - stats[pick].own_total))]
         _add(stats, results)
         tokens += sum(r.tokens for r in results)
     ties = sum(1 for x in post if abs(x - best) <= 1e-9 * best)
@@ -325,7 +353,7 @@ def sequential(n_steps: int, solution_correct: bool | None, p: StrategyParams) -
     else:
         labels[:fe] = [True] * fe
         labels[fe] = False
-    oc = _finish(labels, stats)
+    oc = _finish(labels, stats, FIRST_WAVE)
     oc.extra = {"label_status": status, "posterior": best}
     return oc
 

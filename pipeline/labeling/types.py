@@ -30,27 +30,51 @@ class Solution:
 
 @dataclass
 class StepStats:
-    """Monte Carlo counts for one step prefix (problem + steps[0..i])."""
+    """Monte Carlo counts for one step prefix (problem + steps[0..i]).
 
-    total: int = 0  # continuations run from this prefix
-    correct: int = 0  # graded correct
-    ungradable: int = 0  # grader returned null: an answer it could not decide (left out of ``value``)
-    no_answer: int = 0  # no final answer found: counted as incorrect (in ``total`` and ``graded``, not ``correct``)
-    # of ``total``: continuations sampled from an earlier prefix that wrote this prefix's steps verbatim and went
-    # on from there (rollout reuse, pipeline.labeling.scheduler.reused_remainders): draws of this prefix at no token cost
-    reused: int = 0
+    ``total``/``correct``/``ungradable``/``no_answer``/``unreadable`` count every continuation credited to this
+    prefix: its own draws and, with rollout reuse, remainders of earlier prefixes' continuations
+    (``reused_*``: the part of each count that came from reuse). What each continuation's verdict counts as is
+    :func:`pipeline.labeling.last_step.outcome`'s rule. ``first_*`` is the step's first own wave (a batch fixed
+    before any of it was seen: the unbiased estimate of adaptive designs, pipeline.stats.intervals), ``deep_*``
+    counts each continuation once, at the deepest prefix it reached (the independent draws the first-error
+    model needs, pipeline.stats.changepoint).
+    """
+
+    total: int = 0  # continuations counted at this prefix (own + reused)
+    correct: int = 0  # reached the gold answer
+    ungradable: int = 0  # excluded: grader infrastructure failure (timeout, crash) or an unreadable gold answer
+    no_answer: int = 0  # failure: no final answer (in ``total`` and ``graded``, not ``correct``)
+    unreadable: int = 0  # failure: an answer the grader could not read or refused (in ``graded``, not ``correct``)
+    reused: int = 0  # of ``total``: remainders of earlier prefixes' continuations (rollout reuse), no token cost
+    reused_correct: int = 0
+    reused_ungradable: int = 0
+    first_n: int = 0  # graded draws of the first own wave
+    first_correct: int = 0
+    deep_n: int = 0  # graded continuations whose deepest prefix is this one
+    deep_correct: int = 0
 
     @property
     def graded(self) -> int:
         return self.total - self.ungradable
 
     @property
-    def value(self) -> float | None:
-        """Fraction of gradable continuations that reached the gold answer (None if none was gradable).
+    def own_total(self) -> int:
+        return self.total - self.reused
 
-        A continuation with no final answer is gradable (it did not reach the gold answer, as Math-Shepherd
-        counts it); only ``ungradable`` ones (an answer the grader could not decide) are left out.
-        """
+    @property
+    def own_graded(self) -> int:
+        return self.own_total - (self.ungradable - self.reused_ungradable)
+
+    @property
+    def own_correct(self) -> int:
+        return self.correct - self.reused_correct
+
+    @property
+    def value(self) -> float | None:
+        """Fraction of graded continuations (own and reused) that reached the gold answer (None if none was
+        graded): the hard label's evidence. The corpus's ``mc_value`` is the design's unbiased estimate instead
+        (pipeline.stats.intervals.estimate)."""
         return self.correct / self.graded if self.graded > 0 else None
 
 

@@ -86,9 +86,13 @@ def read_corpus(url: str, version: int | None = None, columns: list[str] | None 
     the file (and ``mcprm verify``), never a bare Arrow error."""
     import pyarrow as pa
 
+    from pipeline.storage import confidence
     from pipeline.storage.store import ShardError
 
     store, m = open_manifest(url, version)
+    model = confidence.model_of(m)
+    wanted = columns
+    columns, project = confidence.read_columns(columns) if model else (columns, False)
     tables = []
     for s in m["shards"]:
         try:
@@ -103,8 +107,9 @@ def read_corpus(url: str, version: int | None = None, columns: list[str] | None 
         except ShardError as e:
             raise _damaged(url, e) from None
     if not tables:
-        return _empty(columns)
-    return pa.concat_tables(tables)
+        return _empty(wanted)
+    t = confidence.fill(pa.concat_tables(tables), model)
+    return t.select(wanted) if project else t
 
 
 def iter_corpus(url: str, version: int | None = None, columns: list[str] | None = None, *,
@@ -120,7 +125,17 @@ def iter_corpus(url: str, version: int | None = None, columns: list[str] | None 
 
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
+    from pipeline.storage import confidence
+
     store, m = open_manifest(url, version)
+    model = confidence.model_of(m)
+    wanted = columns
+    columns, project = confidence.read_columns(columns) if model else (columns, False)
+
+    def done(b):
+        b = confidence.fill(b, model) if model else b
+        return b.select(wanted) if project else b
+
     for s in m["shards"]:
         rel = s["path"]
         if verify:
@@ -130,7 +145,7 @@ def iter_corpus(url: str, version: int | None = None, columns: list[str] | None 
                 t = load_shard(store, rel, s, m.get("schema_version") or 1)
             except ShardError as e:
                 raise _damaged(url, e) from None
-            yield from (t.select(columns) if columns else t).to_batches(max_chunksize=batch_rows)
+            yield from (done(b) for b in (t.select(columns) if columns else t).to_batches(max_chunksize=batch_rows))
             continue
         try:
             _check_size(store, s)
@@ -151,7 +166,7 @@ def iter_corpus(url: str, version: int | None = None, columns: list[str] | None 
                         b = next(batches)
                     except StopIteration:
                         break
-                    yield b
+                    yield done(b)
             except ShardError:
                 raise
             except (GeneratorExit, KeyboardInterrupt):
@@ -172,6 +187,26 @@ def scan_corpus(url: str, version: int | None = None):
     if not m["shards"]:
         return pl.from_arrow(_empty(None)).lazy()
     uris = [store.uri(s["path"]) for s in m["shards"]]
+    lf = _scan(store, m, uris)
+    from pipeline.storage import confidence
+
+    model = confidence.model_of(m)
+    if model is None:
+        return lf
+    schema = lf.collect_schema()
+
+    def fill(df):
+        return pl.from_arrow(confidence.fill(df.to_arrow(), model))
+
+    # the confidence columns are computed from each row's counts (pipeline.storage.confidence): no projection
+    # pushdown past this step, so the counts are read even where only the confidence is selected
+    return lf.map_batches(fill, schema=schema, projection_pushdown=False, predicate_pushdown=False,
+                          slice_pushdown=False, streamable=True)
+
+
+def _scan(store: CorpusStore, m: dict, uris: list[str]):
+    import polars as pl
+
     if store.local or uris[0].split("://", 1)[0] in ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http",
                                                      "https", "hf"):
         return pl.scan_parquet(uris)

@@ -17,10 +17,16 @@ from pipeline.labeling.types import LabeledSolution
 #    ungradable and left out of mc_value). Corpora of different versions are never mixed (pipeline.run).
 # 3: uncertainty (issue 16): mc_low / mc_high (95% Wilson interval of each step's success probability),
 #    first_error_confidence and label_status (pipeline.labeling.rules); older corpora stay readable.
-SCHEMA_VERSION = 3
+# 4: issue 24 (labels that tell the truth about themselves): an unreadable answer counts as a failure (in
+#    mc_total, not mc_correct; was ungradable), mc_unreadable per step; mc_low/mc_high/mc_value follow the
+#    sampling design (null where it cannot give them); first_error_confidence calibrated. Issue 28: scored
+#    corpora (mcprm score) carry prm_score. A refresh never mixes version 3 and 4 rows (pipeline.run).
+SCHEMA_VERSION = 4
 
 # columns each schema version added (readers of an older corpus leave them out: pipeline.storage.integrity)
-ADDED_IN = {"mc_no_answer": 2, "mc_low": 3, "mc_high": 3, "first_error_confidence": 3, "label_status": 3}
+ADDED_IN = {"mc_no_answer": 2, "mc_low": 3, "mc_high": 3, "first_error_confidence": 3, "label_status": 3,
+            "mc_unreadable": 4, "mc_reused": 4, "mc_reused_correct": 4, "mc_design": 4, "first_error_posterior": 4,
+            "mc_deep_correct": 4, "mc_deep_total": 4, "prm_score": 4}
 
 _FIELDS = [
     ("id", "string", False),
@@ -35,11 +41,25 @@ _FIELDS = [
     ("mc_total", "list<int32>", False),
     ("mc_ungradable", "list<int32>", False),
     ("mc_no_answer", "list<int32>", False),
+    ("mc_unreadable", "list<int32>", False),  # of mc_total: answers the grader could not read (failures)
+    ("mc_reused", "list<int32>", False),  # of mc_total: draws credited by rollout reuse
+    ("mc_reused_correct", "list<int32>", False),  # of mc_correct: reused draws that succeeded
+    # each graded continuation counted once, at the deepest prefix it reached (the independent draws the
+    # first-error model reads: pipeline.stats.changepoint)
+    ("mc_deep_correct", "list<int32>", False),
+    ("mc_deep_total", "list<int32>", False),
+    # the design's unbiased estimate of the success probability from the step's own draws (pipeline.stats.
+    # intervals.estimate); null: no own draw (the last step: 1.0/0.0 from the solution's own answer)
     ("mc_value", "list<float32>", False),
-    ("mc_low", "list<float32>", False),  # 95% Wilson interval of the success probability; null: not estimated
+    ("mc_low", "list<float32>", False),  # exact 95% interval for the design; null: no own draw
     ("mc_high", "list<float32>", False),
+    ("mc_design", "string", True),  # fixed | first-success | first-wave (pipeline.stats.intervals.DESIGNS)
     ("first_error", "int32", False),
-    ("first_error_confidence", "float32", True),  # pipeline.labeling.rules.first_error_confidence
+    ("first_error_confidence", "float32", True),  # posterior probability of first_error; null: no rollouts
+    # posterior over the first error (index 0: none, i + 1: step i) under the model fitted to the whole
+    # version (pipeline.storage.confidence; the manifest's ``first_error_model``): filled in on read by
+    # read_corpus / iter_corpus / scan_corpus, null in the shard files of schema 4; null: no rollouts
+    ("first_error_posterior", "list<float32>", True),
     ("label_status", "string", True),  # sequential: decided | budget | exhausted, ",tie" appended on a tie
     ("solution_correct", "bool", True),
     ("rollouts", "int64", False),
@@ -47,6 +67,8 @@ _FIELDS = [
     ("strategy", "string", False),
     ("k", "int32", False),
     ("source", "string", True),
+    # issue 28: a scored corpus's per-step PRM probabilities (mcprm score, pipeline.training.score); null: labeled
+    ("prm_score", "list<float32>", True),
 ]
 
 
@@ -73,15 +95,24 @@ def arrow_schema():
 COLUMNS = [name for name, _, _ in _FIELDS]
 
 
-def to_record(ls: LabeledSolution, k: int) -> dict:
-    from pipeline.labeling.rules import StepCount, first_error_confidence, wilson
+def to_record(ls: LabeledSolution, k: int, post: list[float] | None = None) -> dict:
+    """One corpus row. ``post``: the row's first-error posterior where the caller has one (a shard leaves it
+    null: the model is fitted to the whole version at commit, pipeline.storage.confidence)."""
+    from pipeline.stats.intervals import FIXED, estimate
 
     s = ls.solution
-    mc_value = []
+    design = ls.extra.get("design", FIXED)
+    wave = int(ls.extra.get("wave", 1))
+    last = len(ls.stats) - 1
+    mc_value, lows, highs = [], [], []
     for i, st in enumerate(ls.stats):
-        mc_value.append(last_step_value(st, ls.solution_correct) if i == len(ls.stats) - 1 else st.value)
-    ivs = [wilson(st.correct, st.graded) for st in ls.stats]
-    counts = [StepCount(st.correct, st.graded, v, lab) for st, v, lab in zip(ls.stats, mc_value, ls.labels)]
+        v, iv = estimate(design, st.own_correct, st.own_graded, st.first_correct, st.first_n, wave)
+        if i == last and st.own_total == 0:
+            v = last_step_value(st, ls.solution_correct)
+        mc_value.append(v)
+        lows.append(None if iv is None else iv[0])
+        highs.append(None if iv is None else iv[1])
+    fe = ls.first_error
     return {
         "id": s.id,
         "key": s.key,
@@ -95,12 +126,20 @@ def to_record(ls: LabeledSolution, k: int) -> dict:
         "mc_total": [st.total for st in ls.stats],
         "mc_ungradable": [st.ungradable for st in ls.stats],
         "mc_no_answer": [st.no_answer for st in ls.stats],
+        "mc_unreadable": [st.unreadable for st in ls.stats],
+        "mc_reused": [st.reused for st in ls.stats],
+        "mc_reused_correct": [st.reused_correct for st in ls.stats],
+        "mc_deep_correct": [st.deep_correct for st in ls.stats],
+        "mc_deep_total": [st.deep_n for st in ls.stats],
         "mc_value": mc_value,
-        "mc_low": [None if iv is None else iv[0] for iv in ivs],
-        "mc_high": [None if iv is None else iv[1] for iv in ivs],
-        "first_error": ls.first_error,
-        "first_error_confidence": first_error_confidence(counts, ls.first_error),
+        "mc_low": lows,
+        "mc_high": highs,
+        "mc_design": design if ls.rollouts > 0 else None,
+        "first_error": fe,
+        "first_error_confidence": None if post is None or fe + 1 >= len(post) else post[fe + 1],
+        "first_error_posterior": post,
         "label_status": ls.extra.get("label_status"),
+        "prm_score": ls.extra.get("prm_score"),
         "solution_correct": ls.solution_correct,
         "rollouts": ls.rollouts,
         "rollout_tokens": ls.rollout_tokens,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import string
 
 from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+from pipeline.storage.confidence import fit_model
 from pipeline.storage.schema import to_table
 from pipeline.storage.store import CorpusStore
 
@@ -32,6 +33,8 @@ def make_corpus(path, rows=ROWS, k=4) -> list[LabeledSolution]:
             st = StepStats()
             if c is not None:
                 st.correct, st.total = c
+                # own draws of a fixed design, no reuse: the first wave and the deepest-prefix counts are all of them
+                st.first_correct, st.first_n = st.deep_correct, st.deep_n = c
                 if st.total == 0:
                     st.total, st.ungradable = 4, 4
             stats.append(st)
@@ -41,9 +44,11 @@ def make_corpus(path, rows=ROWS, k=4) -> list[LabeledSolution]:
         labeled.append(LabeledSolution(sol, list(labels), stats, fe, correct, rollouts=rollouts,
                                        rollout_tokens=rollouts * 20, strategy=strategy))
     store = CorpusStore(str(path))
-    store.write_table("data/v00001/part-00000.parquet", to_table(labeled, k))
-    store.commit({"version": 1, "strategy": "per-step", "k": k,
-                  "shards": [{"path": "data/v00001/part-00000.parquet", "rows": len(labeled)}]})
+    table = to_table(labeled, k)
+    store.write_table("data/v00001/part-00000.parquet", table)
+    store.commit({"version": 1, "strategy": "per-step", "k": k, "schema_version": 4,
+                  "shards": [{"path": "data/v00001/part-00000.parquet", "rows": len(labeled)}],
+                  "first_error_model": fit_model([table])})
     return labeled
 
 

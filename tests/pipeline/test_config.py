@@ -73,7 +73,7 @@ _LEGACY_IDENTITY_FIELDS = (
 )
 
 
-LEGACY = dict(bisect_fraction=0.5, reuse_rollouts=False, relative_drop=0.0)  # labeling before these options existed
+LEGACY = dict(bisect_fraction=0.5, reuse_rollouts=False, relative_drop=0.0, unreadable="exclude")  # labeling before these options existed
 
 
 def _legacy_identity(c: LabelConfig) -> str:
@@ -130,8 +130,9 @@ def test_identity_value_is_pinned(monkeypatch):
                                                                                                       0.25)
     assert "reuse_rollouts" not in old.identity_dict() and "bisect_fraction" not in old.identity_dict()
     # binary-search's own options are no part of another strategy's identity: an old per-step corpus is refreshed
-    # with --strategy per-step --k 8 --no-reuse-rollouts
-    assert (LabelConfig(model="m", strategy="per-step", k=8, reuse_rollouts=False).identity()
+    # with --strategy per-step --k 8 --no-reuse-rollouts --unreadable exclude (a schema-3 corpus is relabeled with
+    # --overwrite anyway: pipeline.run refuses to mix schema versions in one corpus version)
+    assert (LabelConfig(model="m", strategy="per-step", k=8, reuse_rollouts=False, unreadable="exclude").identity()
             == LabelConfig(model="m", strategy="per-step", k=8, **LEGACY).identity())
 
 

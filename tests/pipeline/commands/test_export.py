@@ -237,11 +237,20 @@ def test_export_label_rules_from_counts_and_confidence(corpus, tmp_path):
     assert rows["s3"]["label"] == 0 and rows["s3"]["weight"] == pytest.approx(0.92237 / (0.92237 + 2 * 0.27344),
                                                                               abs=1e-4)
     assert rows["s5"]["label"] == -1 and res.rows + sum(res.skipped.values()) == res.corpus_rows
-    # hard labels: only the trust-correct row (no rollouts: nothing uncertain) has confidence 1
-    res = export_corpus(corpus, "trl", str(tmp_path / "trl"), min_confidence=1.0, weight_by_confidence=True)
+    # hard labels keep the rows whose stored confidence reaches the bar; the trust-correct row (right answer,
+    # no rollouts) is right with the model's 1 - rho
+    from pipeline.storage.corpus import read_corpus
+
+    stored = {r["id"]: r["first_error_confidence"] for r in read_corpus(corpus).to_pylist()}
+    rho = read_corpus(corpus, columns=["id"]) and __import__("json").load(open(f"{corpus}/manifest.json"))[
+        "first_error_model"]["rho"]
+    assert stored["s5"] == pytest.approx(1 - rho, abs=1e-6)
+    res = export_corpus(corpus, "trl", str(tmp_path / "trl"), min_confidence=0.85, weight_by_confidence=True)
     got = load_export(str(tmp_path / "trl"))
-    assert [r["id"] for r in got] == ["s5"] and got[0]["weight"] == 1.0
-    assert res.skipped["low_confidence"] == 5
+    want = [sid for sid, c in stored.items() if c is not None and c >= 0.85]
+    assert "s5" in want and len(want) < len(stored) and [r["id"] for r in got] == want
+    assert got[[r["id"] for r in got].index("s5")]["weight"] == pytest.approx(1 - rho, abs=1e-6)
+    assert res.skipped["low_confidence"] == len(stored) - len(want)
     with pytest.raises(ExportError, match="min-confidence"):
         export_corpus(corpus, "trl", str(tmp_path / "bad"), min_confidence=2.0)
 

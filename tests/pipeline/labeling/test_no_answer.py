@@ -53,6 +53,9 @@ class Scripted:
             out.append([Completion(t, 7) for t in self.script[step][: r.n]])
         return out
 
+    def encode_prompt(self, prompt):  # no token ids are returned, so nothing is ever reused
+        return list(prompt.encode())
+
     def close(self):
         pass
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.labeling.scheduler import Scheduler, reused_remainders
+from graders.verdict import Verdict
+from pipeline.labeling.scheduler import Scheduler, remainders, step_deltas
 from pipeline.labeling.strategies import ProbeResult, Reuse, StrategyParams, make_strategy
 from pipeline.labeling.types import Solution
 from rollouts.base import BackendStats, Completion, SamplingConfig
@@ -19,6 +20,15 @@ STEPS = ("a = 3", "b = 4", "c = a + b = 7", "d = 2 * c = 14", "The answer is \\b
 
 def _prefixes(fmt, steps=STEPS):
     return [fmt.prefix("Compute d.", steps[: i + 1]) for i in range(len(steps) - 1)]
+
+
+def reused_remainders(prefixes, step, text, limit):
+    return remainders(step_deltas(prefixes), step, text, limit)
+
+
+def _chars(text: str) -> tuple[int, ...]:
+    """A character-level tokenizer: a prompt's ids are the earlier prompt's followed by the added text's."""
+    return tuple(ord(ch) for ch in text)
 
 
 @pytest.mark.parametrize("fmt", [make_prompt_format("plain", None), make_prompt_format("plain", None, separator=" ")])
@@ -131,10 +141,8 @@ class StepWriter:
             rest = "\n".join(self.steps[done:])
             comps = []
             for i in range(r.n):
-                if done == 1 and i % 2:
-                    comps.append(Completion(self.steps[1] + "\nc = 8\nThe answer is \\boxed{15}.", 9))
-                else:
-                    comps.append(Completion(rest, 9))
+                text = self.steps[1] + "\nc = 8\nThe answer is \\boxed{15}." if done == 1 and i % 2 else rest
+                comps.append(Completion(text, 9, token_ids=_chars(text)))
             out.append(comps)
         return out
 
@@ -142,16 +150,11 @@ class StepWriter:
         pass
 
 
-class _V:
-    def __init__(self, c, no_answer=False):
-        self.correct = c
-        self.no_answer = no_answer
-
-
 def _grader(log):
     def grade(pairs):
         log.extend(pairs)
-        return [_V("\\boxed{" + g + "}" in r, "\\boxed" not in r) for g, r in pairs]
+        return [Verdict("\\boxed{" + g + "}" in r, "numeric" if "\\boxed" in r else "no answer found",
+                        "x" if "\\boxed" in r else None) for g, r in pairs]
 
     return grade
 
@@ -162,7 +165,7 @@ def test_scheduler_credits_and_grades_remainders(reuse):
     log = []
     fmt = make_prompt_format("plain", None)
     sched = Scheduler(StepWriter(STEPS), _grader(log), fmt, SamplingConfig(max_new_tokens=32), "per-step",
-                      StrategyParams(k=4), reuse=reuse)
+                      StrategyParams(k=4), reuse=reuse, encode=_chars)
     [ls] = sched.label([sol])
     own = [4, 4, 4, 4, 0]
     assert sched.stats.rollouts == 16 and ls.rollouts == 16 and ls.rollout_tokens == 16 * 9  # no extra tokens
@@ -180,3 +183,80 @@ def test_scheduler_credits_and_grades_remainders(reuse):
     # a credited draw was graded on its remainder, not on the whole continuation
     assert ("14", "c = 8\nThe answer is \\boxed{15}.") in log
     assert ls.labels == [True, True, True, True, True] and ls.first_error == -1
+
+
+def _bpe():
+    """A small byte-level BPE tokenizer trained here (no hub): merges make a prompt's tokens depend on what
+    surrounds a piece of text, the case where copied text and a later prompt can tokenize differently."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = ["Compute d.\nSolution:\n" + "\n".join(STEPS)] * 50 + ["a = 3 b = 4 c = 7 d = 14 boxed"] * 50
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=300, show_progress=False,
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return tok
+
+
+class TokenWriter(StepWriter):
+    """StepWriter whose continuations carry the token ids an engine would return: ``canonical`` ids continue
+    the prompt's tokenization exactly; otherwise the same text spelled in single-byte tokens."""
+
+    def __init__(self, steps, tok, canonical, finish="stop"):
+        super().__init__(steps)
+        self.tok, self.canonical, self.finish = tok, canonical, finish
+
+    def generate(self, requests, sampling):
+        out = []
+        for r, comps in zip(requests, super().generate(requests, sampling)):
+            base = self.tok.encode(r.prompt).ids
+            fixed = []
+            for c in comps:
+                if self.canonical:  # what the model would have produced to reach the later prompt verbatim
+                    ids = self.tok.encode(r.prompt + c.text).ids[len(base):]
+                else:
+                    ids = [i for ch in c.text.encode() for i in self.tok.encode(bytes([ch]).decode("latin-1")).ids]
+                fixed.append(Completion(c.text, c.num_tokens, finish_reason=self.finish, token_ids=tuple(ids)))
+            out.append(fixed)
+        return out
+
+
+@pytest.mark.parametrize("canonical", [True, False])
+def test_reuse_is_exact_on_a_bpe_tokenizer(canonical):
+    """A continuation is credited to a later prefix only if its token ids are that prompt's: the same text in
+    other tokens is a different input to the model, so it is not a draw of the later prefix."""
+    tok = _bpe()
+    fmt = make_prompt_format("plain", None)
+    sol = Solution(id="s", problem="Compute d.", answer="14", steps=STEPS)
+    prompts = [fmt.prefix(sol.problem, STEPS[: i + 1]) for i in range(len(STEPS) - 1)]
+    ids = [tok.encode(p).ids for p in prompts]
+    assert all(ids[i + 1][: len(ids[i])] == ids[i] for i in range(len(ids) - 1))  # these prompts' ids nest
+    sched = Scheduler(TokenWriter(STEPS, tok, canonical), _grader([]), fmt, SamplingConfig(max_new_tokens=32),
+                      "per-step", StrategyParams(k=4), reuse=True, encode=lambda p: tok.encode(p).ids)
+    [ls] = sched.label([sol])
+    reused = [s.reused for s in ls.stats]
+    if canonical:
+        assert reused == [0, 4, 6, 10, 0]
+    else:  # the same text in other tokens is not the later prompt: nothing is credited
+        assert reused == [0] * 5
+    assert [s.own_total for s in ls.stats] == [4, 4, 4, 4, 0]
+    if not canonical:  # the byte-spelled text really does differ from the prompts' tokens
+        assert any(len(tok.encode(p).ids) < len(p.encode()) for p in prompts)
+
+
+def test_a_reused_remainder_cut_at_the_token_limit_is_censored():
+    """A continuation cut at max_new_tokens (finish_reason "length") is a failure of its own prefix but never
+    credited to a later one: its remainder had fewer tokens than a fresh draw of that prefix would have."""
+    fmt = make_prompt_format("plain", None)
+    sol = Solution(id="s", problem="Compute d.", answer="14", steps=STEPS)
+
+    class Cut(StepWriter):
+        def generate(self, requests, sampling):
+            return [[Completion(c.text, c.num_tokens, finish_reason="length", token_ids=c.token_ids) for c in comps]
+                    for comps in super().generate(requests, sampling)]
+
+    sched = Scheduler(Cut(STEPS), _grader([]), fmt, SamplingConfig(max_new_tokens=32), "per-step",
+                      StrategyParams(k=4), reuse=True, encode=_chars)
+    [ls] = sched.label([sol])
+    assert [s.reused for s in ls.stats] == [0] * 5 and [s.total for s in ls.stats] == [4, 4, 4, 4, 0]

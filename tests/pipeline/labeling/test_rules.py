@@ -14,9 +14,8 @@ from pipeline.labeling.rules import (
     beta_cdf,
     changepoint,
     changepoint_posterior,
-    first_error_confidence,
+    confidence_of,
     get_rule,
-    intervals,
     p_below,
     straddles,
     uncertain_steps,
@@ -48,15 +47,14 @@ def test_beta_cdf_closed_forms():
     assert beta_cdf(0.0, 2, 3) == 0.0 and beta_cdf(1.0, 2, 3) == 1.0
 
 
-def test_first_error_confidence_by_hand():
-    # one graded step, 0 of 1: Jeffreys posterior Beta(1/2, 3/2); P(p < 0.05) = 0.28231
+def test_p_below_and_confidence_of():
+    # 0 of 1: Jeffreys posterior Beta(1/2, 3/2); P(p < 0.05) = 0.28231
     below = 2 / math.pi * (math.asin(math.sqrt(0.05)) + math.sqrt(0.05 * 0.95))
     assert p_below(0, 1, 0.05) == pytest.approx(below, abs=1e-9)
-    steps = [StepCount(0, 1, 0.0, False), StepCount(0, 0, 1.0, True)]
-    assert first_error_confidence(steps, 0, 0.05) == pytest.approx(below, abs=1e-9)
-    assert first_error_confidence(steps, -1, 0.05) == pytest.approx(1 - below, abs=1e-9)
-    # steps without rollouts (own answer, trust-correct) are certain
-    assert first_error_confidence([StepCount(0, 0, None, True), StepCount(0, 0, 1.0, True)], -1) == 1.0
+    # the confidence of a first error is the stored posterior's entry (index 0: no error)
+    row = {"first_error_posterior": [0.1, 0.6, 0.3]}
+    assert confidence_of(row, -1) == pytest.approx(0.1) and confidence_of(row, 1) == pytest.approx(0.3)
+    assert confidence_of(row, 2) is None and confidence_of({"first_error_posterior": None}, 0) is None
 
 
 def test_hard_threshold_soft():
@@ -121,8 +119,7 @@ def test_apply_rule_on_rows_keeps_unestimated_steps():
     # a per-step row with an ungradable continuation: graded = total - ungradable
     row = {"labels": [True, False], "mc_correct": [1, 0], "mc_total": [4, 0], "mc_ungradable": [1, 0],
            "mc_value": [1 / 3, 0.0], "solution_correct": False}
-    lows, highs = intervals(row)
-    assert (lows[0], highs[0]) == pytest.approx(wilson(1, 3)) and lows[1] is None
+    row["mc_low"], row["mc_high"] = [wilson(1, 3)[0], None], [wilson(1, 3)[1], None]  # stored intervals
     assert uncertain_steps(row, 0.1) == 1 and uncertain_steps(row, 0.05) == 0  # Wilson(1 of 3) = [0.061, 0.792]
     assert apply_rule(row, "hard").labels == [True, False]
     with pytest.raises(ValueError, match="unknown label rule"):
@@ -138,27 +135,44 @@ def _labeled():
                            strategy="sequential", extra={"label_status": "budget"})
 
 
-def _commit(out, table, schema_version):
+def _commit(out, table, schema_version, **extra):
     from pipeline.storage.store import CorpusStore
 
     store = CorpusStore(str(out))
     store.write_table("data/v00001/part-00000.parquet", table)
     store.commit({"version": 1, "schema_version": schema_version, "identity": "x", "strategy": "per-step", "k": 8,
                   "shards": [{"path": "data/v00001/part-00000.parquet", "rows": table.num_rows}],
-                  "history": [{"version": 1}]})
+                  "history": [{"version": 1}], **extra})
 
 
-def test_schema_v3_columns():
+def test_schema_v4_columns(tmp_path):
+    from pipeline.stats.changepoint import RowCounts, posterior
+    from pipeline.stats.intervals import clopper_pearson
+    from pipeline.storage.confidence import FIT_COLUMNS, fit_model, model_of
+    from pipeline.storage.corpus import read_corpus
     from pipeline.storage.schema import SCHEMA_VERSION, to_table
 
-    assert SCHEMA_VERSION == 3
-    r = to_table([_labeled()], 8).to_pylist()[0]
-    assert r["mc_low"][0] == pytest.approx(wilson(1, 8)[0], abs=1e-6)
-    assert r["mc_high"][1] == pytest.approx(wilson(0, 8)[1], abs=1e-6)
+    assert SCHEMA_VERSION == 4
+    t = to_table([_labeled()], 8)
+    r = t.to_pylist()[0]
+    # a fixed design (no design recorded): exact Clopper-Pearson intervals of the own draws
+    assert r["mc_low"][0] == pytest.approx(clopper_pearson(1, 8)[0], abs=1e-6)
+    assert r["mc_high"][1] == pytest.approx(clopper_pearson(0, 8)[1], abs=1e-6)
     assert r["mc_low"][2] is None and r["mc_high"][2] is None  # the last step: the own answer, no rollouts
-    steps = [StepCount(1, 8, 0.125, True), StepCount(0, 8, 0.0, False), StepCount(0, 0, 0.0, False)]
-    assert r["first_error_confidence"] == pytest.approx(first_error_confidence(steps, 1), abs=1e-6)
+    # the shard leaves the confidence null: it is filled on read from the version's fitted model
+    assert r["first_error_confidence"] is None and r["first_error_posterior"] is None
     assert r["label_status"] == "budget"
+    model = fit_model([t.select(FIT_COLUMNS)])
+    _commit(tmp_path / "v4", t, 4, first_error_model=model)
+    got = read_corpus(str(tmp_path / "v4")).to_pylist()[0]
+    want = posterior(RowCounts(tuple(zip(r["mc_deep_correct"], r["mc_deep_total"])), False),
+                     model_of({"first_error_model": model}))
+    assert got["first_error_posterior"] == pytest.approx(want, abs=1e-6)
+    assert got["first_error_confidence"] == pytest.approx(want[2], abs=1e-6)  # first_error 1 -> index 2
+    # a projection that asks only for the confidence reads what it needs and returns what was asked
+    only = read_corpus(str(tmp_path / "v4"), columns=["first_error_confidence"])
+    assert only.column_names == ["first_error_confidence"]
+    assert only.to_pylist()[0]["first_error_confidence"] == pytest.approx(want[2], abs=1e-6)
 
 
 def test_schema_v2_corpus_stays_readable(tmp_path):
@@ -167,19 +181,16 @@ def test_schema_v2_corpus_stays_readable(tmp_path):
     from cli.main import app
     from pipeline.labeling.rules import corpus_uncertainty
     from pipeline.storage.corpus import read_corpus
-    from pipeline.storage.schema import to_table
+    from pipeline.storage.schema import ADDED_IN, to_table
 
-    t = to_table([_labeled()], 8).drop_columns(["mc_low", "mc_high", "first_error_confidence", "label_status"])
+    t = to_table([_labeled()], 8)
+    t = t.drop_columns([c for c, v in ADDED_IN.items() if v > 2])
     _commit(tmp_path / "v2", t.replace_schema_metadata({b"mcprm_schema_version": b"2"}), 2)
     assert read_corpus(str(tmp_path / "v2"), verify=True).num_rows == 1  # the v2 schema is what verify expects
     u = corpus_uncertainty(str(tmp_path / "v2"))
-    # 1 of 8 -> [0.022, 0.471] and 0 of 8 -> [0, 0.324]: both straddle 0.05
-    assert (u["uncertain_steps"], u["sampled_labeled_steps"]) == (2, 2)
-    conf = first_error_confidence([StepCount(1, 8, 0.125, True), StepCount(0, 8, 0.0, False),
-                                   StepCount(0, 0, 0.0, False)], 1)
-    # P(p0 >= .05 | Beta(1.5, 7.5)) * P(p1 < .05 | Beta(.5, 8.5)) = 0.85084 * 0.64255 (numerical integration)
-    assert conf == pytest.approx(0.85084 * 0.64255, abs=1e-4)
-    assert u["mean_first_error_confidence"] == pytest.approx(conf) and u["low_confidence_rows"] == 0
+    # a corpus written before schema 3 stores no interval and no confidence: none is made up (the sampling
+    # design that produced its counts is not recorded, so an interval could be wrong)
+    assert u["uncertain_steps"] is None and u["mean_first_error_confidence"] is None
     res = CliRunner().invoke(app, ["stats", str(tmp_path / "v2")])
     assert res.exit_code == 0, res.output
-    assert "uncertain labels" in res.output and "2 of 2 sampled steps" in res.output
+    assert "uncertain labels" in res.output and "n/a (written before schema 3)" in res.output

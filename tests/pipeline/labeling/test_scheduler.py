@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from graders.verdict import Verdict
 from pipeline.labeling.scheduler import Scheduler
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.labeling.types import Solution
@@ -35,13 +36,10 @@ class ScriptedBackend:
         pass
 
 
-class _V:
-    def __init__(self, c):
-        self.correct = c
-
-
 def _grade(pairs):
-    return [_V(None if "UNGRADABLE" in r else ("\\boxed{" + g + "}") in r) for g, r in pairs]
+    # an UNGRADABLE response: a grader infrastructure failure (timeout), excluded from the counts
+    return [Verdict(None, "timeout", "x") if "UNGRADABLE" in r else Verdict(("\\boxed{" + g + "}") in r, "numeric", "x")
+            for g, r in pairs]
 
 
 class _Plain:

@@ -44,11 +44,15 @@ def _random_rows(n: int, seed: int = 0) -> list[dict]:
                 mc.append(v)
         fe = next((j for j, y in enumerate(labels) if y is False), -1)
         total = [rng.choice([0, 8]) for _ in range(m)]
+        lows = [None if v is None else max(0.0, v - 0.2) for v in mc]
+        highs = [None if v is None else min(1.0, v + 0.2) for v in mc]
+        conf = None if not sum(total) else rng.random()
         rows.append({
             "id": f"r{i}", "key": f"k{i}", "problem": f"Problem {i % 37}", "answer": str(i % 5), "steps": steps,
             "prompt": f"Problem {i % 37}", "completions": steps, "labels": labels,
             "mc_correct": [int((v or 0) * 8) for v in mc], "mc_total": total, "mc_ungradable": [0] * m,
             "mc_no_answer": [rng.randint(0, 2) for _ in range(m)], "mc_value": mc, "first_error": fe,
+            "mc_low": lows, "mc_high": highs, "first_error_confidence": conf,
             "solution_correct": rng.choice([True, False, None]), "rollouts": sum(total),
             "rollout_tokens": sum(total) * rng.randint(10, 40),
             "strategy": rng.choice(["per-step", "binary-search"]), "k": 8, "source": None,
@@ -317,28 +321,23 @@ def test_processbench_on_whole_columns_equals_row_by_row(corpus, tmp_path, balan
 def test_corpus_uncertainty_on_whole_columns_equals_row_by_row(corpus):
     """Issue 17: ``mcprm stats``/``report``'s uncertainty numbers, computed on whole columns, are the row-by-row
     loop's, to the last bit."""
-    from pipeline.labeling.rules import (
-        corpus_uncertainty,
-        first_error_confidence,
-        row_steps,
-        straddles,
-        wilson,
-    )
+    from pipeline.labeling.rules import corpus_uncertainty, straddles
 
     for t in (0.05, 0.3):
         unc = sampled = low = 0
-        conf_sum = 0.0
+        confs = []
         rows = read_corpus(corpus).to_pylist()
         for r in rows:
-            steps = row_steps(r)
-            for s in steps:
-                if s.label is not None and s.graded > 0:
+            for lab, lo, hi in zip(r["labels"], r["mc_low"], r["mc_high"]):
+                if lab is not None and lo is not None:
                     sampled += 1
-                    unc += straddles(wilson(s.correct, s.graded), t)
-            c = first_error_confidence(steps, r["first_error"], t)
-            conf_sum += c
-            low += c < 0.5
-        assert corpus_uncertainty(corpus, t=t) == {
+                    unc += straddles((lo, hi), t)
+            if r["first_error_confidence"] is not None:
+                confs.append(r["first_error_confidence"])
+                low += r["first_error_confidence"] < 0.5
+        got = corpus_uncertainty(corpus, t=t)
+        assert got["mean_first_error_confidence"] == pytest.approx(sum(confs) / len(confs), rel=1e-6)
+        assert got == {
             "threshold": t, "uncertain_steps": unc, "sampled_labeled_steps": sampled,
-            "uncertain_rate": unc / sampled, "mean_first_error_confidence": conf_sum / len(rows),
+            "uncertain_rate": unc / sampled, "mean_first_error_confidence": got["mean_first_error_confidence"],
             "low_confidence_rows": low}

@@ -1,0 +1,117 @@
+"""``first_error_confidence`` of a version: the first-error model fitted once per version, applied on read.
+
+The confidence of a row is its posterior probability under an empirical-Bayes model
+(:mod:`pipeline.stats.changepoint`) whose parameters are estimated from the corpus. Fitted per shard, a row's
+confidence would depend on which other rows shared its shard (shard sizes shrink towards the end of a run, a
+refresh shards only its new rows), so an interrupted-and-resumed run, a refresh and a run from scratch would
+disagree on the same row. So the model is fitted **once per version, at commit**, from the version's stored
+counts (``mc_deep_correct`` / ``mc_deep_total``, ``solution_correct``), on at most :data:`MAX_FIT_ROWS` rows
+chosen by a hash of their content key (a deterministic function of the corpus's content, never of its
+sharding), and written to the manifest as ``first_error_model``. Shards store the two columns null;
+:func:`fill` computes them from a row's counts whenever a corpus is read (``read_corpus``, ``iter_corpus``,
+``scan_corpus``), the same for every reader. A refresh refits: the new version's rows are all read with the
+new version's model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from dataclasses import asdict
+
+MAX_FIT_ROWS = 4000
+FIT_COLUMNS = ["key", "mc_deep_correct", "mc_deep_total", "solution_correct", "rollouts"]
+FILLED = ("first_error_confidence", "first_error_posterior")
+
+
+def _rank(key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
+
+
+def _row_counts(correct, total, solution_correct):
+    from pipeline.stats.changepoint import RowCounts
+
+    return RowCounts(tuple((int(c), int(n)) for c, n in zip(correct, total)), solution_correct)
+
+
+def fit_model(tables) -> dict | None:
+    """Fit the first-error model to the rows of ``tables`` (an iterable of pyarrow tables with
+    :data:`FIT_COLUMNS`); the parameters as a dict for the manifest, None when no row has rollouts."""
+    from pipeline.stats.changepoint import fit
+
+    heap: list[tuple[int, str, object]] = []  # the MAX_FIT_ROWS smallest ranks, as a max-heap
+    for t in tables:
+        cols = t.select(FIT_COLUMNS).to_pydict()
+        for key, c, n, sc, r in zip(cols["key"], cols["mc_deep_correct"], cols["mc_deep_total"],
+                                    cols["solution_correct"], cols["rollouts"]):
+            if not r or c is None:
+                continue
+            item = (-_rank(key), key, (c, n, sc))
+            if len(heap) < MAX_FIT_ROWS:
+                heapq.heappush(heap, item)
+            elif item > heap[0]:
+                heapq.heapreplace(heap, item)
+    if not heap:
+        return None
+    rows = [_row_counts(*v) for _r, _k, v in sorted(heap, reverse=True)]
+    params = fit(rows)
+    return {"model": "changepoint-eb-1", "rows": len(rows),
+            **{k: round(float(v), 6) for k, v in asdict(params).items()}}
+
+
+def model_of(manifest: dict):
+    """The manifest's fitted :class:`~pipeline.stats.changepoint.Params`, or None (no rollouts, or a corpus
+    written before the model was fitted per version: its stored columns are read as they are)."""
+    m = manifest.get("first_error_model")
+    if not m:
+        return None
+    from pipeline.stats.changepoint import Params
+
+    return Params(**{k: float(m[k]) for k in ("alive_mean", "alive_conc", "dead_mean", "dead_conc", "rho",
+                                             "hazard")})
+
+
+def fill(table, params):
+    """``table`` with ``first_error_confidence`` / ``first_error_posterior`` computed from each row's counts
+    under ``params`` (a table without the needed columns is returned as it is)."""
+    import pyarrow as pa
+
+    from pipeline.stats.changepoint import posterior
+
+    if isinstance(table, pa.RecordBatch):
+        filled = fill(pa.Table.from_batches([table]), params)
+        return filled.combine_chunks().to_batches()[0] if filled is not None and filled.num_rows else table
+    names = table.schema.names
+    need = ("mc_deep_correct", "mc_deep_total", "solution_correct", "rollouts", "first_error")
+    if params is None or not any(c in names for c in FILLED) or any(c not in names for c in need):
+        return table
+    cols = table.select(list(need)).to_pydict()
+    conf, posts = [], []
+    for c, n, sc, r, fe in zip(*(cols[k] for k in need)):
+        if not r or c is None:
+            # labeled without rollouts: a right final answer trusted as error-free (trust_correct) is right with
+            # the model's 1 - rho (rho: P(a wrong step | right answer), fitted where such rows were sampled,
+            # else its prior); anything else has no statement
+            conf.append(1.0 - params.rho if sc is True and fe == -1 else None)
+            posts.append(None)
+            continue
+        post = posterior(_row_counts(c, n, sc), params)
+        posts.append(post)
+        conf.append(post[fe + 1] if 0 <= fe + 1 < len(post) else None)
+    out = table
+    for name, values in (("first_error_confidence", conf), ("first_error_posterior", posts)):
+        if name in names:
+            i = out.schema.get_field_index(name)
+            field = out.schema.field(i)  # polars hands over large_list: keep the reader's own types
+            out = out.set_column(i, field, pa.array(values, type=field.type))
+    return out
+
+
+def read_columns(columns: list[str] | None) -> tuple[list[str] | None, bool]:
+    """The columns to read for a requested projection (plus what :func:`fill` needs) and whether the result
+    must be projected back afterwards."""
+    if columns is None or not any(c in FILLED for c in columns):
+        return columns, False
+    extra = [c for c in ("mc_deep_correct", "mc_deep_total", "solution_correct", "rollouts", "first_error")
+             if c not in columns]
+    return list(columns) + extra, bool(extra)
