@@ -80,7 +80,8 @@ def register(app: typer.Typer) -> None:
         gold: str = typer.Option(None, "--gold", help="Gold answer, e.g. '\\frac{1}{2}'."),
         response: str = typer.Option(None, "--response", help="Model response containing the final answer."),
         input: Path = typer.Option(
-            None, "--input", "-i", help="JSON Lines file with fields 'gold' and 'response'."
+            None, "--input", "-i",
+            help="JSON Lines file with fields 'gold', 'response' and optionally 'problem' (the problem text).",
         ),
         output: Path = typer.Option(
             None, "--output", "-o", help="Where to write the rows with verdicts (default: stdout)."

@@ -48,7 +48,20 @@ class PromptBuilder:
         raise NotImplementedError
 
 
-Grader = Callable[[Sequence[tuple[str, str]]], list]  # pairs (gold, response) -> verdicts with .correct
+# pairs (gold, response) -> verdicts with .correct; a grader that also takes ``problems=`` (one problem text per
+# pair, as graders.grade_batch does) is given each solution's problem, which decides wording policies
+Grader = Callable[[Sequence[tuple[str, str]]], list]
+
+
+def takes_problems(grade: Callable) -> bool:
+    """Whether ``grade`` accepts a ``problems=`` keyword (graders.grade_batch and partials of it do)."""
+    import inspect
+
+    try:
+        params = inspect.signature(grade).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "problems" or p.kind is p.VAR_KEYWORD for p in params)
 
 
 @dataclass
@@ -116,6 +129,7 @@ class Scheduler:
     ):
         self.backend = backend
         self.grade_batch = grade_batch
+        self._grade_problems = takes_problems(grade_batch)
         self.prompt = prompt
         self.sampling = sampling
         self.strategy = strategy
@@ -141,7 +155,7 @@ class Scheduler:
         if not solutions:
             return []
         t0 = time.perf_counter()
-        own = self.grade_batch([(s.answer, own_response(s)) for s in solutions])
+        own = self._grade([(s.answer, own_response(s)) for s in solutions], [s.problem for s in solutions])
         self.stats.grade_seconds += time.perf_counter() - t0
         out: dict[int, LabeledSolution] = {}
         live: dict[int, _Live] = {}
@@ -156,6 +170,12 @@ class Scheduler:
         while live:
             self._round(live, out)
         return [out[i] for i in range(len(solutions))]
+
+    def _grade(self, pairs: list, problems: list) -> list:
+        """Verdicts of ``pairs``, each graded with its solution's problem text where the grader takes it."""
+        if self._grade_problems:
+            return self.grade_batch(pairs, problems=problems)
+        return self.grade_batch(pairs)
 
     def _advance(self, idx: int, st: _Live, results: list[ProbeResult] | None, live: dict, out: dict) -> None:
         with blame(st.sol):
@@ -296,7 +316,9 @@ class Scheduler:
             with blame(live[idx].sol):
                 reuse[idx] = self._reuse_pairs(live[idx], cpp)
             pairs.extend((live[idx].sol.answer, rem) for _k, _ci, _j, rem in reuse[idx])
-        verdicts = self.grade_batch(pairs)
+        problems = [live[idx].sol.problem for idx, cpp in done.items() for comps in cpp for _c in comps]
+        problems += [live[idx].sol.problem for idx in done for _r in reuse[idx]]
+        verdicts = self._grade(pairs, problems)
         self.stats.grade_seconds += time.perf_counter() - t0
         pos, rpos = 0, n_main
         for idx, cpp in done.items():

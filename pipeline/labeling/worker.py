@@ -103,6 +103,18 @@ def grader_workers(cfg: LabelConfig, cpus: float) -> int:
     return max(1, int(cpus) - (2 if cfg.worker_gpus > 0 else 0))
 
 
+def grade_callable(cfg: LabelConfig, cpus: float):
+    """``grade(pairs, problems=None) -> verdicts`` with the run's grader and options: what the scheduler grades
+    with (it passes each solution's problem text, which decides the grader's wording policies)."""
+    import functools
+
+    from graders import GraderConfig, grade_batch
+
+    return functools.partial(grade_batch, config=GraderConfig(timeout_s=cfg.grader_timeout,
+                                                              workers=grader_workers(cfg, cpus)),
+                             grader=cfg.grader)
+
+
 class ShardWorker:
     """Labels shards with one backend, built once. ``cpus``: the CPUs this worker was given (a Ray actor's);
     default ``cfg.worker_cpus()``."""
@@ -121,10 +133,6 @@ class ShardWorker:
     def use(self, cfg: LabelConfig) -> None:
         """Label the next shards for ``cfg`` (another run's output, strategy or K) with the backend already built;
         its model and backend options must be this worker's (a long-lived worker serves many runs)."""
-        import functools
-
-        from graders import GraderConfig, grade_batch
-
         if self.cfg is not None:
             if cfg is self.cfg:
                 return
@@ -134,8 +142,7 @@ class ShardWorker:
                                  "new workers for this run")
         self.cfg = cfg
         self.prompt = build_prompt_format(cfg)
-        self.grade = functools.partial(grade_batch, config=GraderConfig(
-            timeout_s=cfg.grader_timeout, workers=grader_workers(cfg, self.cpus)), grader=cfg.grader)
+        self.grade = grade_callable(cfg, self.cpus)
         self.store = CorpusStore(cfg.output)
 
     def label(self, solutions: Sequence[Solution], on_solution=None):
