@@ -130,10 +130,11 @@ def _config_for(config: GraderConfig, problem: str | None) -> GraderConfig:
     return config.for_problem(problem)
 
 
-def grader_identity(grader: str = "sympy", config: GraderConfig | None = None) -> str:
-    """What a corpus records of its grader: the grader's version, plus ``+`` and the policy options that differ
-    from their defaults (:meth:`GraderConfig.policy_id`), so that a policy change never mixes verdicts."""
-    version = get_grader(grader).version
+def grader_identity(grader: str | Grader = "sympy", config: GraderConfig | None = None) -> str:
+    """What a corpus records of its grader (a registered name or the grader itself): the grader's version, plus
+    ``+`` and the policy options that differ from their defaults (:meth:`GraderConfig.policy_id`), so that a
+    policy change never mixes verdicts; the bare version under the default policies."""
+    version = (get_grader(grader) if isinstance(grader, str) else grader).version
     policy = (config or GraderConfig()).policy_id()
     return f"{version}+{policy}" if policy else version
 

@@ -460,10 +460,17 @@ class LabelConfig:
         d["model"] = model_fingerprint(self.model)
         if self.tokenizer:
             d["tokenizer"] = model_fingerprint(self.tokenizer)
-        from graders import get_grader
+        from graders import get_grader, grader_identity
 
-        d["grader_version"] = get_grader(self.grader).version
+        d["grader_version"] = grader_identity(get_grader(self.grader), self.grader_config())
         return d
+
+    def grader_config(self, workers: int = 0):
+        """The :class:`graders.GraderConfig` this run grades with (``workers``: grader processes, a resource that
+        is no part of the identity; its policy options are)."""
+        from graders import GraderConfig
+
+        return GraderConfig(timeout_s=self.grader_timeout, workers=workers)
 
     def _identity_counts(self, name: str) -> bool:
         """``identity=True``: always hashed; ``identity="non-default"`` (options added after corpora were

@@ -108,11 +108,9 @@ def grade_callable(cfg: LabelConfig, cpus: float):
     with (it passes each solution's problem text, which decides the grader's wording policies)."""
     import functools
 
-    from graders import GraderConfig, grade_batch
+    from graders import grade_batch
 
-    return functools.partial(grade_batch, config=GraderConfig(timeout_s=cfg.grader_timeout,
-                                                              workers=grader_workers(cfg, cpus)),
-                             grader=cfg.grader)
+    return functools.partial(grade_batch, config=cfg.grader_config(grader_workers(cfg, cpus)), grader=cfg.grader)
 
 
 class ShardWorker:
