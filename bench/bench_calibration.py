@@ -69,9 +69,21 @@ def soft_ratio(rows: list[dict], base: list[dict]) -> dict:
             "ratio": a / b if b else None}
 
 
-def main(argv=None) -> None:
-    from pipeline.corpus import read_corpus
+def _rows(url: str) -> list[dict]:
+    """The corpus's rows with the confidence of the current first-error model: a corpus committed by an earlier
+    model (or none) is refitted here exactly as a commit would (pipeline.storage.confidence)."""
+    from pipeline.corpus import open_manifest, read_corpus
+    from pipeline.storage import confidence
 
+    table = read_corpus(url)
+    _store, m = open_manifest(url)
+    if confidence.model_of(m) is None:
+        model = confidence.fit_model([table.select(confidence.FIT_COLUMNS)])
+        table = confidence.fill(table, confidence.model_of({"first_error_model": model}))
+    return table.to_pylist()
+
+
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("corpus")
     ap.add_argument("--reference", required=True, help="the sample JSONL with reference_first_error")
@@ -84,10 +96,10 @@ def main(argv=None) -> None:
             if line.strip():
                 d = json.loads(line)
                 truth[d["id"]] = d["reference_first_error"]
-    rows = read_corpus(a.corpus).to_pylist()
+    rows = _rows(a.corpus)
     out = {"calibration": calibration(rows, truth), "quality": f1(rows, truth)}
     if a.per_step:
-        base = read_corpus(a.per_step).to_pylist()
+        base = _rows(a.per_step)
         out["soft"] = soft_ratio(rows, base)
         out["per_step_quality"] = f1(base, truth)
     if a.json:

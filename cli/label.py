@@ -159,12 +159,22 @@ def label_cmd(**options: Any) -> None:
         f"GPUs {t.get('gpus', 0)}, workers {t.get('workers', 0)} (model load {t.get('startup_seconds') or 0:.1f} s, "
         f"labeling {t.get('labeling_seconds') or 0:.1f} s)"
     )
+    rs = m.get("rollout_success") or {}
+    if rs.get("continuations_graded"):
+        un = rs.get("continuations_unreadable") or 0
+        how = "counted as failures" if cfg_unreadable(m) == "failure" else "left out (--unreadable exclude)"
+        echo(f"continuations: {rs['continuations_graded']:,} graded, {rs['continuations_correct']:,} reached the "
+             f"gold answer, {un:,} with an unreadable answer ({un / rs['continuations_graded']:.1%}, {how})")
     ex = m.get("execution") or {}
     if ex:
         echo(f"executor: {ex.get('executor')} ({ex.get('reason')})")
     for w in m.get("warnings") or []:
         echo(f"warning: {w['message']}")
     _next_steps(res.output)
+
+
+def cfg_unreadable(manifest: dict) -> str:
+    return (manifest.get("config") or {}).get("unreadable", "failure")
 
 
 def _synthetic_task(output: str) -> bool:

@@ -49,6 +49,7 @@ def stats_cmd(
         ("right answer, wrong process", f"{s['right_answer_wrong_process']:,}"),
         ("rollouts", f"{s['rollouts']:,}"),
         ("no final answer (counted incorrect)", _no_answer_text(s)),
+        ("unreadable answer (counted incorrect)", _unreadable_text(s)),
         ("rollout tokens", f"{s['rollout_tokens']:,}"),
         ("rollouts per solution", "n/a" if s["rollouts_per_solution"] is None else f"{s['rollouts_per_solution']:.1f}"),
         *_uncertainty_rows(s["uncertainty"]),
@@ -62,6 +63,13 @@ def _no_answer_text(s: dict) -> str:
         return "n/a (older schema)"
     rate = "" if s.get("no_answer_rate") is None else f" ({s['no_answer_rate']:.1%} of rollouts)"
     return f"{s['no_answer']:,}{rate}"
+
+
+def _unreadable_text(s: dict) -> str:
+    if s.get("unreadable") is None:
+        return "n/a (written before schema 4)"
+    rate = "" if s.get("unreadable_rate") is None else f" ({s['unreadable_rate']:.1%} of counted continuations)"
+    return f"{s['unreadable']:,}{rate}"
 
 
 def _uncertainty_rows(u: dict) -> list[tuple[str, str]]:

@@ -22,6 +22,9 @@ ONE_STEP_SHARE = 0.5  # warn when more than this share of solutions has a single
 # share of prefixes, not of continuations: binary-search spends K failures on every dead prefix by design, and
 # rollout reuse adds many draws, so the continuations' success rate is low on a task the model does solve)
 NO_SUCCESS_PREFIXES = 0.05
+# warn when more than this share of graded continuations had an answer the grader could not read (counted as
+# failures: issue 24; a large share means the prompt format or the model's answer style is off)
+UNREADABLE_SHARE = 0.2
 _ANSWER_LINE = re.compile(r"^\s*####\s*\S")
 _CALC = re.compile(r"<<[^<>\n]*>>")
 
@@ -75,29 +78,42 @@ class InputNotes:
 
 def rollout_warnings(store, shard_paths: list[str], max_shards: int = 50) -> tuple[list[dict], dict]:
     """The ``no-success`` warning, from the new shards' counts (at most ``max_shards`` read)."""
-    correct = graded = prefixes = alive = 0
+    correct = graded = prefixes = alive = unreadable = 0
+    names = ("mc_correct", "mc_total", "mc_ungradable", "mc_unreadable")
     for rel in shard_paths[:max_shards]:
-        t = store.read_table(rel, columns=["mc_correct", "mc_total", "mc_ungradable"])
-        cols = [t.column(c).to_pylist() for c in ("mc_correct", "mc_total", "mc_ungradable")]
-        for cs, ts, us in zip(*cols):
-            for c, tot, u in zip(cs or (), ts or (), us or ()):
+        t = store.read_table(rel, columns=list(names))
+        cols = [t.column(c).to_pylist() for c in names]
+        for cs, ts, us, rs in zip(*cols):
+            for c, tot, u, r in zip(cs or (), ts or (), us or (), rs or ()):
                 if tot - u > 0:
                     prefixes += 1
                     alive += c > 0
                     correct += c
                     graded += tot - u
+                    unreadable += r
     stats = {"continuations_graded": graded, "continuations_correct": correct,
+             "continuations_unreadable": unreadable,
              "success_rate": round(correct / graded, 4) if graded else None,
              "prefixes_sampled": prefixes, "prefixes_with_success": alive}
+    out = []
+    if graded >= 20 and unreadable / graded > UNREADABLE_SHARE:
+        out.append({
+            "code": "unreadable",
+            "message": f"{unreadable} of {graded} graded continuations ({unreadable / graded:.0%}) ended with an "
+                       "answer the grader could not read; they count as failures (did not reach the gold "
+                       "answer). Check the prompt format (--prompt-format, --prompt-template) and that the model "
+                       "writes its final answer in \\boxed{} or 'The answer is ...'; `--unreadable exclude` "
+                       "leaves them out instead.",
+        })
     if prefixes >= 5 and graded >= 20 and alive / prefixes < NO_SUCCESS_PREFIXES:
-        return [{
+        return out + [{
             "code": "no-success",
             "message": f"almost no rollout reached the gold answer: {alive} of {prefixes} sampled step prefixes "
                        f"had a continuation that did ({correct} of {graded} graded continuations). The model "
                        "cannot solve these problems, so its labels are meaningless: use a stronger --model, or "
                        "check the gold answers and the prompt format.",
         }], stats
-    return [], stats
+    return out, stats
 
 
 def run_notes(cfg, store, new_shard_paths: list[str], input_notes: InputNotes | None) -> dict:
@@ -106,5 +122,9 @@ def run_notes(cfg, store, new_shard_paths: list[str], input_notes: InputNotes | 
 
     name, why = choose_executor(cfg)
     warnings = input_notes.warnings(cfg.splitter) if input_notes is not None else []
+    if cfg.reuse_rollouts and not cfg.backend_spec.token_ids:
+        warnings.append({"code": "no-reuse", "message": f"rollout reuse is off with --backend {cfg.backend}: it "
+                         "returns no token ids, and a continuation counts for a later prefix only if its tokens "
+                         "are that prompt's (docs/labels.md). Every draw is a fresh rollout."})
     more, stats = rollout_warnings(store, new_shard_paths)
     return {"execution": {"executor": name, "reason": why}, "warnings": warnings + more, "rollout_success": stats}

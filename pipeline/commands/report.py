@@ -398,6 +398,9 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
         ("right answer, wrong process", f"{stats['right_answer_wrong_process']:,}"
                                         + ("" if rawp is None else f" ({rawp:.1%} of right answers)")),
         ("rollouts / rollout tokens", f"{stats['rollouts']:,} / {stats['rollout_tokens']:,}"),
+        ("continuations with no final answer / an unreadable answer (both counted as failures)",
+         f"{_count(stats.get('no_answer'))} / {_count(stats.get('unreadable'))}"
+         + ("" if stats.get("unreadable_rate") is None else f" ({stats['unreadable_rate']:.1%} unreadable)")),
         _uncertainty_row(out_url, version),  # issue 16
     ]
     parts = [f"<h1>mcprm corpus report</h1>{_table(summary)}"]
@@ -419,6 +422,10 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
     store.write_bytes("report.html", page.encode())
     return ReportResult(html=store.uri("report.html"), figures=urls, stats=stats, metrics=metrics)
+
+
+def _count(x: int | None) -> str:
+    return "n/a" if x is None else f"{x:,}"
 
 
 def _uncertainty_row(out_url: str, version: int | None) -> tuple[str, str]:

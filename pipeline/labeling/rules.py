@@ -13,9 +13,11 @@ never sampled, so step 0 keeps its hard label there):
 * ``hard`` — Math-Shepherd: positive iff at least one graded continuation succeeded (``v_i > 0``).
 * ``threshold`` — positive iff ``v_i >= t`` (``t`` = ``params.threshold``, default 0.5).
 * ``soft`` — the soft label ``v_i`` itself; as a hard label, ``v_i >= 0.5``.
-* ``relative`` — relative progress (GenPRM): ``d_i = v_i - v_{i-1}``; positive iff ``d_i > -delta`` (a step is an
-  error when it loses more than ``delta`` (default 0.5) of success probability against the previous prefix) and
-  the step is not dead with a live predecessor (``v_i == 0 < v_{i-1}``); soft score ``(1 + d_i) / 2``.
+* ``relative`` — the difference with the adjacent step: ``d_i = v_i - v_{i-1}``; positive iff ``d_i > -delta``
+  (default 0.5) and the step is not dead with a live predecessor (``v_i == 0 < v_{i-1}``); soft score
+  ``(1 + d_i) / 2``. Not GenPRM's rule (that is ``ratio``).
+* ``ratio`` — GenPRM's relative progress: positive iff ``v_i / v_{i-1} >= ratio`` (default 0.8); a step after a dead
+  one is positive iff it is alive; soft score ``min(1, v_i / v_{i-1})``.
 * ``advantage`` — "Rewarding Progress" (PAV): effective reward ``r_i = v_i + alpha * (v_i - v_{i-1})``
   (``alpha`` default 1); positive iff ``r_i > 0``; soft score ``clip(r_i, 0, 1)``.
 * ``er-prm`` — ER-PRM's entropy-regularised soft label ``(1/eta) * ln(1 - v_i + v_i * e^eta)`` (``eta`` default
@@ -27,13 +29,16 @@ never sampled, so step 0 keeps its hard label there):
   before it positive, it negative, steps after it null (ProcessBench convention). Uses every step's counts, so
   a 0-of-K step followed by live steps is not an error (issue 16: errors placed too early).
 
-Uncertainty: :func:`wilson` is the 95% Wilson score interval of a step's success probability (``mc_low``,
-``mc_high`` in the corpus); a step is *uncertain* when its interval straddles the threshold ``t``
-(``low < t <= high``; default :data:`DEFAULT_THRESHOLD`). :func:`first_error_confidence` is the probability,
-under independent Jeffreys Beta posteriors ``Beta(correct + 1/2, graded - correct + 1/2)`` per estimated step,
-that the first-error step's success probability is below ``t`` and every estimated step before it is at or above
-``t`` (for ``first_error == -1``: every estimated step at or above ``t``). Steps with no rollouts (labeled by the
-own answer or by ``--trust-correct``) count as certain.
+The comparison rules (``relative``, ``ratio``, ``advantage``) compare with the **adjacent** step. Where a design
+leaves it unestimated (binary-search samples only its probes), a step keeps the strategy's own label: the rule
+cannot compare there, and does not pretend to.
+
+Uncertainty is read from the stored columns (schema 4): ``mc_low``/``mc_high`` are the exact 95% interval of a
+step's success probability for the sampling design that produced its draws (pipeline.stats.intervals); a step is
+*uncertain* when its interval straddles ``t`` (``low < t <= high``; default :data:`DEFAULT_THRESHOLD`).
+``first_error_confidence`` is the posterior probability of the stored first error under the first-error model
+fitted to the version (pipeline.stats.changepoint, pipeline.storage.confidence); :func:`confidence_of` reads it
+for any first error a rule picks.
 """
 
 from __future__ import annotations

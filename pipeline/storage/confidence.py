@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from dataclasses import asdict
 
-MAX_FIT_ROWS = 4000
+MAX_FIT_ROWS = 2000
+MODEL = "changepoint-eb-2"  # pipeline.stats.changepoint; a manifest with another model is read as stored
 FIT_COLUMNS = ["key", "mc_deep_correct", "mc_deep_total", "solution_correct", "rollouts"]
 FILLED = ("first_error_confidence", "first_error_posterior")
 
@@ -54,21 +54,18 @@ def fit_model(tables) -> dict | None:
     if not heap:
         return None
     rows = [_row_counts(*v) for _r, _k, v in sorted(heap, reverse=True)]
-    params = fit(rows)
-    return {"model": "changepoint-eb-1", "rows": len(rows),
-            **{k: round(float(v), 6) for k, v in asdict(params).items()}}
+    return {"model": MODEL, "rows": len(rows), **fit(rows).to_dict()}
 
 
 def model_of(manifest: dict):
     """The manifest's fitted :class:`~pipeline.stats.changepoint.Params`, or None (no rollouts, or a corpus
     written before the model was fitted per version: its stored columns are read as they are)."""
     m = manifest.get("first_error_model")
-    if not m:
+    if not m or m.get("model") != MODEL:
         return None
     from pipeline.stats.changepoint import Params
 
-    return Params(**{k: float(m[k]) for k in ("alive_mean", "alive_conc", "dead_mean", "dead_conc", "rho",
-                                             "hazard")})
+    return Params.from_dict(m)
 
 
 def fill(table, params):

@@ -242,11 +242,13 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
     store, m = open_manifest(url, version)
     # mc_no_answer exists from schema version 2 on; an older corpus reports its no-answer count as unknown.
     has_no_answer = _has_column(store, m, "mc_no_answer")
+    has_unreadable = _has_column(store, m, "mc_unreadable")  # schema 4 (issue 24)
     cols = ["labels", "first_error", "solution_correct", "rollouts", "rollout_tokens"]
     pos = neg = unl = n = steps = right_wrong = with_error = correct = rollouts = tokens = no_answer = 0
+    unreadable = counted = 0
     fe_hist: Counter = Counter()
-    for b in iter_corpus(url, version, cols + (["mc_no_answer"] if has_no_answer else []), batch_rows=batch_rows,
-                         verify=verify):
+    extra = (["mc_no_answer"] if has_no_answer else []) + (["mc_unreadable", "mc_total"] if has_unreadable else [])
+    for b in iter_corpus(url, version, cols + extra, batch_rows=batch_rows, verify=verify):
         n += b.num_rows
         flat = b.column("labels").flatten()
         steps += len(flat)
@@ -267,6 +269,9 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
         tokens += int(pc.sum(b.column("rollout_tokens")).as_py() or 0)
         if has_no_answer:
             no_answer += int(pc.sum(b.column("mc_no_answer").flatten()).as_py() or 0)
+        if has_unreadable:
+            unreadable += int(pc.sum(b.column("mc_unreadable").flatten()).as_py() or 0)
+            counted += int(pc.sum(b.column("mc_total").flatten()).as_py() or 0)
     return {
         "output": url,
         "version": m["version"],
@@ -285,6 +290,10 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
         # None for a corpus written before schema version 2 (no mc_no_answer column)
         "no_answer": no_answer if has_no_answer else None,
         "no_answer_rate": (no_answer / rollouts) if has_no_answer and rollouts else None,
+        # continuations whose answer the grader could not read (failures by default: --unreadable), of all the
+        # continuations counted at some prefix (own and reused); None before schema 4
+        "unreadable": unreadable if has_unreadable else None,
+        "unreadable_rate": (unreadable / counted) if has_unreadable and counted else None,
         "rollout_tokens": tokens,
         "rollouts_per_solution": (rollouts / n) if n else None,
         "versions": [h["version"] for h in m.get("history", [])],
