@@ -14,6 +14,7 @@ import threading
 from collections.abc import Sequence
 
 from graders.config import GraderConfig
+from graders.pairs import check_pair
 from graders.verdict import CRASH, GOLD, NO_ANSWER, NO_ANSWER_KIND, VERDICT, Verdict
 
 
@@ -37,13 +38,11 @@ class MathVerifyGrader:
     def grade_batch(self, pairs: Sequence[tuple[str, str]], config: GraderConfig) -> list[Verdict]:
         from math_verify import parse, verify
 
-        from graders.registry import _check_pair
-
         limit = math.ceil(config.timeout_s) if threading.current_thread() is threading.main_thread() else None
         gold_cache: dict[str, list] = {}
         out = []
         for i, pair in enumerate(pairs):
-            gold, response = _check_pair(i, pair)
+            gold, response = check_pair(i, pair)
             try:
                 g = gold_cache.get(gold)
                 if g is None:  # a bare gold is LaTeX: Math-Verify reads it whole only inside $...$

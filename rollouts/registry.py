@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .base import DEFAULT_VLLM_ENGINE, VLLM_ENGINES
+
 
 def option(default: Any = dataclasses.MISSING, help: str = "", *, factory: Callable[[], Any] | None = None,
            **meta: Any) -> Any:
@@ -32,8 +34,6 @@ def option(default: Any = dataclasses.MISSING, help: str = "", *, factory: Calla
     return dataclasses.field(default=default, metadata=md)
 
 
-VLLM_ENGINES = ("loop", "async", "offline")  # the vllm backend's engines (rollouts/vllm_backend.py)
-DEFAULT_VLLM_ENGINE = "loop"  # streaming; measured the fastest (BENCHMARKS.md)
 
 
 @dataclass

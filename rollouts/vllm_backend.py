@@ -32,9 +32,8 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from .base import Completion, Counters, GenRequest, SamplingConfig, require
-from .registry import DEFAULT_VLLM_ENGINE
-from .registry import VLLM_ENGINES as ENGINES  # the engine names are declared with the backend's options
+from .base import DEFAULT_VLLM_ENGINE, Completion, Counters, GenRequest, SamplingConfig, require
+from .base import VLLM_ENGINES as ENGINES
 
 _VLLM_HINT = "pip install 'vllm==0.26.0' (needs a CUDA GPU)"
 

@@ -61,7 +61,7 @@ def export_genprm(out_url: str, output_url: str, *, version: int | None = None, 
                   overwrite: bool = False, verify: bool = False, batch_rows: int = 8192):
     import pyarrow as pa
 
-    from pipeline.commands.export import FILE_FORMATS, META_FILE, ExportError, ExportResult
+    from pipeline.commands.export_common import FILE_FORMATS, META_FILE, ExportError, ExportResult
     from pipeline.labeling.rules import RULES
     from pipeline.storage.corpus import iter_corpus
     from pipeline.storage.store import CorpusStore

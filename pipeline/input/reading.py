@@ -10,7 +10,6 @@ import logging
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pipeline.input import files
 from pipeline.input.files import iter_rows, resolve_files
@@ -18,9 +17,6 @@ from pipeline.input.spec import InputError, InputSpec, RawRow, Reject, _where
 from pipeline.input.validation import _raw_text, validate
 from pipeline.labeling.types import Solution
 from pipeline.storage.atomic import AtomicFile
-
-if TYPE_CHECKING:
-    import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -149,14 +145,6 @@ def _longest_field(spec: InputSpec, data) -> str:
     steps_len = sum(len(str(x)) for x in steps) if isinstance(steps, list | tuple) else len(str(steps or ""))
     return spec.problem_field if len(str(data.get(spec.problem_field) or "")) > steps_len else steps_fld
 
-
-
-def key_numbers(keys) -> np.ndarray:
-    """Content keys (16 hex digits) as a sorted numpy uint64 array without repeats: 8 bytes a key, for
-    :func:`iter_keyed_solutions`' ``known``."""
-    import numpy as np
-
-    return np.unique(np.fromiter((int(k, 16) for k in keys), np.uint64))
 
 
 class _KeyMap:

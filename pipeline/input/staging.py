@@ -24,9 +24,7 @@ import io
 import posixpath
 
 from pipeline.labeling.types import Solution
-from pipeline.storage.store import CorpusStore, ShardError
-
-STAGED = "_staged"
+from pipeline.storage.store import STAGED, CorpusStore, ShardError
 
 
 def key_digest(keys) -> str:

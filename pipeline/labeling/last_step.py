@@ -5,13 +5,13 @@ once against the gold answer, and that verdict is the last step's hard label (``
 when the grader cannot decide; no final answer at all is ``False``). Its ``mc_value`` is then 1.0 or 0.0 with
 ``mc_total`` 0 (Math-Shepherd's convention). The scheduler grades the solution (:func:`own_response`,
 :func:`own_correct`), every strategy labels the last step with :func:`last_step_label`, and the shard schema
-values it with :func:`last_step_value`.
+values it with :func:`pipeline.storage.rows.last_step_value` (on the ground floor, below labeling).
 """
 
 from __future__ import annotations
 
 import graders.verdict as V
-from pipeline.labeling.types import Solution, StepStats
+from pipeline.storage.rows import Solution
 
 
 def own_response(solution: Solution) -> str:
@@ -63,11 +63,3 @@ def own_correct(verdict, unreadable: str = "failure") -> bool | None:
 def last_step_label(solution_correct: bool | None) -> bool | None:
     """The hard label of the last step: the solution's own answer."""
     return solution_correct
-
-
-def last_step_value(stats: StepStats, solution_correct: bool | None) -> float | None:
-    """The last step's ``mc_value``: its own estimate if it was sampled, else 1.0 or 0.0 from the own answer."""
-    v = stats.value
-    if v is None and solution_correct is not None and stats.total == 0:
-        v = 1.0 if solution_correct else 0.0
-    return v

@@ -179,13 +179,19 @@ def kept_shard(store: CorpusStore, rel: str, keys: list[str], into: str | None =
             "bytes": int(side["bytes"]), "sha256": side["sha256"]}
 
 
+def key_numbers(keys):
+    """Content keys (16 hex digits) as a sorted numpy uint64 array without repeats: 8 bytes a key, for
+    :func:`pipeline.input.reading.iter_keyed_solutions`' ``known``."""
+    import numpy as np
+
+    return np.unique(np.fromiter((int(k, 16) for k in keys), np.uint64))
+
+
 def base_keys(store: CorpusStore, manifest: dict):
     """Keys of a committed version's shards, each shard verified in full (size, sha256 where recorded,
     schema, rows). Returns (keys of the good shards as a sorted numpy uint64 array, 8 bytes a key:
-    ``pipeline.input.key_numbers``; manifest entries of the bad ones)."""
+    :func:`key_numbers`; manifest entries of the bad ones)."""
     import numpy as np
-
-    from pipeline.input.reading import key_numbers
 
     keys = [np.empty(0, np.uint64)]
     bad: list[dict] = []

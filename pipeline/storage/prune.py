@@ -12,9 +12,8 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
-from pipeline.input.staging import STAGED
 from pipeline.storage.lock import corpus_lock
-from pipeline.storage.store import CorpusStore, is_fenced
+from pipeline.storage.store import STAGED, CorpusStore, is_fenced
 
 
 @dataclass

@@ -1,4 +1,9 @@
-"""The one data model of mcprm: a solution to label, and what labeling found out about it."""
+"""The one data model of mcprm: a solution to label, and what labeling found out about it.
+
+It lives on the ground floor (storage) because a corpus row is made of it (:func:`pipeline.storage.schema.to_record`);
+input, labeling and the commands build and read it. :func:`last_step_value` is here for the same reason: the
+schema values a last step with it, by the last-step rule (:mod:`pipeline.labeling.last_step`).
+"""
 
 from __future__ import annotations
 
@@ -89,3 +94,11 @@ class LabeledSolution:
     rollout_tokens: int = 0
     strategy: str = ""
     extra: dict = field(default_factory=dict)
+
+
+def last_step_value(stats: StepStats, solution_correct: bool | None) -> float | None:
+    """The last step's ``mc_value``: its own estimate if it was sampled, else 1.0 or 0.0 from the own answer."""
+    v = stats.value
+    if v is None and solution_correct is not None and stats.total == 0:
+        v = 1.0 if solution_correct else 0.0
+    return v

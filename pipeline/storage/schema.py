@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipeline.labeling.last_step import last_step_value
-from pipeline.labeling.types import LabeledSolution
+from pipeline.storage.rows import LabeledSolution, last_step_value
 
 # 2: mc_no_answer added; a continuation with no final answer counts as incorrect (in version 1 it was
 #    ungradable and left out of mc_value). Corpora of different versions are never mixed (pipeline.run).

@@ -48,6 +48,7 @@ log = logging.getLogger("mcprm")
 
 MANIFEST = "manifest.json"
 FENCED_FORMAT = "mcprm-fenced-version"  # a version number burnt at a takeover: never a version
+STAGED = "_staged"  # data/vNNNNN/_staged/: a run's staged input (pipeline.input.staging), kept until commit
 
 
 def is_fenced(m: Any) -> bool:
@@ -394,16 +395,11 @@ class CorpusStore:
         self.write_bytes(rel, data)
         return d
 
-    def read_table(self, rel: str, columns: list[str] | None = None, expect: dict | None = None):
-        """Read a shard. With ``expect`` (a manifest entry with ``bytes``/``sha256``) the whole file is read
-        and checked first. Any failure is a :class:`ShardError` naming the file, never a bare ArrowInvalid."""
+    def read_table(self, rel: str, columns: list[str] | None = None):
+        """Read a shard (unchecked: :func:`pipeline.storage.integrity.load_shard` reads one in full and checks
+        it). Any failure is a :class:`ShardError` naming the file, never a bare ArrowInvalid."""
         import pyarrow.parquet as pq
 
-        if expect is not None and ("sha256" in expect or "bytes" in expect):
-            from pipeline.storage.integrity import load_shard
-
-            table = load_shard(self, rel, expect)
-            return table.select(columns) if columns else table
         try:
             # use_threads=False: pyarrow's threaded reader on a Python file object can abort the interpreter at
             # exit ("terminate called without an active exception", seen with pyarrow 25 and 26 in ~1 run of

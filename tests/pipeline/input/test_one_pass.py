@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.input import IngestStats, InputError, InputSpec, iter_keyed_solutions, iter_solutions, reading
 from pipeline.labeling.types import content_key
+from pipeline.storage.integrity import key_numbers
 
 
 def _rows(n: int, seed: int = 0) -> list[dict]:
@@ -84,7 +85,7 @@ def test_known_contents_are_left_out_and_limit_counts_them(tmp_path):
             for i in range(10)]
     p = _write(tmp_path, rows)
     keys = [content_key(r["problem"], r["answer"], r["steps"]) for r in rows]
-    known = reading.key_numbers(keys[::2])
+    known = key_numbers(keys[::2])
     assert known.dtype == np.uint64 and list(known) == sorted(int(k, 16) for k in keys[::2])
     stats = IngestStats()
     got = [k for k, _ in iter_keyed_solutions(InputSpec(paths=(p,)), stats=stats, known=known)]

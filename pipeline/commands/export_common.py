@@ -1,0 +1,76 @@
+"""What every exporter shares: the format and rule names, the options, a row as exported, the result, the error.
+
+:mod:`pipeline.commands.export` (the five trainer formats) and :mod:`pipeline.commands.export_genprm` both build
+on it, so neither imports the other's internals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.errors import RowError
+
+FORMATS = ("trl", "math-shepherd", "qwen-prm", "openrlhf", "processbench")
+# issue 16: the rules of pipeline.labeling.rules beyond these three export their hard labels (bool)
+COUNT_RULES = ("relative", "advantage", "er-prm", "changepoint")
+LABEL_RULES = ("hard", "threshold", "soft", *COUNT_RULES)
+FILE_FORMATS = ("parquet", "jsonl")
+
+DEFAULT_TAG = {"trl": "\n", "math-shepherd": "ки", "qwen-prm": "<extra_0>", "openrlhf": "ки", "processbench": ""}
+QWEN_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+SOFT_OK = ("qwen-prm", "openrlhf")
+META_FILE = ".mcprm-export.json"  # hidden: `datasets.load_dataset(folder)` ignores it
+
+
+class ExportError(RowError, ValueError):
+    """A row or an option cannot be exported faithfully; the message names the row or option and the fix."""
+
+
+@dataclass
+class ExportOptions:
+    fmt: str
+    label_rule: str = "hard"
+    threshold: float = 0.5
+    step_tag: str = ""  # per-format default when empty (see DEFAULT_TAG)
+    reward_tokens: tuple[str, str] = ("+", "-")
+    system_prompt: str = QWEN_SYSTEM
+
+    @property
+    def soft(self) -> bool:
+        return self.label_rule == "soft"
+
+
+@dataclass
+class Row:
+    """One solution as exported: the steps kept and their labels (bool, or float for soft labels)."""
+
+    id: str
+    problem: str
+    steps: list[str]
+    labels: list[Any]
+    solution_correct: bool | None = None
+    has_error: bool = False  # a kept step's hard label is False
+    weight: float | None = None  # --weight-by-confidence: the row's first-error confidence (issue 16)
+
+
+@dataclass
+class ExportResult:
+    output: str
+    format: str
+    file_format: str
+    files: list[str]
+    rows: int
+    steps: int
+    positives: int
+    negatives: int
+    soft: bool
+    tokenizer_checked: bool
+    imputed: int = 0  # steps without an MC estimate that kept their hard label
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows not exported
+    cut: dict[str, int] = field(default_factory=dict)  # reason -> steps removed from exported rows
+    notes: list[str] = field(default_factory=list)
+    # steps exported without a label (ProcessBench: the steps after the first error), so that
+    # steps == positives + negatives + unlabeled; and the corpus rows read (rows + sum(skipped) == corpus_rows)
+    unlabeled: int = 0
+    corpus_rows: int = 0
