@@ -324,7 +324,8 @@ class CheckResult:
 
     ``first_error``: index of the first wrong step, -1 if none. ``step_correct[i]``: step i is correct
     (False for every step from the first error on). ``complete``: no error and the last step is a correct
-    answer line. ``reason``: why the first wrong step is wrong ("" if none).
+    answer line. ``reason``: why the first wrong step is wrong ("" if none), naming it as users count steps
+    (``step 1`` is ``steps[0]``).
     """
 
     first_error: int
@@ -347,7 +348,7 @@ def check_steps(problem: str, steps: list[str] | tuple[str, ...]) -> CheckResult
         reason, after = _judge(step, states, answered)
         if reason:
             correct.extend([False] * (len(steps) - i))
-            return CheckResult(i, correct, False, f"step {i}: {reason}")
+            return CheckResult(i, correct, False, f"step {i + 1}: {reason}")  # named from 1, as users count
         if after is None:  # the answer line
             answered = True
         else:

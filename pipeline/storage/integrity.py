@@ -101,16 +101,17 @@ def check_labels(table, uri: str) -> list[str]:
                 c, t, u = cols["mc_correct"][i][j], cols["mc_total"][i][j], cols["mc_ungradable"][i][j]
                 a = na[i][j] if na is not None else 0
                 if min(c, t, u, a) < 0 or c > t or a + u > t or c + a + u > t:
-                    bad.append(f"step {j}: mc_correct {c}, mc_no_answer {a}, mc_ungradable {u}, mc_total {t}")
+                    bad.append(f"step {j + 1}: mc_correct {c}, mc_no_answer {a}, mc_ungradable {u}, mc_total {t}")
                     break
                 v = cols["mc_value"][i][j]
                 if v is not None and not (0.0 <= v <= 1.0):
-                    bad.append(f"step {j}: mc_value {v} outside [0, 1]")
+                    bad.append(f"step {j + 1}: mc_value {v} outside [0, 1]")
                     break
             fe = cols["first_error"][i]
             labels = cols["labels"][i]
-            if fe != -1 and not (0 <= fe < n and labels[fe] is False):
-                bad.append(f"first_error {fe} is not a negative step")
+            if fe != -1 and not (0 <= fe < n and labels[fe] is False):  # steps named from 1, as users count
+                at = f"step {fe + 1}" if 0 <= fe < n else f"no step of the {n}"
+                bad.append(f"first_error {fe} (0-based: {at}) is not a negative step")
         if bad:
             out.append(f"{uri} row {i} (key {cols['key'][i]}): " + "; ".join(bad[:3]))
         if len(out) >= 5:
