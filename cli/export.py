@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from cli.common import echo, err, user_errors
-from pipeline.commands.export import FILE_FORMATS, FORMATS, export_corpus
+from pipeline.commands.export import FILE_FORMATS, export_corpus
+from pipeline.commands.export_common import ALL_FORMATS
 
 # every default is export_corpus's own (declared once, there); the CLI's output folder is its only addition
 _D = {name: p.default for name, p in inspect.signature(export_corpus).parameters.items()}
@@ -21,7 +22,7 @@ def register(app: typer.Typer) -> None:
 
 def export_cmd(
     corpus: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")] = "./mcprm-out",
-    fmt: Annotated[str, typer.Option("--format", help=" | ".join(FORMATS))] = FORMATS[0],
+    fmt: Annotated[str, typer.Option("--format", help=" | ".join(ALL_FORMATS))] = ALL_FORMATS[0],
     output: Annotated[str, typer.Option(help="Export folder (any fsspec URL); part-NNNNN shards go there.")] = "./mcprm-export",
     label_rule: Annotated[str, typer.Option(help="hard (mc_value > 0) | threshold (mc_value >= --threshold) | "
                                                  "soft (mc_value as a float; qwen-prm and openrlhf only) | relative | advantage | "
@@ -55,7 +56,8 @@ def export_cmd(
         metavar="JUDGE-ID", help="Keep only rows where this judge (`mcprm judge`; 'auto': the only one) and MC "
                                  "agree on the first error; null and unjudged rows are dropped.")] = None,
 ) -> None:
-    """Write the corpus as TRL / Math-Shepherd / Qwen-PRM / OpenRLHF / ProcessBench rows, checked row by row."""
+    """Write the corpus as TRL / Math-Shepherd / Qwen-PRM / OpenRLHF / ProcessBench rows or GenPRM critique
+    records, checked row by row."""
     import dataclasses
 
     toks = tuple(t for t in reward_tokens.split(","))

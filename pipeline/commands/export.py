@@ -45,6 +45,7 @@ from functools import lru_cache
 from typing import Any
 
 from pipeline.commands.export_common import (
+    ALL_FORMATS,
     COUNT_RULES,
     DEFAULT_TAG,
     FILE_FORMATS,
@@ -659,7 +660,7 @@ def export_corpus(
                              min_confidence=min_confidence, file_format=file_format, shard_rows=shard_rows,
                              overwrite=overwrite, verify=verify, batch_rows=batch_rows)
     if fmt not in FORMATS:
-        raise ExportError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        raise ExportError(f"--format must be one of {', '.join(ALL_FORMATS)}, got {fmt!r}")
     if label_rule not in LABEL_RULES:
         raise ExportError(f"--label-rule must be one of {', '.join(LABEL_RULES)}, got {label_rule!r}")
     if file_format not in FILE_FORMATS:
