@@ -73,18 +73,9 @@ def preflight(cfg, output: bool = True) -> None:
     """What a command that runs the model checks before it touches anything (issue 25): the device and the
     backend can run on this machine (not checked for a Ray cluster's workers: --ray-address), and ``output``:
     the output folder is not a file."""
-    import os
+    from pipeline.run import preflight as check  # the checks pipeline.run.label() makes for library users too
 
-    from pipeline.config import ConfigError
-    from rollouts.devices import backend_problem
-
-    why = backend_problem(cfg.backend, cfg.device, remote=bool(cfg.ray_address or os.environ.get("RAY_ADDRESS")))
-    if why:
-        raise ConfigError(why)
-    if output:
-        from pipeline.commands.outputs import check_output_folder
-
-        check_output_folder(cfg.output)
+    check(cfg, output=output)
 
 
 def echo(msg: str) -> None:

@@ -110,10 +110,73 @@ def _iter_shards(run: _Run, skip: set[int]) -> Iterator[tuple[int, list[Solution
             yield sh["shard"], read_staged(run.store, run.vdir, sh)
 
 
+def preflight(cfg: LabelConfig, output: bool = True, backend: bool = True) -> None:
+    """What a run checks before it touches anything (issue 25): ``backend``: the backend and the device can run
+    on this machine (not checked for a Ray cluster's workers: --ray-address / RAY_ADDRESS); ``output``: the
+    output folder is not a file. Raises a :class:`ConfigError` (or ``OutputIsAFile``) that says what to do."""
+    import os
+
+    from rollouts.devices import backend_problem
+
+    if backend:
+        why = backend_problem(cfg.backend, cfg.device,
+                              remote=bool(cfg.ray_address or os.environ.get("RAY_ADDRESS")))
+        if why:
+            raise ConfigError(why)
+    if output:
+        from pipeline.commands.outputs import check_output_folder
+
+        check_output_folder(cfg.output)
+
+
+def _new_local_folder(url: str) -> str | None:
+    """The topmost folder of a local output path that does not exist yet (what a run would create), else None."""
+    import os
+
+    store = CorpusStore(url)
+    if not store.local:
+        return None  # an object store has no empty folders to leave behind
+    path = os.path.abspath(store.root)
+    if os.path.lexists(path):
+        return None
+    while True:
+        parent = os.path.dirname(path)
+        if parent == path or os.path.lexists(parent):
+            return path
+        path = parent
+
+
+def _remove_empty_folders(top: str) -> None:
+    """Remove ``top`` and the folders below it, bottom up, where each is empty: a run refused before it wrote
+    anything leaves no folder it created; anything written (by it or a concurrent run) stays."""
+    import os
+
+    for d, _subdirs, _files in os.walk(top, topdown=False):
+        try:
+            os.rmdir(d)  # only an empty folder; atomic, so a file another run writes meanwhile is never lost
+        except OSError:
+            pass
+
+
 def label(config: LabelConfig, executor=None) -> RunResult:
     """Label, commit a new version, return what was done. A storage error (disk full, read-only, permission)
     becomes a :class:`pipeline.storage.store.StorageError` naming the file and saying whether an earlier version is
-    there to stay intact."""
+    there to stay intact.
+
+    Checked before anything is written (:func:`preflight`): the backend and device can run here (unless
+    ``executor``, whose workers exist already, is given) and the output is not a file. A run refused before it
+    wrote anything (bad input rows, no valid solution) leaves no output folder it created."""
+    preflight(config, backend=executor is None)
+    created = _new_local_folder(config.output)
+    try:
+        return _label_or_storage_error(config, executor)
+    except BaseException:
+        if created is not None:
+            _remove_empty_folders(created)
+        raise
+
+
+def _label_or_storage_error(config: LabelConfig, executor=None) -> RunResult:
     from pipeline.labeling.worker import WorkerError
     from pipeline.storage.store import is_storage_failure
 
