@@ -1,0 +1,81 @@
+#!/bin/bash
+# Device side of issue 28 item 5 / issue 24 item 3 (real end to end on one GPU). Runs the named stages in order;
+# a stage that finished on this warm machine (/tmp/e2e/done.STAGE) is skipped, so a call cut off by its time
+# limit goes on in the next call. Logs and timings go to $OUT (times.jsonl: one line per stage, wall seconds).
+#   bash bench/gpu_e2e/device.sh prep gen label_r150 ...      (see bench/gpu_e2e/README.md)
+# prep needs the model parts already written by bench/real_model/put_part.sh (all but the last, which it writes)
+# and carries .gguf/part.19 and .xfer/extra (gguf, latex2sympy2_extended, antlr4 wheels).
+set -u
+W=${E2E_WORK:-/tmp/e2e}; mkdir -p "$W"
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# mcprm itself: a snapshot of the committed code (carried as .xfer/mcprm_snap with prep, kept in /tmp/mcprm),
+# so uncommitted edits in the working tree never reach the run; -P keeps the working tree off sys.path
+SNAP=${E2E_SNAP:-/tmp/mcprm}
+export PYTHONPATH=/tmp/site:$SNAP VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 TOKENIZERS_PARALLELISM=false
+M=${E2E_MODEL:-/tmp/qwen}
+BK=${E2E_BACKEND:-vllm}
+PF=${E2E_PROMPT_FORMAT:-chat}
+P=${E2E_PROBLEMS:-bench/gpu_e2e}
+DEV=${E2E_DEVICE:-cuda}
+DEF_TPL=$'Solve the following math problem step by step. Put the final answer in \\boxed{}.\n\n{problem}'
+TPL=${E2E_TPL:-$DEF_TPL}
+D=bench/gpu_e2e
+MC="python3 -P -m cli.main"
+LABEL_OPTS=(--backend "$BK" --model "$M" --prompt-format "$PF" --prompt-template "$TPL" --max-new-tokens 512
+            --executor local --no-progress ${E2E_LABEL_EXTRA:---max-model-len 4096})
+
+stage() {  # name, command...
+  local s=$1; shift
+  if [ -e "$W/done.$s" ]; then echo "== $s: done before"; return 0; fi
+  echo "== $s: start $(date -u +%T)"
+  local t0; t0=$(date +%s.%N)
+  ( "$@" ) > "$OUT/$s.log" 2>&1
+  local rc=$?
+  local t1; t1=$(date +%s.%N)
+  local dt; dt=$(python3 -c "print(round($t1-$t0,1))")
+  echo "{\"stage\": \"$s\", \"rc\": $rc, \"wall_s\": $dt}" | tee -a "$OUT/times.jsonl" >> "$W/times.jsonl"
+  tail -n 4 "$OUT/$s.log" | cut -c1-300
+  if [ $rc -ne 0 ]; then echo "== $s FAILED rc=$rc"; tail -n 40 "$OUT/$s.log"; exit $rc; fi
+  touch "$W/done.$s"
+}
+
+do_prep() {
+  set -e
+  bash bench/real_model/put_part.sh 19
+  echo "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046  /tmp/model.gguf" | sha256sum -c -
+  rm -rf "$SNAP" && cp -r .xfer/mcprm_snap "$SNAP"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .xfer/extra/*.whl
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 $D/convert.py /tmp/model.gguf "$M"
+}
+do_gen() {
+  $MC generate -i $P/problems_all.jsonl -o $W/gen.jsonl --n 8 --backend "$BK" --model "$M" --prompt-format "$PF" \
+     --prompt-template "$TPL" --temperature 0.7 --top-p 0.95 --max-new-tokens ${E2E_GEN_TOKENS:-512} --seed 0
+  python3 $D/split.py $W/gen.jsonl $P/problems_train.jsonl $P/problems_heldout.jsonl $W/train_sols.jsonl \
+     $W/heldout8.jsonl
+}
+do_label_r150() { $MC label --input $W/train_sols.jsonl --output $W/corpus --limit 150 "${LABEL_OPTS[@]}"; }
+do_label_nr150() {
+  $MC label --input $W/train_sols.jsonl --output $W/corpus_noreuse --limit 150 --no-reuse-rollouts "${LABEL_OPTS[@]}"
+}
+do_label_all() { $MC label --input $W/train_sols.jsonl --output $W/corpus "${LABEL_OPTS[@]}"; }
+do_train() {
+  $MC train $W/corpus --output $W/prm --base-model "$M" --batch-size 8 --grad-accum 2 --max-length 1024 \
+     --no-progress --overwrite ${E2E_TRAIN_EXTRA:-}
+}
+do_score() {
+  $MC score $W/prm --input $W/heldout8.jsonl --output $W/scored --batch-size 128 --device "$DEV"
+}
+do_bestofn() {
+  $MC bestofn $W/scored --json > $W/bestofn.json
+  cat $W/bestofn.json
+  $MC bestofn $W/scored
+}
+do_summary() {
+  python3 -P $D/summarize.py $W "$OUT/results.json"
+  cp $W/prm/mcprm_card.json "$OUT/" 2>/dev/null || true
+}
+
+for s in "$@"; do stage "$s" "do_$s"; done
+echo "== all done $(date -u +%T)"
