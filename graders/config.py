@@ -6,6 +6,8 @@ import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Literal
 
+DEFAULT_TIMEOUT_S = 2.0  # seconds one answer comparison may take: the one default (mcprm label --grader-timeout)
+
 
 @dataclass(frozen=True)
 class GraderConfig:
@@ -59,7 +61,7 @@ class GraderConfig:
             when the expanded difference is 0 (no cancellation of common factors).
     """
 
-    timeout_s: float = 2.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
     workers: int = 0
     max_answer_chars: int = 1000
     last_number_fallback: bool = True

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from graders.config import DEFAULT_TIMEOUT_S
 from pipeline.errors import FatalError
 from pipeline.input.spec import ANSWER_EXTRACTORS, FORMATS, InputSpec
 from pipeline.input.split import SPLIT_MODES
@@ -43,6 +44,11 @@ DEFAULT_K = 20  # continuations per step prefix: the one default of k (SamplingO
 UNREADABLE_POLICIES = ("failure", "exclude")  # GraderOptions.unreadable (pipeline.labeling.last_step.outcome)
 DEFAULT_BISECT_FRACTION = 0.6
 DEFAULT_RELATIVE_DROP = 0.25
+DEFAULT_WAVE_SIZE = 2  # continuations per wave (binary-search, adaptive, sequential; StrategyParams)
+DEFAULT_TARGET_CONFIDENCE = 0.9  # sequential: the first error's posterior at which it stops (StrategyParams)
+DEAD_PREFIX_RATE = 0.02  # eps: how often a dead prefix still reaches the gold answer by luck (rules, strategies)
+DEFAULT_MAX_BATCH_REQUESTS = 512  # requests per generate() call (ExecutorConfig; the scheduler's default)
+DEFAULT_SHARD_SIZE = 64  # solutions per shard (OutputConfig; pipeline.ray_data's batch size)
 
 STRATEGIES = ("per-step", "binary-search", "adaptive", "sequential")
 BACKENDS = tuple(BACKEND_SPECS)  # hf, vllm, openai (rollouts/registry.py)
@@ -113,7 +119,7 @@ class OutputConfig:
 
     output: str = option("./mcprm-out", "Output corpus folder (any fsspec URL).", flags=("--output", "-o"))
     overwrite: bool = option(False, "Start a new corpus version with other settings on an existing output.")
-    shard_size: int = option(64, "Solutions per shard (the unit of work, resume and balance).")
+    shard_size: int = option(DEFAULT_SHARD_SIZE, "Solutions per shard (the unit of work, resume and balance).")
 
     def problems(self) -> list[str]:
         out: list[str] = []
@@ -138,7 +144,8 @@ class ModelConfig:
                                          shown="'Problem: {problem}\\nSolution:\\n'")
     step_separator: str | None = option(None, "Text between steps.", identity=True,
                                         shown="plain: newline, chat: blank line")
-    dtype: str | None = option(None, "Weights dtype (hf, vllm).", shown="the model's", cli=False)
+    dtype: str | None = option(None, "Weights dtype (hf, vllm).", shown="the model's", cli=False,
+                               identity="non-default")
 
     def problems(self) -> list[str]:
         out: list[str] = []
@@ -177,14 +184,17 @@ class StrategyConfig:
     """Which steps get rollouts, and how many (README: Labels)."""
 
     strategy: str = option("binary-search", "Labeling strategy (README: Labels).", identity=True, choices=STRATEGIES)
-    wave_size: int = option(2, "adaptive / binary-search: continuations per wave.", identity=True)
+    wave_size: int = option(DEFAULT_WAVE_SIZE, "adaptive / binary-search: continuations per wave.",
+                            identity=True, strategies=("binary-search", "adaptive", "sequential"))
     confidence_width: float | None = option(None, "adaptive: keep sampling a positive step until its 95% interval "
-                                                  "is narrower than this.", identity=True, shown="off")
+                                                  "is narrower than this.", identity=True,
+                                            shown="off", strategies=("binary-search", "adaptive"))
     trust_correct: bool | None = option(None, "Label solutions with a correct final answer positive without "
                                               "rollouts.", identity=True,
                                         shown="on for binary-search/adaptive, off for per-step")
     early_stop: bool = option(True, "binary-search: stop a probe at its first success (off = K per probe, "
-                                    "OmegaPRM's original).", identity=True)
+                                    "OmegaPRM's original).", identity=True,
+                            strategies=("binary-search",))
     bisect_fraction: float = option(DEFAULT_BISECT_FRACTION, "binary-search: where the next probe goes between the last live and the "
                                          "first dead prefix (0.5 = the midpoint; larger = later prefixes first).",
                                     identity="non-default", legacy=0.5, strategies=("binary-search",))
@@ -196,12 +206,13 @@ class StrategyConfig:
                                         "draw of those later prefixes too (no extra tokens; README: Labels).",
                                   identity="non-default", legacy=False)
     # issue 16 (sequential strategy; pipeline/labeling/strategies.py)
-    target_confidence: float = option(0.9, "sequential: stop when the first error's posterior probability "
-                                           "reaches this.", identity="non-default")
+    target_confidence: float = option(DEFAULT_TARGET_CONFIDENCE, "sequential: stop when the first error's posterior probability "
+                                           "reaches this.", identity="non-default",
+                                      strategies=("sequential",))
     max_tokens_per_solution: int | None = option(None, "sequential: stop sampling a solution once its "
                                                        "continuations generated this many tokens.",
                                                  identity="non-default",
-                                                 shown="off")
+                                                 shown="off", strategies=("sequential",))
 
     def problems(self) -> list[str]:
         out: list[str] = []
@@ -228,7 +239,7 @@ class GraderOptions:
 
     grader: str = option("sympy", "Answer grader: sympy | exact | math-verify | a registered grader.",
                          identity=True)
-    grader_timeout: float = option(2.0, "Seconds one answer comparison may take (then ungradable).",
+    grader_timeout: float = option(DEFAULT_TIMEOUT_S, "Seconds one answer comparison may take (then ungradable).",
                                    identity=True)
     unreadable: str = option("failure", "A continuation whose answer the grader cannot read: failure (did not "
                                         "reach the gold answer, Math-Shepherd) or exclude (left out of the "
@@ -265,7 +276,7 @@ class ExecutorConfig:
                                                  "processes).",
                                            shown="hf/openai: 1; vllm: the node's CPUs per GPU, at most 8")
     gpus_per_worker: float = option(0.0, "GPUs per worker.", shown="vllm: --tensor-parallel-size; hf: 0")
-    max_batch_requests: int = option(512, "Requests handed to the backend per generate() call.", cli=False)
+    max_batch_requests: int = option(DEFAULT_MAX_BATCH_REQUESTS, "Requests handed to the backend per generate() call.", cli=False)
     progress: bool = option(True, "Live progress (the CLI: --progress / --quiet).", cli=False)
     ray_logs: bool = option(False, "Show Ray's own log lines (workers' output) in the terminal (the CLI: -v).",
                             cli=False)
@@ -328,6 +339,7 @@ def identity_fields() -> tuple[str, ...]:
 
 
 IDENTITY_FIELDS = identity_fields()
+_LEFT_OUT = object()  # an option that adds nothing to a configuration's identity
 
 
 class LabelConfig:
@@ -454,8 +466,11 @@ class LabelConfig:
     # -------------------------------------------------------------- identity
     def identity_dict(self) -> dict[str, Any]:
         """The identity fields of every section (flat names), the model's fingerprint and the grader version."""
-        d = {name: getattr(self, name) for name in identity_fields()
-             if self._identity_counts(name)}
+        d = {}
+        for name in identity_fields():
+            value = self._identity_value(name)
+            if value is not _LEFT_OUT:
+                d[name] = value
         d["trust_correct"] = self.effective_trust_correct()
         d["model"] = model_fingerprint(self.model)
         if self.tokenizer:
@@ -472,16 +487,21 @@ class LabelConfig:
 
         return GraderConfig(timeout_s=self.grader_timeout, workers=workers)
 
-    def _identity_counts(self, name: str) -> bool:
-        """``identity=True``: always hashed; ``identity="non-default"`` (options added after corpora were
-        written): hashed only when set to other than its default, so every earlier corpus keeps its identity."""
+    def _identity_value(self, name: str) -> Any:
+        """What option ``name`` contributes to the identity (``_LEFT_OUT``: nothing).
+
+        ``identity=True``: its value. ``identity="non-default"`` (options added after corpora were written): its
+        value only when set to other than its default (or ``legacy``), so every earlier corpus keeps its
+        identity. ``strategies=(...)``: a strategy outside them ignores the option, so its setting never
+        refuses a refresh; an ``identity=True`` option scoped after corpora were written (wave_size,
+        early_stop, confidence_width) is then recorded at its default, as those corpora hashed it."""
         md = _fields()[name][1].metadata
         mode = md.get("identity")
-        if md.get("strategies") and self.strategy not in md["strategies"]:  # an option another strategy ignores
-            return False
-        if mode == "non-default":
-            return getattr(self, name) != md.get("legacy", option_default(name))
-        return mode is True
+        if md.get("strategies") and self.strategy not in md["strategies"]:  # an option this strategy ignores
+            return option_default(name) if mode is True else _LEFT_OUT
+        if mode == "non-default" and getattr(self, name) == md.get("legacy", option_default(name)):
+            return _LEFT_OUT
+        return getattr(self, name) if mode in (True, "non-default") else _LEFT_OUT
 
     def identity(self) -> str:
         blob = json.dumps(self.identity_dict(), sort_keys=True, default=str)

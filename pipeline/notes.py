@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.labeling.types import Solution
+from pipeline.storage.rows import Solution
 
 ONE_STEP_SHARE = 0.5  # warn when more than this share of solutions has a single step
 # warn when fewer than this share of the sampled step prefixes has a continuation that reaches the gold answer (a

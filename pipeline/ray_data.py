@@ -35,7 +35,7 @@ class DatasetError(FatalError, ValueError):
 
 
 def _solution(row: dict[str, Any], i: int):
-    from pipeline.labeling.types import Solution
+    from pipeline.storage.rows import Solution
 
     for f in ("problem", "answer", "steps"):
         if row.get(f) is None:
@@ -75,11 +75,11 @@ def label_dataset(ds, config, *, batch_size: int | None = None, concurrency: int
 
     ``batch_size`` (default ``config.shard_size``) is the number of solutions one actor labels together (the
     scheduler batches their rollouts); ``concurrency`` (default ``config.num_workers``, else 1) the actors."""
-    cfg = config.resolved() if hasattr(config, "resolved") else config
-    workers = concurrency or getattr(cfg, "num_workers", None) or 1
-    size = batch_size or getattr(cfg, "shard_size", None) or 64
-    gpus = float(getattr(cfg, "gpus_per_worker", 0) or 0)
+    cfg = config.resolved()
+    workers = concurrency or cfg.num_workers or 1
+    size = batch_size or cfg.shard_size
+    gpus = float(cfg.gpus_per_worker)
     kwargs: dict[str, Any] = {"num_gpus": gpus} if gpus else {}
     return ds.map_batches(_Labeler, fn_constructor_kwargs={"config": cfg}, batch_size=size,
                           batch_format="pyarrow", concurrency=workers,
-                          num_cpus=float(getattr(cfg, "cpus_per_worker", 1) or 1), **kwargs)
+                          num_cpus=float(cfg.cpus_per_worker or 1), **kwargs)

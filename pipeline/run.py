@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 from pipeline.config import ConfigError, LabelConfig
 from pipeline.execution.sizing import planned_workers, solution_cost
-from pipeline.labeling.types import Solution
 from pipeline.storage.lock import OutputLock, corpus_lock
 from pipeline.storage.manifest import ExecutionFacts, InputCounts, build_manifest
+from pipeline.storage.rows import Solution
 from pipeline.storage.schema import SCHEMA_VERSION
 from pipeline.storage.store import CorpusStore, Fenced
 
@@ -518,10 +518,7 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
             progress.start()
             shards = _Counted(_iter_shards(run, set(done_shards)), len(plan["shards"]) - len(done_shards))
             version = Fenced(run.version, run.owner)  # shard names carry this owner's id
-            if getattr(executor, "cfg", cfg) is cfg:
-                executor.run(version, shards, on_done)
-            else:  # a kept executor: its workers label with this run's settings
-                executor.run(version, shards, on_done, cfg)
+            executor.run(version, shards, on_done, cfg)  # a kept executor's workers label with this run's settings
             worker_stats = executor.backend_stats()
         finally:
             progress.close()

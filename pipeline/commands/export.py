@@ -976,24 +976,6 @@ def export_corpus(
     return res
 
 
-def load_export(output_url: str) -> list[dict]:
-    """All records of an export folder, in order (for tests and quick looks; trainers use `datasets`)."""
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(output_url)
-    names = sorted(p for p in fs.ls(root, detail=False) if posixpath.basename(p).startswith("part-"))
-    out: list[dict] = []
-    for p in names:
-        with fs.open(p, "rb") as f:
-            if p.endswith(".parquet"):
-                import pyarrow.parquet as pq
-
-                out.extend(pq.read_table(f, use_threads=False).to_pylist())
-            else:
-                out.extend(json.loads(line) for line in f.read().decode().splitlines() if line.strip())
-    return out
-
-
 def _by_counts(labels, mc_value, solution_correct, counts, rule: str):
     """Issue 16: (labels, mc_value, first-error confidence) of one row under ``rule`` from its stored counts.
     Rules of :data:`COUNT_RULES` give their hard labels (exported as ``hard``); the others keep the corpus's.

@@ -56,7 +56,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.errors import FatalError
@@ -807,7 +807,3 @@ class ConsensusFilter:
                 for k, n in why.items():
                     sk[k] = sk.get(k, 0) + n
             yield b if kept == b.num_rows else b.filter(pa.array(keep))
-
-
-def result_dict(res: JudgeResult) -> dict:
-    return asdict(res)

@@ -48,13 +48,6 @@ def _pos_label(i: int) -> str:
 MC_BINS = [i / 20 for i in range(21)]
 
 
-def _fig_mc_value(mc: list[float]):
-    import numpy as np
-
-    counts, _ = np.histogram(np.asarray(mc, dtype=float), bins=MC_BINS)
-    return _fig_mc_value_counts(counts.tolist(), len(mc))
-
-
 def _fig_mc_value_counts(counts: list[int], n: int):
     """The mc_value histogram from its counts per bin of :data:`MC_BINS` (what ``ax.hist(mc, MC_BINS)`` draws)."""
     fig = _figure()
@@ -122,10 +115,6 @@ def correctness_table(solution_correct: list[bool | None], first_error: list[int
         ans = "unknown answer" if c is None else ("right answer" if c else "wrong answer")
         t[(ans, "error" if f != -1 else "no error")] += 1
     return {f"{a}, {e}": n for (a, e), n in sorted(t.items())}
-
-
-def _fig_correctness(solution_correct: list[bool | None], first_error: list[int]):
-    return _fig_correctness_counts(Counter((c, f != -1) for c, f in zip(solution_correct, first_error, strict=True)))
 
 
 def _fig_correctness_counts(counts: Counter):

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from pipeline.config import ConfigError, LabelConfig
-from pipeline.labeling.types import Solution
+from pipeline.storage.rows import Solution
 
 log = logging.getLogger("mcprm")
 
@@ -46,7 +46,11 @@ class LocalExecutor:
 
     on_solution: Callable[[int, int, int], None] | None = None  # (shard, rollouts, tokens) per labeled solution
 
-    def run(self, version: int, shards: ShardIter, on_done: Callable[[dict], None]) -> None:
+    def run(self, version: int, shards: ShardIter, on_done: Callable[[dict], None],
+            cfg: LabelConfig | None = None) -> None:
+        """Label ``shards`` in this process; ``cfg``: the run's settings (as every executor takes them)."""
+        if cfg is not None:
+            self.worker.use(cfg)
         for idx, sols in shards:
             cb = None
             if self.on_solution is not None:
@@ -113,6 +117,9 @@ def init_ray(address: str | None = None, log_to_driver: bool = False) -> None:
                   log_to_driver=log_to_driver)
     if address is None:
         kwargs["include_dashboard"] = False
+        # a Ray of our own: a bare ray.init() joins any cluster this machine's last `ray start` (or another job's
+        # test cluster) left in /tmp/ray, whose resources are not ours
+        address = "local"
     # Let actors find the top-level packages (pipeline, rollouts, graders) when running from a checkout.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}}
@@ -452,7 +459,7 @@ class _Borrowed:
     def __init__(self, ex: RayExecutor, n: int):
         if not 1 <= n <= ex.num_workers:
             raise ValueError(f"the executor has {ex.num_workers} workers; cannot lend {n}")
-        self.ex, self.num_workers, self.cfg = ex, n, ex.cfg
+        self.ex, self.num_workers = ex, n
         self.retried = ex.retried
         self.startup_seconds = 0.0
         self.on_solution = None

@@ -45,11 +45,12 @@ def shard_sizes(n: int, shard_size: int, workers: int = 1) -> list[int]:
 
 def solution_cost(strategy: str):
     """A solution's expected labeling work in relative units, from its number of steps (what a shard cut by
-    :func:`weighted_cuts` balances): per-step and the scans sample every prefix but the last (``steps - 1``);
-    binary-search about ``1 + log2(steps)`` probes."""
-    if strategy == "binary-search":
-        return lambda steps: 1.0 + math.log2(max(1, steps))
-    return lambda steps: float(max(1, steps - 1))
+    :func:`weighted_cuts` balances), declared with the strategies (:data:`pipeline.labeling.strategies.STRATEGY_COST`):
+    per-step and the scans sample every prefix but the last (``steps - 1``); binary-search about ``1 + log2(steps)``
+    probes."""
+    from pipeline.labeling.strategies import STRATEGY_COST
+
+    return STRATEGY_COST[strategy]
 
 
 def weighted_cuts(costs: list[float], sizes: list[int]) -> list[int]:

@@ -23,7 +23,7 @@ import hashlib
 import io
 import posixpath
 
-from pipeline.labeling.types import Solution
+from pipeline.storage.rows import Solution
 from pipeline.storage.store import STAGED, CorpusStore, ShardError
 
 

@@ -47,6 +47,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pipeline.config import DEAD_PREFIX_RATE
 from pipeline.stats.intervals import Z95, beta_cdf, wilson  # noqa: F401  (re-exported: rules' users import them here)
 
 DEFAULT_THRESHOLD = 0.05  # success probability separating "alive" from "dead" for the uncertainty measures
@@ -67,7 +68,7 @@ class RuleParams:
     ratio: float = 0.8  # ratio rule (GenPRM: MC(s_t) / MC(s_{t-1}) >= 0.8)
     alpha: float = 1.0  # advantage rule
     eta: float = 10.0  # er-prm rule
-    eps: float = 0.02  # changepoint: success rate of a dead prefix
+    eps: float = DEAD_PREFIX_RATE  # changepoint: success rate of a dead prefix
     prior_a: float = 0.5  # changepoint: Beta prior of an alive prefix's success rate
     prior_b: float = 0.5
 

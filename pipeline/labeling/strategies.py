@@ -29,10 +29,17 @@ import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
-from pipeline.config import DEFAULT_BISECT_FRACTION, DEFAULT_K, DEFAULT_RELATIVE_DROP
+from pipeline.config import (
+    DEAD_PREFIX_RATE,
+    DEFAULT_BISECT_FRACTION,
+    DEFAULT_K,
+    DEFAULT_RELATIVE_DROP,
+    DEFAULT_TARGET_CONFIDENCE,
+    DEFAULT_WAVE_SIZE,
+)
 from pipeline.labeling.last_step import last_step_label
-from pipeline.labeling.types import StepStats
 from pipeline.stats.intervals import FIRST_SUCCESS, FIRST_WAVE, FIXED, wilson
+from pipeline.storage.rows import StepStats
 
 
 @dataclass(frozen=True)
@@ -85,13 +92,13 @@ StrategyGen = Generator[list[Probe], list[ProbeResult], StrategyOutcome]
 @dataclass(frozen=True)
 class StrategyParams:
     k: int = DEFAULT_K
-    wave_size: int = 2
+    wave_size: int = DEFAULT_WAVE_SIZE
     confidence_width: float | None = None
     trust_correct: bool = False
     early_stop: bool = True  # binary-search: stop a probe at its first success
-    target_confidence: float = 0.9  # sequential: stop when the first error's posterior reaches this
+    target_confidence: float = DEFAULT_TARGET_CONFIDENCE  # sequential: stop when the first error's posterior reaches this
     max_tokens_per_solution: int | None = None  # sequential: stop sampling a solution past this many tokens
-    eps: float = 0.02  # sequential: success rate of a dead prefix (pipeline.labeling.rules.changepoint)
+    eps: float = DEAD_PREFIX_RATE  # sequential: success rate of a dead prefix (pipeline.labeling.rules.changepoint)
     # binary-search: where in the open interval (lo, hi) the next probe goes; 0.5 = classic bisection, larger =
     # later prefixes first (LabelConfig.bisect_fraction; measured in BENCHMARKS.md, issue 16)
     bisect_fraction: float = DEFAULT_BISECT_FRACTION
@@ -360,6 +367,20 @@ def sequential(n_steps: int, solution_correct: bool | None, p: StrategyParams) -
 
 STRATEGY_FUNCS = {"per-step": per_step, "binary-search": binary_search, "adaptive": adaptive,
                   "sequential": sequential}
+
+
+def _scan_cost(steps: int) -> float:
+    return float(max(1, steps - 1))  # every prefix but the last is sampled
+
+
+def _bisect_cost(steps: int) -> float:
+    return 1.0 + math.log2(max(1, steps))  # about 1 + log2(steps) probes
+
+
+# A solution's expected labeling work from its number of steps, per strategy (pipeline.execution.sizing).
+STRATEGY_COST = {"per-step": _scan_cost, "binary-search": _bisect_cost, "adaptive": _scan_cost,
+                 "sequential": _scan_cost}
+assert set(STRATEGY_COST) == set(STRATEGY_FUNCS)
 
 
 def make_strategy(name: str, n_steps: int, solution_correct: bool | None, params: StrategyParams) -> StrategyGen:

@@ -154,12 +154,3 @@ def to_table(labeled: Sequence[LabeledSolution], k: int):
     records = [to_record(ls, k) for ls in labeled]
     schema = arrow_schema()
     return pa.Table.from_pylist(records, schema=schema)
-
-
-def check_table(table, where: str) -> None:
-    """Raise ValueError if ``table`` does not have exactly the corpus schema (e.g. a foreign file)."""
-    expected = arrow_schema()
-    got = table.schema
-    missing = [n for n in expected.names if n not in got.names]
-    if missing:
-        raise ValueError(f"{where}: not an mcprm shard, columns missing: {', '.join(missing)}")

@@ -110,7 +110,7 @@ def test_judge_summary_stats_and_consensus_export(corpus, judge_server, tmp_path
     undecided = res["skipped"].pop("undecided", 0)  # processbench's own: an unlabeled step before the error
     assert res["rows"] + undecided == agree and res["corpus_rows"] == len(rows), res["skipped"]
     assert res["skipped"] == {k: n for k, n in ((DROP_DISAGREE, disagree), (DROP_NULL, null)) if n}
-    from pipeline.commands.export import load_export
+    from tests.export_files import load_export
 
     got = {x["id"]: x["label"] for x in load_export(str(exp))}
     assert len(got) == res["rows"]

@@ -213,3 +213,35 @@ def test_vllm_engine_environment():
     with pytest.raises(ConfigError, match="--vllm-inproc needs --vllm-engine loop or offline"):
         LabelConfig(output="x", backend="vllm", vllm_engine="async", vllm_inproc=True).validate()
     LabelConfig(output="x", backend="vllm", vllm_inproc=True).validate()
+
+
+def test_identity_counts_an_option_only_for_the_strategies_that_read_it(monkeypatch):
+    from types import SimpleNamespace
+
+    import graders
+
+    monkeypatch.setattr(graders, "get_grader", lambda name="sympy": SimpleNamespace(version="v1"))
+
+    def ident(strategy, **change):
+        return LabelConfig(model="m", strategy=strategy, k=8, **change).identity()
+
+    # (option, a non-default value, the strategies whose labels it changes)
+    scoped = [
+        ("wave_size", 4, {"binary-search", "adaptive", "sequential"}),
+        ("early_stop", False, {"binary-search"}),
+        ("confidence_width", 0.3, {"binary-search", "adaptive"}),
+        ("target_confidence", 0.8, {"sequential"}),
+        ("max_tokens_per_solution", 100, {"sequential"}),
+        ("bisect_fraction", 0.5, {"binary-search"}),
+    ]
+    for strategy in ("per-step", "binary-search", "adaptive", "sequential"):
+        for name, value, readers in scoped:
+            changed = ident(strategy, **{name: value}) != ident(strategy)
+            assert changed == (strategy in readers), (strategy, name)
+    # a scoped option another strategy ignores is recorded at its default: the per-step identity stays the one
+    # every earlier per-step corpus computed (test_identity_value_is_pinned), whatever --wave-size says
+    assert LabelConfig(model="m", strategy="per-step", wave_size=7).identity_dict()["wave_size"] == 2
+    # the weights' dtype changes the logits, so the labels: part of the identity once set (None = the model's own,
+    # as every corpus before it was counted)
+    assert "dtype" not in LabelConfig(model="m").identity_dict()
+    assert ident("per-step", dtype="bfloat16") != ident("per-step")

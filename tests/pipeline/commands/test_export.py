@@ -11,9 +11,9 @@ from pipeline.commands.export import (
     check_row,
     export_corpus,
     format_row,
-    load_export,
     parse_record,
 )
+from tests.export_files import load_export
 from tests.pipeline.prm_fixtures import ROWS, char_tokenizer, make_corpus
 
 PROBLEMS = {sid: f"Problem {sid}: compute it." for sid, *_ in ROWS}

@@ -9,9 +9,10 @@ import os
 import pytest
 
 from pipeline.commands import judge as J
-from pipeline.commands.export import export_corpus, load_export
+from pipeline.commands.export import export_corpus
 from pipeline.errors import McprmError
 from rollouts.base import Completion, Counters
+from tests.export_files import load_export
 from tests.pipeline.prm_fixtures import make_corpus
 
 # (reply, n_steps, expected index or None, expected status)

@@ -12,7 +12,8 @@ import os
 import pytest
 
 from pipeline.bundled import MODEL_DIR
-from pipeline.commands.export import export_corpus, load_export
+from pipeline.commands.export import export_corpus
+from tests.export_files import load_export
 from tests.pipeline.prm_fixtures import char_tokenizer, make_corpus
 
 TRL_PIN = "1.13.0"  # PRMTrainer lives in trl.experimental.prm there; later releases removed it

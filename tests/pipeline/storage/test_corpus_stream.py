@@ -15,12 +15,12 @@ from pipeline.commands.export import (
     check_row,
     export_corpus,
     format_row,
-    load_export,
     row_labels,
 )
 from pipeline.storage.corpus import corpus_stats, iter_corpus, read_corpus, scan_corpus
 from pipeline.storage.schema import SCHEMA_VERSION, arrow_schema
 from pipeline.storage.store import CorpusStore
+from tests.export_files import load_export
 
 
 def _random_rows(n: int, seed: int = 0) -> list[dict]:
