@@ -9,21 +9,23 @@ set -u
 W=${E2E_WORK:-/tmp/e2e}; mkdir -p "$W"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 # mcprm itself: a snapshot of the committed code (carried as .xfer/mcprm_snap with prep, kept in /tmp/mcprm),
-# so uncommitted edits in the working tree never reach the run; -P keeps the working tree off sys.path
+# so uncommitted edits in the working tree never reach the run: mcprm runs with its cwd there (Ray puts the
+# driver's cwd on its workers' sys.path), every path below is absolute
 SNAP=${E2E_SNAP:-/tmp/mcprm}
 export PYTHONPATH=/tmp/site:$SNAP VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 TOKENIZERS_PARALLELISM=false
 M=${E2E_MODEL:-/tmp/qwen}
 BK=${E2E_BACKEND:-vllm}
 PF=${E2E_PROMPT_FORMAT:-chat}
-P=${E2E_PROBLEMS:-bench/gpu_e2e}
+P=${E2E_PROBLEMS:-$PWD/bench/gpu_e2e}
 DEV=${E2E_DEVICE:-cuda}
 DEF_TPL=$'Solve the following math problem step by step. Put the final answer in \\boxed{}.\n\n{problem}'
 TPL=${E2E_TPL:-$DEF_TPL}
-D=bench/gpu_e2e
-MC="python3 -P -m cli.main"
+RT=$PWD
+D=$RT/bench/gpu_e2e
+mc() { (cd "$SNAP" && python3 -m cli.main "$@"); }
 LABEL_OPTS=(--backend "$BK" --model "$M" --prompt-format "$PF" --prompt-template "$TPL" --max-new-tokens 512
-            --executor local --no-progress ${E2E_LABEL_EXTRA:---max-model-len 4096})
+            --no-progress ${E2E_LABEL_EXTRA:---max-model-len 4096})
 
 stage() {  # name, command...
   local s=$1; shift
@@ -50,30 +52,30 @@ do_prep() {
   python3 $D/convert.py /tmp/model.gguf "$M"
 }
 do_gen() {
-  $MC generate -i $P/problems_all.jsonl -o $W/gen.jsonl --n 8 --backend "$BK" --model "$M" --prompt-format "$PF" \
+  mc generate -i $P/problems_all.jsonl -o $W/gen.jsonl --n 8 --backend "$BK" --model "$M" --prompt-format "$PF" \
      --prompt-template "$TPL" --temperature 0.7 --top-p 0.95 --max-new-tokens ${E2E_GEN_TOKENS:-512} --seed 0
   python3 $D/split.py $W/gen.jsonl $P/problems_train.jsonl $P/problems_heldout.jsonl $W/train_sols.jsonl \
      $W/heldout8.jsonl
 }
-do_label_r150() { $MC label --input $W/train_sols.jsonl --output $W/corpus --limit 150 "${LABEL_OPTS[@]}"; }
+do_label_r150() { mc label --input $W/train_sols.jsonl --output $W/corpus --limit ${E2E_CMP_N:-150} "${LABEL_OPTS[@]}"; }
 do_label_nr150() {
-  $MC label --input $W/train_sols.jsonl --output $W/corpus_noreuse --limit 150 --no-reuse-rollouts "${LABEL_OPTS[@]}"
+  mc label --input $W/train_sols.jsonl --output $W/corpus_noreuse --limit ${E2E_CMP_N:-150} --no-reuse-rollouts "${LABEL_OPTS[@]}"
 }
-do_label_all() { $MC label --input $W/train_sols.jsonl --output $W/corpus "${LABEL_OPTS[@]}"; }
+do_label_all() { mc label --input $W/train_sols.jsonl --output $W/corpus "${LABEL_OPTS[@]}"; }
 do_train() {
-  $MC train $W/corpus --output $W/prm --base-model "$M" --batch-size 8 --grad-accum 2 --max-length 1024 \
+  mc train $W/corpus --output $W/prm --base-model "$M" --batch-size 8 --grad-accum 2 --max-length 1024 \
      --no-progress --overwrite ${E2E_TRAIN_EXTRA:-}
 }
 do_score() {
-  $MC score $W/prm --input $W/heldout8.jsonl --output $W/scored --batch-size 128 --device "$DEV"
+  mc score $W/prm --input $W/heldout8.jsonl --output $W/scored --batch-size 128 --device "$DEV"
 }
 do_bestofn() {
-  $MC bestofn $W/scored --json > $W/bestofn.json
+  mc bestofn $W/scored --json > $W/bestofn.json
   cat $W/bestofn.json
-  $MC bestofn $W/scored
+  mc bestofn $W/scored
 }
 do_summary() {
-  python3 -P $D/summarize.py $W "$OUT/results.json"
+  (cd "$SNAP" && python3 $D/summarize.py $W "$OUT/results.json")
   cp $W/prm/mcprm_card.json "$OUT/" 2>/dev/null || true
 }
 
