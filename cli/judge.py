@@ -60,13 +60,14 @@ def judge_cmd(
     import dataclasses
 
     from pipeline.commands import judge as J
+    from pipeline.commands import judge_store as JS
 
     if verify:
         with user_errors():
             from pipeline.storage.corpus import open_manifest
 
             open_manifest(corpus)  # not a corpus: its error
-            problems, rows = J.verify_judges(corpus)
+            problems, rows = JS.verify_judges(corpus)
         if as_json:
             print(json.dumps({"ok": not problems, "rows": rows, "problems": problems}, indent=2))
         else:
@@ -78,9 +79,9 @@ def judge_cmd(
         return
     if summary:
         with user_errors():
-            sums = [J.judge_summary(corpus, judge_id, version)] if judge_id else J.judge_summaries(corpus, version)
+            sums = [JS.judge_summary(corpus, judge_id, version)] if judge_id else JS.judge_summaries(corpus, version)
             if not sums:
-                J.resolve_judge(corpus, None)  # the "no judge results" error
+                JS.resolve_judge(corpus, None)  # the "no judge results" error
         if as_json:
             print(json.dumps(sums, indent=2))
         else:

@@ -29,7 +29,8 @@ def stats_cmd(
         from pipeline.labeling.rules import corpus_uncertainty  # issue 16
 
         s["uncertainty"] = corpus_uncertainty(output, version)
-        from pipeline.commands.judge import judge_summaries  # issue 16: LLM-judge agreement, when judged
+        # issue 16: LLM-judge agreement, when judged
+        from pipeline.commands.judge_store import judge_summaries
 
         if judges := judge_summaries(output, version):
             s["judges"] = judges

@@ -702,7 +702,7 @@ def export_corpus(
             count_cols += ["mc_reused", "mc_reused_correct", "first_error_posterior", "first_error_confidence"]
     agree, judge_cols = None, []
     if consensus is not None:  # issue 16: rows where MC and an LLM judge agree (pipeline.commands.judge)
-        from pipeline.commands.judge import ConsensusFilter
+        from pipeline.commands.judge_store import ConsensusFilter
 
         agree = ConsensusFilter(out_url, consensus)
         judge_cols = [c for c in agree.columns if c not in cols + count_cols]

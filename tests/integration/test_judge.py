@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.commands.judge import DROP_DISAGREE, DROP_MISSING, DROP_NULL, tagged_paragraphs, verify_judges
+from pipeline.commands.judge_reply import tagged_paragraphs
+from pipeline.commands.judge_store import DROP_DISAGREE, DROP_MISSING, DROP_NULL, verify_judges
 from pipeline.storage.corpus import read_corpus
 from tests.integration.conftest import run_mcprm
 

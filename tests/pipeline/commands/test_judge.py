@@ -9,6 +9,7 @@ import os
 import pytest
 
 from pipeline.commands import judge as J
+from pipeline.commands import judge_store as JS
 from pipeline.commands.export import export_corpus
 from pipeline.errors import McprmError
 from rollouts.base import Completion, Counters
@@ -154,8 +155,8 @@ def test_judge_stores_agreement_disagreement_and_nulls(tmp_path):
     names = sorted(os.listdir(jdir))
     assert names == ["judge.json", "part-00000.parquet", "part-00000.sum.json", "part-00001.parquet",
                      "part-00001.sum.json"]
-    assert J.verify_judges(out) == ([], {res.judge_id: 6})
-    rows = {r["id"]: r for t in (J._load_part(J._store(str(jdir)), n) for n in names if n.endswith(".parquet"))
+    assert JS.verify_judges(out) == ([], {res.judge_id: 6})
+    rows = {r["id"]: r for t in (JS.load_part(JS.open_store(str(jdir)), n) for n in names if n.endswith(".parquet"))
             for r in t.to_pylist()}
     assert rows["s5"]["judge_first_error"] is None and rows["s5"]["status"] == "unparseable"
     assert rows["s5"]["replies"] == [SCRIPT[P("s5")]] and rows["s5"]["votes"] == [None]
@@ -176,7 +177,7 @@ def test_resume_judges_only_the_rest_without_duplicates(tmp_path):
     r2 = J.judge_corpus(out, _settings(), lambda: second, batch_rows=2)
     assert r2.judge_id == r1.judge_id and r2.already == 3 and r2.judged == 3
     assert len(second.prompts) == 3 and not any(P(s) in p for p in second.prompts for s in ("s1", "s2", "s3"))
-    assert J.verify_judges(out) == ([], {r1.judge_id: 6})
+    assert JS.verify_judges(out) == ([], {r1.judge_id: 6})
     # nothing left: no backend is even built
     r3 = J.judge_corpus(out, _settings(), lambda: pytest.fail("backend built with nothing to judge"))
     assert r3.judged == 0 and r3.already == 6 and r3.summary["agree"] == 2
@@ -188,14 +189,14 @@ def test_damaged_part_is_judged_again_and_refused_by_readers(tmp_path):
     res = J.judge_corpus(out, _settings(), lambda: Scripted(SCRIPT), batch_rows=3)
     part = tmp_path / "out" / "judge" / res.judge_id / "part-00000.parquet"
     part.write_bytes(part.read_bytes()[:-10])
-    problems, _ = J.verify_judges(out)
+    problems, _ = JS.verify_judges(out)
     assert len(problems) == 1 and "part-00000.parquet" in problems[0] and "checksum" in problems[0]
     with pytest.raises(J.JudgeError, match="checksum"):
-        J.ConsensusFilter(out, res.judge_id)
+        JS.ConsensusFilter(out, res.judge_id)
     be = Scripted(SCRIPT)
     again = J.judge_corpus(out, _settings(), lambda: be)
     assert again.repaired == 1 and again.judged == 3 and len(be.prompts) == 3
-    assert J.verify_judges(out) == ([], {res.judge_id: 6})
+    assert JS.verify_judges(out) == ([], {res.judge_id: 6})
 
 
 def test_mcprm_verify_checks_judge_parts(tmp_path):
@@ -244,12 +245,12 @@ def test_bad_input_writes_nothing(tmp_path):
     down = Down({})
     with pytest.raises(J.JudgeError, match="server down.*0 judgments written before are kept"):
         J.judge_corpus(out, _settings(), lambda: down, judge_id="mine")
-    assert down.closed and J.list_judges(out) == []  # a run that judged nothing leaves no judge behind
+    assert down.closed and JS.list_judges(out) == []  # a run that judged nothing leaves no judge behind
     # another judge under a taken id is refused; the first one's judgments stay
     res = J.judge_corpus(out, _settings(), lambda: Scripted(SCRIPT), judge_id="mine")
     with pytest.raises(J.JudgeError, match="holds the judgments of another judge"):
         J.judge_corpus(out, _settings(max_new_tokens=7), lambda: Scripted(SCRIPT), judge_id="mine")
-    assert J.verify_judges(out) == ([], {"mine": 6}) and res.judge_id == "mine"
+    assert JS.verify_judges(out) == ([], {"mine": 6}) and res.judge_id == "mine"
 
 
 def test_export_consensus_keeps_agreeing_rows(tmp_path):
@@ -262,7 +263,7 @@ def test_export_consensus_keeps_agreeing_rows(tmp_path):
     r = export_corpus(out, "processbench", str(tmp_path / "exp"), consensus="j1")
     assert sorted(x["id"] for x in load_export(str(tmp_path / "exp"))) == ["s1", "s2"]
     assert r.rows == 2 and r.corpus_rows == 6 and r.rows + sum(r.skipped.values()) == r.corpus_rows
-    assert r.skipped == {J.DROP_DISAGREE: 2, J.DROP_NULL: 1, J.DROP_MISSING: 1}
+    assert r.skipped == {JS.DROP_DISAGREE: 2, JS.DROP_NULL: 1, JS.DROP_MISSING: 1}
     assert any("consensus with judge j1: 2 rows" in n for n in r.notes)
     # "auto": the only judge; trl format and --balance go through the same filter
     r2 = export_corpus(out, "trl", str(tmp_path / "exp2"), consensus="auto", balance="downsample")
@@ -291,7 +292,7 @@ def test_prompts_too_long_are_not_sent_and_kept_null(tmp_path):
     s = res.summary
     assert (s["judged"], s["agree"], s["disagree"], s["unparseable"], s["too_long"]) == (6, 1, 2, 2, 1)
     r = export_corpus(out, "trl", str(tmp_path / "exp"), consensus="j1")
-    assert r.rows == 1 and r.skipped == {J.DROP_DISAGREE: 2, J.DROP_NULL: 2, J.DROP_TOO_LONG: 1}
+    assert r.rows == 1 and r.skipped == {JS.DROP_DISAGREE: 2, JS.DROP_NULL: 2, JS.DROP_TOO_LONG: 1}
 
     class Small(Scripted):  # like the hf backend: its own context and tokenizer
         max_positions = 50
@@ -341,6 +342,6 @@ def test_object_store_url(tmp_path):
     res = J.judge_corpus(out, _settings(), lambda: Scripted(SCRIPT), judge_id="m", batch_rows=4)
     assert (res.judged, res.parts, res.summary["agree"]) == (6, 2, 2)
     assert J.judge_corpus(out, _settings(), lambda: Scripted(SCRIPT), judge_id="m").already == 6
-    assert J.verify_judges(out) == ([], {"m": 6})
+    assert JS.verify_judges(out) == ([], {"m": 6})
     r = export_corpus(out, "trl", f"memory://mcprm-judge-test-{tmp_path.name}/exp", consensus="m")
     assert r.rows == 2
