@@ -36,15 +36,31 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cache
 
 # the per-step reliability grid: 34 points, logit-spaced from 0.018 to 0.999
 GRID = tuple(1.0 / (1.0 + math.exp(-x / 3.0)) for x in range(-12, 22))
 HAZARDS = 6  # positions with their own hazard (0..4), the last for every later position
 PRIOR_ROWS = 8.0  # shrinkage: the defaults count as this many rows' worth of evidence in each M-step
 _MAX_R = 64  # remaining steps beyond this use this (s ** 64 is 0 for every grid point but the top few)
-_LOG_S = [[r * math.log(s) for s in GRID] for r in range(_MAX_R + 1)]
-_LOG_1MS = [[math.log1p(-min(s ** r, 1 - 1e-12)) if r else -math.inf for s in GRID] for r in range(_MAX_R + 1)]
+# How much the last step (the answer) costs, in steps: a correct prefix with r steps to go succeeds with
+# s ** (r - 1 + offset). 0: stating the answer is free once the work is done (a bare "The answer is 14."), 1: the
+# last step is a step like the others (it also computes). Chosen per corpus by marginal likelihood.
+OFFSETS = (0.0, 0.5, 1.0)
+_TOP = 1 - 1e-3  # an alive prefix's success probability is at most this (nothing is certain)
+
+
+@cache
+def _tables(offset: float) -> tuple[list[list[float]], list[list[float]]]:
+    """log p and log(1 - p) of an alive prefix with r steps to go, per grid point, for r = 0.._MAX_R."""
+    log_p, log_q = [], []
+    for r in range(_MAX_R + 1):
+        x = max(r - 1 + offset, 0.0)
+        ps = [min(s ** x, _TOP) for s in GRID]
+        log_p.append([math.log(p) for p in ps])
+        log_q.append([math.log1p(-p) for p in ps])
+    return log_p, log_q
 
 
 @dataclass(frozen=True)
@@ -63,11 +79,12 @@ class Params:
     dead_conc: float = 2.0
     rho: float = 0.1  # P(an error | right final answer)
     hazards: tuple[float, ...] = (0.25,) * HAZARDS
+    offset: float = 1.0  # the answer step's cost in steps (OFFSETS)
 
     def to_dict(self) -> dict:
         return {"weights": [round(w, 8) for w in self.weights], "dead_mean": round(self.dead_mean, 8),
                 "dead_conc": round(self.dead_conc, 8), "rho": round(self.rho, 8),
-                "hazards": [round(h, 8) for h in self.hazards]}
+                "hazards": [round(h, 8) for h in self.hazards], "offset": self.offset}
 
     @classmethod
     def from_dict(cls, d: dict) -> Params:
@@ -75,7 +92,7 @@ class Params:
         if len(w) != len(GRID) or len(d["hazards"]) != HAZARDS:
             raise ValueError("first-error model parameters of another grid")
         return cls(w, float(d["dead_mean"]), float(d["dead_conc"]), float(d["rho"]),
-                   tuple(float(h) for h in d["hazards"]))
+                   tuple(float(h) for h in d["hazards"]), float(d.get("offset", 1.0)))
 
 
 DEFAULT = Params()
@@ -115,15 +132,16 @@ def _log_prior(e: int, m: int, sc: bool | None, p: Params) -> float:
     return math.log(0.5) + (math.log1p(-p.rho) if e == -1 else wrong(e))
 
 
-def _alive_cumulative(row: RowCounts) -> list[list[float]]:
+def _alive_cumulative(row: RowCounts, offset: float) -> list[list[float]]:
     """``A[c][g]``: log-likelihood of steps ``0..c-1`` alive under reliability ``GRID[g]``."""
     m = len(row.counts)
+    log_p, log_q = _tables(offset)
     acc = [0.0] * len(GRID)
     out = [acc]
     for j, (k, n) in enumerate(row.counts):
         if n > 0:
             r = min(max(1, m - 1 - j), _MAX_R)
-            ls, l1 = _LOG_S[r], _LOG_1MS[r]
+            ls, l1 = log_p[r], log_q[r]
             acc = [a + k * x + (n - k) * y for a, x, y in zip(acc, ls, l1)]
         out.append(acc)
     return out
@@ -133,7 +151,7 @@ def _joint(row: RowCounts, p: Params) -> dict[int, list[float]]:
     """log P(e, s = GRID[g], counts) for every ``e`` of the support: ``{e: [per grid point]}``."""
     m = len(row.counts)
     pk, pn = _sums(row)
-    alive = _alive_cumulative(row)
+    alive = _alive_cumulative(row, p.offset)
     lw = [math.log(w) if w > 0 else -1e300 for w in p.weights]
     aD, bD = p.dead_mean * p.dead_conc, (1 - p.dead_mean) * p.dead_conc
     out = {}
@@ -193,12 +211,29 @@ def _fit_beta(pool: dict[tuple[int, int], float], prior_mean: float, prior_conc:
     return _MEANS[bi], _CONCS[bj]
 
 
+def log_marginal(rows: Sequence[RowCounts], p: Params) -> float:
+    """log P(counts | p) of ``rows``: what :func:`fit` compares the answer-step offsets by."""
+    total = 0.0
+    for r in rows:
+        if not r.counts:
+            continue
+        joint = _joint(r, p)
+        top = max(max(v) for v in joint.values())
+        total += top + math.log(sum(math.exp(x - top) for v in joint.values() for x in v))
+    return total
+
+
 def fit(rows: Sequence[RowCounts], iterations: int = 20, start: Params = DEFAULT) -> Params:
-    """Empirical-Bayes estimate of :class:`Params` from ``rows`` (see module doc). Deterministic."""
+    """Empirical-Bayes estimate of :class:`Params` from ``rows`` (see module doc): EM for each answer-step
+    offset of :data:`OFFSETS`, the one with the highest marginal likelihood. Deterministic."""
     data = [r for r in rows if any(n > 0 for _k, n in r.counts)]
-    p = start
     if not data:
-        return p
+        return start
+    fits = [_em(data, iterations, replace(start, offset=o)) for o in OFFSETS]
+    return max(fits, key=lambda p: (log_marginal(data, p), -p.offset))
+
+
+def _em(data: Sequence[RowCounts], iterations: int, p: Params) -> Params:
     ng = len(GRID)
     for _ in range(iterations):
         weights = [0.0] * ng
@@ -239,5 +274,5 @@ def fit(rows: Sequence[RowCounts], iterations: int = 20, start: Params = DEFAULT
         pooled = (sum(h_events) + PRIOR_ROWS * DEFAULT.hazards[0]) / (sum(h_trials) + PRIOR_ROWS)
         hz = tuple(min(max((e + PRIOR_ROWS * pooled) / (t + PRIOR_ROWS), 1e-3), 0.999)
                    for e, t in zip(h_events, h_trials))
-        p = Params(w, d_mu, d_k, min(max(rho, 1e-3), 0.999), hz)
+        p = Params(w, d_mu, d_k, min(max(rho, 1e-3), 0.999), hz, p.offset)
     return p
