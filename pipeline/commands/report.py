@@ -62,14 +62,6 @@ def _fig_mc_value_counts(counts: list[int], n: int):
     return fig
 
 
-def _fig_balance(labels: list[list[bool | None]]):
-    counts = defaultdict(Counter)
-    for ls in labels:
-        for i, y in enumerate(ls):
-            counts[min(i, MAX_POSITIONS)][y] += 1
-    return _fig_balance_counts(counts)
-
-
 def _fig_balance_counts(counts: dict[int, Counter]):
     """Hard labels by step position from ``{position (capped at MAX_POSITIONS): Counter(label)}``."""
     xs = sorted(counts)
@@ -90,11 +82,6 @@ def _fig_balance_counts(counts: dict[int, Counter]):
     return fig
 
 
-def _fig_first_error(first_error: list[int]):
-    hist = Counter(min(f, MAX_POSITIONS) for f in first_error if f != -1)
-    return _fig_first_error_counts(hist, sum(1 for f in first_error if f == -1), len(first_error))
-
-
 def _fig_first_error_counts(hist: Counter, none: int, total: int):
     """First-error positions from their histogram (capped at MAX_POSITIONS), the solutions without an error
     and all solutions."""
@@ -107,14 +94,6 @@ def _fig_first_error_counts(hist: Counter, none: int, total: int):
     ax.set_ylabel("solutions")
     ax.set_title(f"First-error position ({total - none:,} with an error, {none:,} without)")
     return fig
-
-
-def correctness_table(solution_correct: list[bool | None], first_error: list[int]) -> dict[str, int]:
-    t = Counter()
-    for c, f in zip(solution_correct, first_error, strict=True):
-        ans = "unknown answer" if c is None else ("right answer" if c else "wrong answer")
-        t[(ans, "error" if f != -1 else "no error")] += 1
-    return {f"{a}, {e}": n for (a, e), n in sorted(t.items())}
 
 
 def _fig_correctness_counts(counts: Counter):
@@ -139,15 +118,6 @@ def _fig_correctness_counts(counts: Counter):
     ax.set_ylabel("solutions")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig, rate
-
-
-def _fig_cost(rollouts: list[int], tokens: list[int], strategy: list[str]):
-    by: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for s, r, t in zip(strategy, rollouts, tokens, strict=True):
-        by[s][0] += r
-        by[s][1] += t
-        by[s][2] += 1
-    return _fig_cost_counts(Counter(rollouts), Counter(tokens), by)
 
 
 def _fig_cost_counts(rollouts: Counter, tokens: Counter, by: dict[str, list[int]]):

@@ -6,15 +6,45 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from cli.main import app
 from pipeline.commands.export import export_corpus
-from pipeline.commands.report import _fig_cost, build_report
+from pipeline.commands.report import (
+    MAX_POSITIONS,
+    _fig_balance_counts,
+    _fig_cost_counts,
+    _fig_first_error_counts,
+    build_report,
+)
 from pipeline.storage.corpus import corpus_stats, read_corpus
 from tests.pipeline.prm_fixtures import ROWS, make_corpus
+
+
+# the charts from plain lists (the report builds the same counts while it streams the corpus)
+def _fig_balance(labels: list[list[bool | None]]):
+    counts = defaultdict(Counter)
+    for ls in labels:
+        for i, y in enumerate(ls):
+            counts[min(i, MAX_POSITIONS)][y] += 1
+    return _fig_balance_counts(counts)
+
+
+def _fig_first_error(first_error: list[int]):
+    hist = Counter(min(f, MAX_POSITIONS) for f in first_error if f != -1)
+    return _fig_first_error_counts(hist, sum(1 for f in first_error if f == -1), len(first_error))
+
+
+def _fig_cost(rollouts: list[int], tokens: list[int], strategy: list[str]):
+    by: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for s, r, t in zip(strategy, rollouts, tokens, strict=True):
+        by[s][0] += r
+        by[s][1] += t
+        by[s][2] += 1
+    return _fig_cost_counts(Counter(rollouts), Counter(tokens), by)
 
 
 def test_stats_table_is_one_based_and_json_zero_based(tmp_path):
@@ -74,8 +104,6 @@ def test_per_strategy_chart_only_for_several_strategies():
 
 
 def test_chart_axes_say_positions_are_one_based(tmp_path):
-    from pipeline.commands.report import _fig_balance, _fig_first_error
-
     fb = _fig_balance([[True, False, None]])
     assert "1 = first step" in fb.axes[0].get_xlabel()
     assert [t.get_text() for t in fb.axes[0].get_xticklabels()] == ["1", "2", "3"]

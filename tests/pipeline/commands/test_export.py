@@ -11,8 +11,8 @@ from pipeline.commands.export import (
     check_row,
     export_corpus,
     format_row,
-    parse_record,
 )
+from pipeline.commands.export_formats import parse_record
 from tests.export_files import load_export
 from tests.pipeline.prm_fixtures import ROWS, char_tokenizer, make_corpus
 
@@ -258,18 +258,18 @@ def test_export_label_rules_from_counts_and_confidence(corpus, tmp_path):
 def test_batch_encoding_gives_the_tokenizers_own_ids():
     """Issue 17: the Rust backend's encode_batch_fast is used only where it gives the wrapper's ids; a backend
     with truncation on, or a tokenizer without a Rust backend, is encoded by the wrapper itself."""
-    from pipeline.commands.export import _Encoded
+    from pipeline.commands.export_checks import Encoded
 
     texts = ["3 + 4 = 7 <extra_0>", "ки\nx ки", "", "The answer is \\boxed{5}.<extra_0>" * 3]
     tok = char_tokenizer()
     want = [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    enc = _Encoded(tok, texts)
+    enc = Encoded(tok, texts)
     assert enc._backend is not None
     assert [enc(t)["input_ids"] for t in texts] == want
 
     short = char_tokenizer()
     short._tokenizer.enable_truncation(5)
-    enc = _Encoded(short, texts)
+    enc = Encoded(short, texts)
     assert enc._backend is None
     assert [enc(t)["input_ids"] for t in texts] == [list(x) for x in short(texts, add_special_tokens=False)[
         "input_ids"]]
@@ -280,7 +280,7 @@ def test_batch_encoding_gives_the_tokenizers_own_ids():
                                                                                                 text.split()]
             return {"input_ids": ids}
 
-    enc = _Encoded(Plain(), texts)
+    enc = Encoded(Plain(), texts)
     assert enc._backend is None and [enc(t)["input_ids"] for t in texts] == [[len(w) for w in t.split()]
                                                                               for t in texts]
 
@@ -290,14 +290,14 @@ def test_atomic_tag_is_counted_in_the_text_with_the_same_result(corpus, tmp_path
     (no per-row encoding); the files are byte for byte those of the export that encodes every row."""
     import pathlib
 
-    from pipeline.commands import export as ex
+    from pipeline.commands import export_checks as ex
 
     tok = char_tokenizer()
-    enc = ex._Encoded(tok)
+    enc = ex.Encoded(tok)
     assert enc.atomic_tag("<extra_0>") and enc.atomic_tag("ки")
     assert not enc.atomic_tag("not a token")
     fast = export_corpus(corpus, "qwen-prm", str(tmp_path / "fast"), tokenizer=tok)
-    monkeypatch.setattr(ex._Encoded, "atomic_tag", lambda self, tag: False)
+    monkeypatch.setattr(ex.Encoded, "atomic_tag", lambda self, tag: False)
     slow = export_corpus(corpus, "qwen-prm", str(tmp_path / "slow"), tokenizer=tok)
     assert fast.rows == slow.rows > 0
 
@@ -312,13 +312,13 @@ def test_tag_the_tokenizer_does_not_keep_whole_turns_the_shortcut_off():
     encodes a text's tags to another count than the text shows, the shortcut is off from then on."""
     from tokenizers import AddedToken
 
-    from pipeline.commands.export import _Encoded
+    from pipeline.commands.export_checks import Encoded
 
     tok = char_tokenizer(extra_special=())
     tok.add_tokens([AddedToken("<sep>", single_word=True)])
-    assert not _Encoded(tok).atomic_tag("<sep>")
+    assert not Encoded(tok).atomic_tag("<sep>")
 
-    enc = _Encoded(char_tokenizer())
+    enc = Encoded(char_tokenizer())
     tid = enc("<extra_0>")["input_ids"][0]
     enc._atomic = {"<extra_0>": True}
     enc.prepare(["a<extra_0>b"])

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.commands.export import export_corpus
-from pipeline.commands.report import build_report, correctness_table
+from pipeline.commands.report import build_report
 from tests.pipeline.prm_fixtures import make_corpus
 
 
@@ -46,12 +46,6 @@ def test_html_and_pngs(report):
     # s1, s5, s6 right answer without error; s2, s3, s4 wrong answer with an error
     assert "right answer, wrong process</th><td>0 (0.0% of right answers)" in page
     assert res.metrics["f1"] == 1.0 and "eval metrics" in page
-
-
-def test_right_answer_wrong_process_counted():
-    t = correctness_table([True, True, False, None], [-1, 2, 0, -1])
-    assert t == {"right answer, error": 1, "right answer, no error": 1, "unknown answer, no error": 1,
-                 "wrong answer, error": 1}
 
 
 def test_cli_report(tmp_path):

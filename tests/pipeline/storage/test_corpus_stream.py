@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections import Counter
 
@@ -10,7 +11,6 @@ import pytest
 from pipeline.commands.export import (
     ExportOptions,
     Row,
-    _balance,
     _cut,
     check_row,
     export_corpus,
@@ -22,6 +22,20 @@ from pipeline.storage.schema import SCHEMA_VERSION, arrow_schema
 from pipeline.storage.store import CorpusStore
 from tests.export_files import load_export
 
+
+# the in-memory downsampling (before issue 17): what the export's two-pass mask must choose
+def _balance(rows: list[Row], seed: int, skipped: dict[str, int]) -> list[Row]:
+    def rank(r: Row) -> str:
+        return hashlib.sha256(f"{seed}:{r.id}:{r.problem}:{len(r.steps)}".encode()).hexdigest()
+
+    neg = [r for r in rows if r.has_error]
+    pos = [r for r in rows if not r.has_error]
+    if not pos or not neg:
+        return rows
+    small, big = (pos, neg) if len(pos) <= len(neg) else (neg, pos)
+    keep = {id(r) for r in sorted(big, key=rank)[:len(small)]} | {id(r) for r in small}
+    skipped["balance"] = len(rows) - len(keep)
+    return [r for r in rows if id(r) in keep]
 
 def _random_rows(n: int, seed: int = 0) -> list[dict]:
     rng = random.Random(seed)
