@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from cli.common import echo, preflight, user_errors
-from pipeline.config import BACKENDS, PROMPT_FORMATS, option_default  # the defaults, declared once there
+from pipeline.config import option_default  # the defaults, declared once there
+from pipeline.options import BACKENDS, PROMPT_FORMATS
 
 
 def register(app: typer.Typer) -> None:

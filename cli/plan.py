@@ -10,7 +10,7 @@ import typer
 from cli.common import preflight, user_errors
 from cli.label import _enum, option_help
 from pipeline.commands.plan import DEFAULT_GPU_TOKENS_PER_S, DEFAULT_PILOT
-from pipeline.config import BACKENDS, STRATEGIES
+from pipeline.options import BACKENDS, STRATEGIES
 
 
 def register(app: typer.Typer) -> None:

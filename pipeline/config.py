@@ -1,6 +1,7 @@
 """The one configuration of a labeling run: a tree of documented sub-configs, validated once.
 
-:class:`LabelConfig` holds one section per concern: :class:`InputConfig` (what to read), :class:`OutputConfig`
+:class:`LabelConfig` holds one section per concern (declared in :mod:`pipeline.options`, with the defaults):
+:class:`InputConfig` (what to read), :class:`OutputConfig`
 (where to write), :class:`ModelConfig` (model, prompt, backend), one options class per backend (declared with
 the backend in :mod:`rollouts.registry`), :class:`SamplingOptions`, :class:`StrategyConfig`,
 :class:`GraderOptions` and :class:`ExecutorConfig`. Every field is declared with its documentation
@@ -20,279 +21,27 @@ import functools
 import hashlib
 import json
 import typing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graders.config import DEFAULT_TIMEOUT_S
-from pipeline.errors import FatalError
-from pipeline.input.spec import ANSWER_EXTRACTORS, FORMATS, InputSpec
-from pipeline.input.split import SPLIT_MODES
+from pipeline.options import (
+    ConfigError,
+    ExecutorConfig,
+    GraderOptions,
+    InputConfig,
+    ModelConfig,
+    OutputConfig,
+    SamplingOptions,
+    StrategyConfig,
+)
 from rollouts.registry import BACKENDS as BACKEND_SPECS
 from rollouts.registry import (
-    VLLM_ENGINES,
     BackendSpec,
     HFOptions,
     ModelRef,
     OpenAIOptions,
     VLLMOptions,
-    option,
 )
-
-DEFAULT_K = 20  # continuations per step prefix: the one default of k (SamplingOptions, StrategyParams); README "Labels" says why
-# binary-search's probe point and relative drop (StrategyConfig, StrategyParams; BENCHMARKS.md, issue 16)
-UNREADABLE_POLICIES = ("failure", "exclude")  # GraderOptions.unreadable (pipeline.labeling.last_step.outcome)
-DEFAULT_BISECT_FRACTION = 0.6
-DEFAULT_RELATIVE_DROP = 0.25
-DEFAULT_WAVE_SIZE = 2  # continuations per wave (binary-search, adaptive, sequential; StrategyParams)
-DEFAULT_TARGET_CONFIDENCE = 0.9  # sequential: the first error's posterior at which it stops (StrategyParams)
-DEAD_PREFIX_RATE = 0.02  # eps: how often a dead prefix still reaches the gold answer by luck (rules, strategies)
-DEFAULT_MAX_BATCH_REQUESTS = 512  # requests per generate() call (ExecutorConfig; the scheduler's default)
-DEFAULT_SHARD_SIZE = 64  # solutions per shard (OutputConfig; pipeline.ray_data's batch size)
-
-STRATEGIES = ("per-step", "binary-search", "adaptive", "sequential")
-BACKENDS = tuple(BACKEND_SPECS)  # hf, vllm, openai (rollouts/registry.py)
-EXECUTORS = ("auto", "ray", "local")
-PROMPT_FORMATS = ("plain", "chat")
-
-__all__ = ["BACKENDS", "DEFAULT_K", "EXECUTORS", "STRATEGIES", "VLLM_ENGINES", "ConfigError", "LabelConfig"]
-
-
-class ConfigError(FatalError, ValueError):
-    """A configuration value is wrong; the message says which option and what to do."""
-
-
-def _at_least(problems: list[str], name: str, value, low) -> None:
-    if value is not None and value < low:
-        problems.append(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
-
-
-def _one_of(problems: list[str], name: str, value, allowed) -> None:
-    if value not in allowed:
-        problems.append(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, got {value!r}")
-
-
-# ---------------------------------------------------------------------------------------------- sections
-@dataclass
-class InputConfig:
-    """What to read and how (read by :mod:`pipeline.input`; the reader checks fields and files)."""
-
-    input: list[str] = option(help="JSONL/Parquet file, folder or glob (any fsspec URL); repeatable.",
-                              factory=list, flags=("--input", "-i"), shown="the bundled sample")
-    problem_field: str = option("problem", "Input field holding the problem.")
-    answer_field: str = option("answer", "Input field holding the gold answer.")
-    steps_field: str = option("steps", "Input field holding the steps (a list of strings).")
-    solution_field: str = option("solution", "Input field holding the solution as one text (cut by --splitter) "
-                                             "when there is no steps field.")
-    id_field: str = option("id", "Input field holding the row id (optional; default: a content hash).")
-    splitter: str = option("blank-line", "How a solution text is cut into steps; gsm8k: lines, without <<...>> "
-                                         "annotations and the #### answer line.", choices=SPLIT_MODES)
-    split_regex: str | None = option(None, "--splitter regex: the separator regex between steps.")
-    input_format: str | None = option(None, "Input file format.", choices=FORMATS, shown="by file extension")
-    answer_extract: str | None = option(None, "Take the gold answer out of a worked answer field (gsm8k: after "
-                                              "####; boxed: the last \\boxed{}).", choices=ANSWER_EXTRACTORS,
-                                        shown="the field as it is")
-    max_step_chars: int = option(20000, "Reject steps longer than this many characters.")
-    max_steps: int = option(200, "Reject solutions with more steps.")
-    skip_bad: bool = option(False, "Write bad rows (invalid, too long for the model) to rejects/ and label the "
-                                   "rest.", shown="off: a bad row stops the run")
-    limit: int | None = option(None, "Label only the first N valid solutions.", shown="all")
-
-    def spec(self, **checks: Any) -> InputSpec:
-        """What the reader needs (:class:`pipeline.input.InputSpec`): this section's fields of the same name, the
-        paths and the format; ``checks``: its gold_check / prompt_check."""
-        same = {f.name for f in dataclasses.fields(InputSpec)} & {f.name for f in dataclasses.fields(self)}
-        return InputSpec(paths=tuple(self.input), format=self.input_format, **{n: getattr(self, n) for n in same},
-                         **checks)
-
-    def problems(self) -> list[str]:
-        out: list[str] = []
-        _at_least(out, "max_step_chars", self.max_step_chars, 1)
-        _at_least(out, "max_steps", self.max_steps, 1)
-        _at_least(out, "limit", self.limit, 0)
-        return out
-
-
-@dataclass
-class OutputConfig:
-    """Where the corpus goes and how it is cut into shards."""
-
-    output: str = option("./mcprm-out", "Output corpus folder (any fsspec URL).", flags=("--output", "-o"))
-    overwrite: bool = option(False, "Start a new corpus version with other settings on an existing output.")
-    shard_size: int = option(DEFAULT_SHARD_SIZE, "Solutions per shard (the unit of work, resume and balance).")
-
-    def problems(self) -> list[str]:
-        out: list[str] = []
-        _at_least(out, "shard_size", self.shard_size, 1)
-        return out
-
-
-@dataclass
-class ModelConfig:
-    """The model, the prompt it is given, and the backend that runs it."""
-
-    model: str = option("", "Model folder or hub name; for --backend openai, the model name the server serves "
-                            "(GET /v1/models).", identity=True, shown="the bundled model")
-    tokenizer: str | None = option(None, "Tokenizer folder or name, if not the model's.", identity=True,
-                                   shown="the model's")
-    backend: str = option("hf", "Rollout engine: " + ", ".join(f"{s.name} ({s.summary})"
-                                                                for s in BACKEND_SPECS.values()) + ".",
-                          choices=BACKENDS)
-    prompt_format: str = option("plain", "plain: a text template; chat: the model's chat template.",
-                                identity=True, choices=PROMPT_FORMATS)
-    prompt_template: str | None = option(None, "plain format template with {problem}.", identity=True,
-                                         shown="'Problem: {problem}\\nSolution:\\n'")
-    step_separator: str | None = option(None, "Text between steps.", identity=True,
-                                        shown="plain: newline, chat: blank line")
-    dtype: str | None = option(None, "Weights dtype (hf, vllm).", shown="the model's", cli=False,
-                               identity="non-default")
-
-    def problems(self) -> list[str]:
-        out: list[str] = []
-        _one_of(out, "backend", self.backend, BACKENDS)
-        if self.prompt_format not in PROMPT_FORMATS:
-            out.append(f"--prompt-format must be 'plain' or 'chat', got {self.prompt_format!r}")
-        return out
-
-
-@dataclass
-class SamplingOptions:
-    """How each continuation is sampled (every field changes what a label means)."""
-
-    k: int = option(DEFAULT_K, "Continuations per step prefix.", identity=True, flags=("--k",))
-    temperature: float = option(1.0, "Sampling temperature of the continuations.", identity=True)
-    top_p: float = option(1.0, "Nucleus sampling top-p of the continuations.", identity=True)
-    max_new_tokens: int = option(256, "Most tokens a continuation may generate (one that ends without an answer "
-                                      "counts as incorrect).", identity=True)
-    seed: int = option(0, "Run seed; every request's seed derives from it (same labels under any sharding).",
-                       identity=True)
-    ignore_eos: bool = option(False, "Benchmarks only: generate exactly max_new_tokens.", identity=True, cli=False)
-
-    def problems(self) -> list[str]:
-        out: list[str] = []
-        _at_least(out, "k", self.k, 1)
-        if self.temperature < 0:
-            out.append(f"--temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            out.append(f"--top-p must be in (0, 1], got {self.top_p}")
-        _at_least(out, "max_new_tokens", self.max_new_tokens, 1)
-        return out
-
-
-@dataclass
-class StrategyConfig:
-    """Which steps get rollouts, and how many (README: Labels)."""
-
-    strategy: str = option("binary-search", "Labeling strategy (README: Labels).", identity=True, choices=STRATEGIES)
-    wave_size: int = option(DEFAULT_WAVE_SIZE, "adaptive / binary-search: continuations per wave.",
-                            identity=True, strategies=("binary-search", "adaptive", "sequential"))
-    confidence_width: float | None = option(None, "adaptive: keep sampling a positive step until its 95% interval "
-                                                  "is narrower than this.", identity=True,
-                                            shown="off", strategies=("binary-search", "adaptive"))
-    trust_correct: bool | None = option(None, "Label solutions with a correct final answer positive without "
-                                              "rollouts.", identity=True,
-                                        shown="on for binary-search/adaptive, off for per-step")
-    early_stop: bool = option(True, "binary-search: stop a probe at its first success (off = K per probe, "
-                                    "OmegaPRM's original).", identity=True,
-                            strategies=("binary-search",))
-    bisect_fraction: float = option(DEFAULT_BISECT_FRACTION, "binary-search: where the next probe goes between the last live and the "
-                                         "first dead prefix (0.5 = the midpoint; larger = later prefixes first).",
-                                    identity="non-default", legacy=0.5, strategies=("binary-search",))
-    relative_drop: float = option(DEFAULT_RELATIVE_DROP, "binary-search: a prefix whose success rate is under this fraction "
-                                               "of the last live prefix's is dead (a wrong step the model recovers "
-                                               "from now and then); 0 = any success is alive.",
-                                         identity="non-default", legacy=0.0, strategies=("binary-search",))
-    reuse_rollouts: bool = option(True, "Count a continuation that writes the solution's next steps verbatim as a "
-                                        "draw of those later prefixes too (no extra tokens; README: Labels).",
-                                  identity="non-default", legacy=False)
-    # issue 16 (sequential strategy; pipeline/labeling/strategies.py)
-    target_confidence: float = option(DEFAULT_TARGET_CONFIDENCE, "sequential: stop when the first error's posterior probability "
-                                           "reaches this.", identity="non-default",
-                                      strategies=("sequential",))
-    max_tokens_per_solution: int | None = option(None, "sequential: stop sampling a solution once its "
-                                                       "continuations generated this many tokens.",
-                                                 identity="non-default",
-                                                 shown="off", strategies=("sequential",))
-
-    def problems(self) -> list[str]:
-        out: list[str] = []
-        _one_of(out, "strategy", self.strategy, STRATEGIES)
-        if not 0 < self.target_confidence < 1:
-            out.append(f"--target-confidence must be in (0, 1), got {self.target_confidence}")
-        _at_least(out, "max_tokens_per_solution", self.max_tokens_per_solution, 1)
-        _at_least(out, "wave_size", self.wave_size, 1)
-        if not 0 <= self.relative_drop < 1:
-            out.append(f"--relative-drop must be in [0, 1), got {self.relative_drop}")
-        if not 0 < self.bisect_fraction < 1:
-            out.append(f"--bisect-fraction must be in (0, 1), got {self.bisect_fraction}")
-        if self.confidence_width is not None and not 0 < self.confidence_width < 1:
-            out.append(f"--confidence-width must be in (0, 1), got {self.confidence_width}")
-        return out
-
-    def effective_trust_correct(self) -> bool:
-        return self.strategy != "per-step" if self.trust_correct is None else bool(self.trust_correct)
-
-
-@dataclass
-class GraderOptions:
-    """How a continuation's final answer is compared with the gold answer (:mod:`graders`)."""
-
-    grader: str = option("sympy", "Answer grader: sympy | exact | math-verify | a registered grader.",
-                         identity=True)
-    grader_timeout: float = option(DEFAULT_TIMEOUT_S, "Seconds one answer comparison may take (then ungradable).",
-                                   identity=True)
-    unreadable: str = option("failure", "A continuation whose answer the grader cannot read: failure (did not "
-                                        "reach the gold answer, Math-Shepherd) or exclude (left out of the "
-                                        "counts; schema 3's rule).", identity="non-default", legacy="exclude",
-                        choices=UNREADABLE_POLICIES)
-
-    def problems(self) -> list[str]:
-        out: list[str] = []
-        _one_of(out, "unreadable", self.unreadable, UNREADABLE_POLICIES)
-        if not self.grader_timeout > 0:
-            out.append(f"--grader-timeout must be > 0 seconds, got {self.grader_timeout}")
-        from graders import get_grader
-
-        try:
-            get_grader(self.grader)
-        except KeyError as e:
-            out.append(f"--grader: {e.args[0]}")
-        return out
-
-
-@dataclass
-class ExecutorConfig:
-    """Where and how widely shards run (performance only: never part of the identity)."""
-
-    executor: str = option("auto", "Where shards run: auto = local (in-process) on a small machine (< 4 CPUs, no "
-                                   "GPU) unless --ray-address is given, else ray.", choices=EXECUTORS)
-    ray_address: str | None = option(None, "Ray cluster address (or RAY_ADDRESS).", envvar="RAY_ADDRESS",
-                                     shown="a local Ray")
-    wait_for_resources: float = option(0.0, "ray: wait up to this many seconds for the GPUs/CPUs the workers need "
-                                            "(autoscaling clusters) instead of failing at once.")
-    num_workers: int | None = option(None, "Rollout actors (hf: CPU actors; vllm: one per GPU).",
-                                     shown="one per GPU (vllm) or CPU slot (hf), at most one per shard")
-    cpus_per_worker: float | None = option(None, "CPUs per worker (hf: torch threads; every backend: grader "
-                                                 "processes).",
-                                           shown="hf/openai: 1; vllm: the node's CPUs per GPU, at most 8")
-    gpus_per_worker: float = option(0.0, "GPUs per worker.", shown="vllm: --tensor-parallel-size; hf: 0")
-    max_batch_requests: int = option(DEFAULT_MAX_BATCH_REQUESTS, "Requests handed to the backend per generate() call.", cli=False)
-    progress: bool = option(True, "Live progress (the CLI: --progress / --quiet).", cli=False)
-    ray_logs: bool = option(False, "Show Ray's own log lines (workers' output) in the terminal (the CLI: -v).",
-                            cli=False)
-
-    def problems(self) -> list[str]:
-        out: list[str] = []
-        _one_of(out, "executor", self.executor, EXECUTORS)
-        _at_least(out, "num_workers", self.num_workers, 1)
-        if self.wait_for_resources < 0:
-            out.append(f"--wait-for-resources must be >= 0 seconds, got {self.wait_for_resources}")
-        if (self.cpus_per_worker is not None and self.cpus_per_worker <= 0) or self.gpus_per_worker < 0:
-            out.append(f"--cpus-per-worker must be > 0 and --gpus-per-worker >= 0, got {self.cpus_per_worker} "
-                       f"and {self.gpus_per_worker}")
-        _at_least(out, "max_batch_requests", self.max_batch_requests, 1)
-        return out
-
 
 # The tree: section attribute -> its class, in the order of `mcprm label --help`. Sections are named for what they
 # decide (the options' own names -- input, output, model, strategy, grader, executor -- are taken by options); a

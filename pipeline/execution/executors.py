@@ -1,7 +1,7 @@
 """Where shards run: in this process (``local``) or on Ray actors (``ray``, the default).
 
 Both executors take a lazy iterator of ``(shard_index, solutions)`` and call ``on_done(result)`` as shards
-finish (in completion order). Only this module imports ray.
+finish (in completion order). Only this module and :mod:`pipeline.execution.ray_cluster` import ray.
 
 Ray: one actor per worker (per GPU for vLLM, ``--num-workers`` CPU actors for hf) keeps its model loaded and
 is fed a stream of shards, two in flight per actor so it never idles between shards. A shard whose actor dies
@@ -21,7 +21,14 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from pipeline.config import ConfigError, LabelConfig
+from pipeline.config import LabelConfig
+from pipeline.execution.ray_cluster import (
+    check_resources,
+    cpus_per_gpu,
+    init_error,
+    init_ray,
+    task_cause,
+)
 from pipeline.storage.rows import Solution
 
 log = logging.getLogger("mcprm")
@@ -105,108 +112,6 @@ class _ShardActor:
         return (self.node_id(), *self.started)
 
 
-def init_ray(address: str | None = None, log_to_driver: bool = False) -> None:
-    from rollouts.base import require
-
-    ray = require("ray", "pip install 'ray>=2.30'")
-    if ray.is_initialized():
-        return
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    # Ray's own log lines (workers' output, ANSI colour) stay out of the user's terminal unless asked (-v).
-    kwargs = dict(ignore_reinit_error=True, logging_level=logging.WARNING if log_to_driver else logging.ERROR,
-                  log_to_driver=log_to_driver)
-    if address is None:
-        kwargs["include_dashboard"] = False
-        # a Ray of our own: a bare ray.init() joins any cluster this machine's last `ray start` (or another job's
-        # test cluster) left in /tmp/ray, whose resources are not ours
-        address = "local"
-    # Let actors find the top-level packages (pipeline, rollouts, graders) when running from a checkout.
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}}
-    ray.init(address=address, runtime_env=env, **kwargs)
-
-
-class ResourceError(ConfigError):
-    """The cluster cannot run the workers asked for (no GPU, too few CPUs): said at once, never a silent hang."""
-
-
-def _cluster_summary(ray) -> str:
-    res = ray.cluster_resources()
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
-    return (f"{len(nodes)} node(s) with {res.get('CPU', 0):g} CPU(s) and {res.get('GPU', 0):g} GPU(s) in all"
-            + (f", {res.get('GPU', 0) - ray.available_resources().get('GPU', 0):g} GPU(s) in use"
-               if res.get("GPU") else ""))
-
-
-def check_resources(ray, cfg: LabelConfig, n: int, cpus: float, gpus: float, poll_s: float = 5.0) -> None:
-    """Fail fast (or, with ``cfg.wait_for_resources`` seconds, wait with a visible message) when the cluster
-    cannot host ``n`` actors of ``cpus`` CPUs and ``gpus`` GPUs each; Ray itself would wait forever."""
-
-    def short() -> str | None:
-        res = ray.cluster_resources()
-        nodes = [nd.get("Resources", {}) for nd in ray.nodes() if nd.get("Alive")]
-        fits_one = any(r.get("CPU", 0) >= cpus and r.get("GPU", 0) >= gpus for r in nodes)
-        if gpus > 0 and res.get("GPU", 0) < gpus * n or not fits_one and gpus > 0:
-            return f"{n} worker(s) with {gpus:g} GPU(s) each ({gpus * n:g} GPUs)"
-        if res.get("CPU", 0) < cpus * n or not fits_one:
-            return f"{n} worker(s) with {cpus:g} CPU(s) each ({cpus * n:g} CPUs)"
-        return None
-
-    asked = short()
-    if asked is None:
-        return
-    deadline = time.monotonic() + max(0.0, float(cfg.wait_for_resources or 0))
-    while asked is not None and time.monotonic() < deadline:
-        log.warning("waiting for resources: asked for %s; the cluster has %s (giving up in %.0f s)", asked,
-                    _cluster_summary(ray), deadline - time.monotonic())
-        time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
-        asked = short()
-    if asked is None:
-        return
-    what = (["run on a machine or cluster with GPUs (--ray-address ADDRESS)",
-             "use --backend hf (CPU) or --backend openai --base-url URL (a running server)"]
-            if gpus > 0 else ["use fewer workers (--num-workers N) or fewer CPUs each (--cpus-per-worker C)"])
-    what.append("on an autoscaling cluster, pass --wait-for-resources SECONDS to wait for nodes")
-    waited = f" (waited {cfg.wait_for_resources:g} s)" if cfg.wait_for_resources else ""
-    raise ResourceError(f"the Ray cluster cannot run this job{waited}: it asks for {asked}, and the cluster has "
-                        f"{_cluster_summary(ray)}. To fix: " + "; or ".join(what) + ".")
-
-
-def _task_cause(e: BaseException) -> BaseException:
-    """The exception a Ray task raised, as its own type without Ray's wrapping (whose text is the whole
-    remote traceback); a :class:`pipeline.labeling.worker.WorkerError` keeps the worker's traceback as ``detail``."""
-    cause = getattr(e, "cause", None)
-    if isinstance(cause, BaseException):
-        if not getattr(cause, "detail", None):
-            try:
-                cause.detail = getattr(e, "traceback_str", "") or ""  # type: ignore[attr-defined]
-            except AttributeError:  # pragma: no cover
-                pass
-        return cause
-    return e.as_instanceof_cause() if hasattr(e, "as_instanceof_cause") else e
-
-
-def _cpus_per_gpu(ray) -> float | None:
-    """The fewest CPUs per GPU of any live GPU node (what a GPU worker can be given everywhere)."""
-    per = [n["Resources"].get("CPU", 0) / n["Resources"]["GPU"] for n in ray.nodes()
-           if n.get("Alive") and n.get("Resources", {}).get("GPU")]
-    return min(per) if per else None
-
-
-def _init_error(e: BaseException) -> BaseException:
-    """A worker whose backend could not be built (bad model path, out of GPU memory): the error it raised, as one
-    message (Ray's text holds the whole remote traceback, kept as ``detail``)."""
-    from pipeline.labeling.worker import WorkerError
-
-    text = str(e)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    last = next((ln for ln in reversed(lines) if not ln.startswith(("File ", "^", "~")) and ":" in ln), "")
-    what = (last or (lines[-1] if lines else text)).rstrip(".")
-    return WorkerError(f"a Ray worker could not start its backend: {what}. "
-                       "Check --model, --backend and the worker's resources (MCPRM_DEBUG=1 shows the traceback).",
-                       text)
-
-
 class RayExecutor:
     """Shards on Ray actors, one per GPU (or CPU slot). Labeling starts as soon as the first actor has built
     its backend; the others join as they come up. ``borrow`` lends the running actors to later runs."""
@@ -222,7 +127,7 @@ class RayExecutor:
         init_ray(cfg.ray_address, log_to_driver=cfg.ray_logs)
         spec = cfg.backend_spec  # what one worker of this backend needs (rollouts/registry.py)
         gpus = cfg.worker_gpus
-        cpus = cfg.worker_cpus(_cpus_per_gpu(ray) if gpus > 0 else None)
+        cpus = cfg.worker_cpus(cpus_per_gpu(ray) if gpus > 0 else None)
         n = cfg.num_workers
         if n is None:
             res = ray.cluster_resources()
@@ -404,11 +309,11 @@ class RayExecutor:
                     node, t_init, t_ready = ray.get(ref)
                 except transient as e:
                     if getattr(e, "actor_init_failed", False):  # its constructor raised: no restart will help
-                        raise _init_error(e) from None
+                        raise init_error(e) from None
                     pings[actors[a].ready.remote()] = a
                     continue
                 except ray.exceptions.RayTaskError as e:  # the backend could not be built (bad model, OOM)
-                    raise _task_cause(e) from None
+                    raise task_cause(e) from None
                 self._node_of[a], up[a] = node, True
                 self.ready_at.setdefault(a, time.time())
                 self.actor_start.setdefault(a, (t_init, t_ready))
@@ -431,7 +336,7 @@ class RayExecutor:
             except ray.exceptions.RayTaskError as e:
                 # mcprm's own error (a row the worker fails on, storage full, ...): not retried, raised as its
                 # own type and said once (the CLI prints it; the worker's traceback only with MCPRM_DEBUG=1).
-                raise _task_cause(e) from None
+                raise task_cause(e) from None
             self.timeline.append({"actor": a, "shard": shard, "submitted": t_sub, "done": time.time(),
                                   "started": result.get("t_start"), "ended": result.get("t_end"),
                                   "solutions": len(sols), "rollouts": result.get("rollouts"),

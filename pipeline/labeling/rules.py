@@ -47,7 +47,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pipeline.config import DEAD_PREFIX_RATE
+from pipeline.options import DEAD_PREFIX_RATE
 from pipeline.stats.intervals import Z95, beta_cdf, wilson  # noqa: F401  (re-exported: rules' users import them here)
 
 DEFAULT_THRESHOLD = 0.05  # success probability separating "alive" from "dead" for the uncertainty measures

@@ -29,7 +29,8 @@ import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
-from pipeline.config import (
+from pipeline.labeling.last_step import last_step_label
+from pipeline.options import (
     DEAD_PREFIX_RATE,
     DEFAULT_BISECT_FRACTION,
     DEFAULT_K,
@@ -37,7 +38,6 @@ from pipeline.config import (
     DEFAULT_TARGET_CONFIDENCE,
     DEFAULT_WAVE_SIZE,
 )
-from pipeline.labeling.last_step import last_step_label
 from pipeline.stats.intervals import FIRST_SUCCESS, FIRST_WAVE, FIXED, wilson
 from pipeline.storage.rows import StepStats
 

@@ -49,7 +49,7 @@ def test_plan_defaults_come_from_the_config_and_the_planner():
 
 def test_label_choices_are_the_configs():
     from cli.help import choices
-    from pipeline.config import STRATEGIES
+    from pipeline.options import STRATEGIES
 
     assert choices(_params("label")["strategy"]) == list(STRATEGIES)
     assert choices(_params("plan")["strategy"]) == list(STRATEGIES)

@@ -8,7 +8,7 @@ import pytest
 from pipeline.commands.export import ExportError
 from pipeline.config import ConfigError
 from pipeline.errors import FatalError, McprmError, RowError
-from pipeline.execution.executors import ResourceError
+from pipeline.execution.ray_cluster import ResourceError
 from pipeline.input import InputError
 from pipeline.input.split import SplitError
 from pipeline.labeling.worker import WorkerError

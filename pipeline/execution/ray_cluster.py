@@ -1,0 +1,115 @@
+"""The Ray cluster as the Ray executor sees it (:mod:`pipeline.execution.executors`): starting or joining it,
+checking it can host the workers asked for (a clear error, or a visible wait, never a silent hang), and the
+errors its tasks and actors raise, unwrapped into mcprm's own."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from pipeline.config import ConfigError, LabelConfig
+
+log = logging.getLogger("mcprm")
+
+
+def init_ray(address: str | None = None, log_to_driver: bool = False) -> None:
+    from rollouts.base import require
+
+    ray = require("ray", "pip install 'ray>=2.30'")
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    # Ray's own log lines (workers' output, ANSI colour) stay out of the user's terminal unless asked (-v).
+    kwargs = dict(ignore_reinit_error=True, logging_level=logging.WARNING if log_to_driver else logging.ERROR,
+                  log_to_driver=log_to_driver)
+    if address is None:
+        kwargs["include_dashboard"] = False
+        # a Ray of our own: a bare ray.init() joins any cluster this machine's last `ray start` (or another job's
+        # test cluster) left in /tmp/ray, whose resources are not ours
+        address = "local"
+    # Let actors find the top-level packages (pipeline, rollouts, graders) when running from a checkout.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}}
+    ray.init(address=address, runtime_env=env, **kwargs)
+
+
+class ResourceError(ConfigError):
+    """The cluster cannot run the workers asked for (no GPU, too few CPUs): said at once, never a silent hang."""
+
+
+def cluster_summary(ray) -> str:
+    res = ray.cluster_resources()
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    return (f"{len(nodes)} node(s) with {res.get('CPU', 0):g} CPU(s) and {res.get('GPU', 0):g} GPU(s) in all"
+            + (f", {res.get('GPU', 0) - ray.available_resources().get('GPU', 0):g} GPU(s) in use"
+               if res.get("GPU") else ""))
+
+
+def check_resources(ray, cfg: LabelConfig, n: int, cpus: float, gpus: float, poll_s: float = 5.0) -> None:
+    """Fail fast (or, with ``cfg.wait_for_resources`` seconds, wait with a visible message) when the cluster
+    cannot host ``n`` actors of ``cpus`` CPUs and ``gpus`` GPUs each; Ray itself would wait forever."""
+
+    def short() -> str | None:
+        res = ray.cluster_resources()
+        nodes = [nd.get("Resources", {}) for nd in ray.nodes() if nd.get("Alive")]
+        fits_one = any(r.get("CPU", 0) >= cpus and r.get("GPU", 0) >= gpus for r in nodes)
+        if gpus > 0 and res.get("GPU", 0) < gpus * n or not fits_one and gpus > 0:
+            return f"{n} worker(s) with {gpus:g} GPU(s) each ({gpus * n:g} GPUs)"
+        if res.get("CPU", 0) < cpus * n or not fits_one:
+            return f"{n} worker(s) with {cpus:g} CPU(s) each ({cpus * n:g} CPUs)"
+        return None
+
+    asked = short()
+    if asked is None:
+        return
+    deadline = time.monotonic() + max(0.0, float(cfg.wait_for_resources or 0))
+    while asked is not None and time.monotonic() < deadline:
+        log.warning("waiting for resources: asked for %s; the cluster has %s (giving up in %.0f s)", asked,
+                    cluster_summary(ray), deadline - time.monotonic())
+        time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+        asked = short()
+    if asked is None:
+        return
+    what = (["run on a machine or cluster with GPUs (--ray-address ADDRESS)",
+             "use --backend hf (CPU) or --backend openai --base-url URL (a running server)"]
+            if gpus > 0 else ["use fewer workers (--num-workers N) or fewer CPUs each (--cpus-per-worker C)"])
+    what.append("on an autoscaling cluster, pass --wait-for-resources SECONDS to wait for nodes")
+    waited = f" (waited {cfg.wait_for_resources:g} s)" if cfg.wait_for_resources else ""
+    raise ResourceError(f"the Ray cluster cannot run this job{waited}: it asks for {asked}, and the cluster has "
+                        f"{cluster_summary(ray)}. To fix: " + "; or ".join(what) + ".")
+
+
+def task_cause(e: BaseException) -> BaseException:
+    """The exception a Ray task raised, as its own type without Ray's wrapping (whose text is the whole
+    remote traceback); a :class:`pipeline.labeling.worker.WorkerError` keeps the worker's traceback as ``detail``."""
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, BaseException):
+        if not getattr(cause, "detail", None):
+            try:
+                cause.detail = getattr(e, "traceback_str", "") or ""  # type: ignore[attr-defined]
+            except AttributeError:  # pragma: no cover
+                pass
+        return cause
+    return e.as_instanceof_cause() if hasattr(e, "as_instanceof_cause") else e
+
+
+def cpus_per_gpu(ray) -> float | None:
+    """The fewest CPUs per GPU of any live GPU node (what a GPU worker can be given everywhere)."""
+    per = [n["Resources"].get("CPU", 0) / n["Resources"]["GPU"] for n in ray.nodes()
+           if n.get("Alive") and n.get("Resources", {}).get("GPU")]
+    return min(per) if per else None
+
+
+def init_error(e: BaseException) -> BaseException:
+    """A worker whose backend could not be built (bad model path, out of GPU memory): the error it raised, as one
+    message (Ray's text holds the whole remote traceback, kept as ``detail``)."""
+    from pipeline.labeling.worker import WorkerError
+
+    text = str(e)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    last = next((ln for ln in reversed(lines) if not ln.startswith(("File ", "^", "~")) and ":" in ln), "")
+    what = (last or (lines[-1] if lines else text)).rstrip(".")
+    return WorkerError(f"a Ray worker could not start its backend: {what}. "
+                       "Check --model, --backend and the worker's resources (MCPRM_DEBUG=1 shows the traceback).",
+                       text)
