@@ -24,8 +24,8 @@ def eval_cmd(
     neutral_is_error: Annotated[bool, typer.Option(help="PRM800K: count rating 0 as an error.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     label_rule: Annotated[str | None, typer.Option(help="Relabel from the stored counts first: hard, threshold, "
-                                                        "soft, relative, advantage, er-prm, changepoint, or 'all' "
-                                                        "(one table row per rule; README: Labels).")] = None,
+                                                        "soft, relative, ratio, advantage, er-prm, changepoint, or 'all' "
+                                                        "(one table row per rule; docs/labels.md).")] = None,
 ) -> None:
     """First-error F1 (ProcessBench), step accuracy/precision/recall, Brier score, rollout tokens spent."""
     from pipeline.commands.evaluate import evaluate

@@ -27,10 +27,10 @@ def export_cmd(
     label_rule: Annotated[str, typer.Option(help="hard (mc_value > 0) | threshold (mc_value >= --threshold) | "
                                                  "soft (mc_value as a float; qwen-prm and openrlhf only) | relative | advantage | "
                                                  "er-prm | changepoint (hard labels from the stored counts; "
-                                                 "README: Labels)")] = _D["label_rule"],
+                                                 "docs/labels.md)")] = _D["label_rule"],
     threshold: Annotated[float, typer.Option(help="For --label-rule threshold.")] = _D["threshold"],
     min_confidence: Annotated[float | None, typer.Option(help="Drop rows whose first-error confidence is below "
-                                                               "this (README: Labels).")] = None,
+                                                               "this (docs/labels.md).")] = None,
     weight_by_confidence: Annotated[bool, typer.Option(help="Add a 'weight' column: the row's first-error "
                                                             "confidence.")] = False,
     drop_after_first_error: Annotated[bool, typer.Option(

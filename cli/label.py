@@ -99,7 +99,7 @@ def _signature() -> inspect.Signature:
 
 
 def option_table() -> str:
-    """README's option table (Markdown), made from the same field docs as ``--help``: every option of a run,
+    """docs/options.md's option table (Markdown), made from the same field docs as ``--help``: every option of a run,
     those without a command-line flag marked "run file only"."""
     rows = ["| option | meaning (default) |", "| --- | --- |"]
     for name, (f, _) in option_fields().items():
@@ -111,7 +111,7 @@ def option_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-if __name__ == "__main__":  # python -m cli.label: print README's option table
+if __name__ == "__main__":  # python -m cli.label: print docs/options.md's option table
     print(option_table(), end="")
 
 

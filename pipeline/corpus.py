@@ -1,4 +1,4 @@
-"""Public import path of the corpus reader, kept for the README's ``from pipeline.corpus import read_corpus``;
+"""Public import path of the corpus reader, kept for docs/corpus.md's ``from pipeline.corpus import read_corpus``;
 the code lives in :mod:`pipeline.storage.corpus`."""
 
 from pipeline.storage.corpus import (

@@ -1,19 +1,19 @@
-"""README's option table is the one `python -m cli.label` makes from the option declarations (no second copy)."""
+"""docs/options.md's option table is the one `python -m cli.label` makes from the option declarations (no second copy)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+OPTIONS_DOC = Path(__file__).resolve().parents[2] / "docs" / "options.md"
 
 
-def test_readme_option_table_matches_the_field_docs():
+def test_docs_option_table_matches_the_field_docs():
     from cli.label import option_table
 
-    m = re.search(r"<!-- options:[^\n]*-->\n(.*?)<!-- /options -->", README.read_text(), re.S)
-    assert m, "README has no generated option table"
-    assert m.group(1) == option_table(), "README's option table is stale: regenerate it with `python -m cli.label`"
+    m = re.search(r"<!-- options:[^\n]*-->\n(.*?)<!-- /options -->", OPTIONS_DOC.read_text(), re.S)
+    assert m, "docs/options.md has no generated option table"
+    assert m.group(1) == option_table(), "docs/options.md's option table is stale: regenerate it with `python -m cli.label`"
 
 
 def test_every_label_option_has_its_help_from_the_config():
