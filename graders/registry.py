@@ -52,6 +52,14 @@ class Grader(Protocol):
     def grade_batch(self, pairs: Sequence[tuple[str, str]], config: GraderConfig) -> list[Verdict]: ...
 
 
+@runtime_checkable
+class WarmsUp(Protocol):
+    """A grader with something worth starting before its first batch (the sympy grader: its worker processes).
+    A labeling worker calls :func:`warm_grader` while its model loads."""
+
+    def warm(self, workers: int) -> None: ...
+
+
 class VerdictCache:
     """A thread-safe LRU of (correct, reason) keyed by (grader, normalized gold, normalized answer, config)."""
 
@@ -183,6 +191,12 @@ class SympyGrader:
     name = "sympy"
     version = SYMPY_GRADER_VERSION
     accepts_problems = True  # grade_batch takes (gold, response, problem) triples; the problem decides policies
+
+    def warm(self, workers: int) -> None:
+        """Start the ``workers`` grader processes now: they load sympy in the background."""
+        from graders.pool import get_pool
+
+        get_pool(workers).warm()
 
     def _fast(self, gold: str, response: str, config: GraderConfig):
         """``(verdict, None)`` when decided in-process, else ``(None, (key, extracted))`` for the workers."""
@@ -333,6 +347,13 @@ def get_grader(name: str = "sympy") -> Grader:
         return _REGISTRY[name]
     except KeyError:
         raise KeyError(f"no grader named {name!r}; available: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def warm_grader(name: str, workers: int) -> None:
+    """Start what grader ``name`` needs before its first batch (:class:`WarmsUp`); nothing for the others."""
+    grader = get_grader(name)
+    if isinstance(grader, WarmsUp):
+        grader.warm(workers)
 
 
 def available_graders() -> list[str]:

@@ -120,10 +120,9 @@ class ShardWorker:
     def __init__(self, cfg: LabelConfig, backend=None, cpus: float | None = None):
         self.cpus = float(cpus or cfg.worker_cpus())
         cfg.backend_spec.prepare_worker(cfg.backend_options, self.cpus)  # e.g. hf on CPU: torch threads
-        if cfg.grader == "sympy":  # the grader processes load sympy while the model loads, not in the first shard
-            from graders.pool import get_pool
+        from graders.registry import warm_grader
 
-            get_pool(grader_workers(cfg, self.cpus)).warm()
+        warm_grader(cfg.grader, grader_workers(cfg, self.cpus))  # e.g. sympy's processes start while the model loads
         self.backend = backend if backend is not None else build_backend(cfg)
         self.cfg = None
         self.use(cfg)

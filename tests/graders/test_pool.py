@@ -204,6 +204,38 @@ def test_registry():
     assert graders.GRADER_VERSION == get_grader("sympy").version
 
 
+def test_warm_grader_starts_only_what_a_grader_declares():
+    """A labeling worker warms its grader while the model loads (graders.registry.warm_grader): the sympy
+    grader's processes start, a grader that declares nothing to start is left alone (no name is checked)."""
+    from graders import Verdict, register_grader
+    from graders.registry import _REGISTRY, warm_grader
+
+    shutdown_pool()
+    warm_grader("sympy", 1)
+    assert get_pool(1).size == 1 and len(get_pool(1).pids) == 1
+    shutdown_pool()
+    warm_grader("exact", 1)
+    from graders import pool
+
+    assert pool._POOL is None
+
+    class Warmable:
+        name, version, warmed = "warm-test", "warm-test-1", []
+
+        def grade_batch(self, pairs, config):
+            return [Verdict(True, "ok", r) for _, r in pairs]
+
+        def warm(self, workers):
+            self.warmed.append(workers)
+
+    register_grader("warm-test", Warmable(), overwrite=True)
+    try:
+        warm_grader("warm-test", 3)
+        assert Warmable.warmed == [3]
+    finally:
+        _REGISTRY.pop("warm-test", None)
+
+
 def test_no_multiprocessing_helper_is_started():
     """Workers are plain subprocesses: grading never starts multiprocessing's resource tracker, the helper
     process that outlived ``mcprm grade`` on a loaded machine (it exits only once it notices its parent left)."""
