@@ -5,7 +5,7 @@
 (where to write), :class:`ModelConfig` (model, prompt, backend), one options class per backend (declared with
 the backend in :mod:`rollouts.registry`), :class:`SamplingOptions`, :class:`StrategyConfig`,
 :class:`GraderOptions` and :class:`ExecutorConfig`. Every field is declared with its documentation
-(:func:`rollouts.registry.option`): ``mcprm label --help`` and README's option table are made from it, and
+(:func:`rollouts.registry.option`): ``mcprm label --help`` and docs/options.md's option table are made from it, and
 ``--config run.yaml`` and the CLI both build the tree through :meth:`LabelConfig.from_dict`. Options keep
 their flat names (``cfg.k``, ``LabelConfig(input=[...], k=4)``), each living in exactly one section.
 

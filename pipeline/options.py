@@ -18,7 +18,7 @@ from rollouts.registry import (
     option,
 )
 
-DEFAULT_K = 20  # continuations per step prefix: the one default of k (SamplingOptions, StrategyParams); README "Labels" says why
+DEFAULT_K = 20  # continuations per step prefix: the one default of k (SamplingOptions, StrategyParams); docs/labels.md says why
 # binary-search's probe point and relative drop (StrategyConfig, StrategyParams; BENCHMARKS.md, issue 16)
 UNREADABLE_POLICIES = ("failure", "exclude")  # GraderOptions.unreadable (pipeline.labeling.last_step.outcome)
 DEFAULT_BISECT_FRACTION = 0.6
@@ -159,9 +159,9 @@ class SamplingOptions:
 
 @dataclass
 class StrategyConfig:
-    """Which steps get rollouts, and how many (README: Labels)."""
+    """Which steps get rollouts, and how many (docs/labels.md, "Strategies")."""
 
-    strategy: str = option("binary-search", "Labeling strategy (README: Labels).", identity=True, choices=STRATEGIES)
+    strategy: str = option("binary-search", "Labeling strategy (docs/labels.md).", identity=True, choices=STRATEGIES)
     wave_size: int = option(DEFAULT_WAVE_SIZE, "adaptive / binary-search: continuations per wave.",
                             identity=True, strategies=("binary-search", "adaptive", "sequential"))
     confidence_width: float | None = option(None, "adaptive: keep sampling a positive step until its 95% interval "
@@ -181,7 +181,7 @@ class StrategyConfig:
                                                "from now and then); 0 = any success is alive.",
                                          identity="non-default", legacy=0.0, strategies=("binary-search",))
     reuse_rollouts: bool = option(True, "Count a continuation that writes the solution's next steps verbatim as a "
-                                        "draw of those later prefixes too (no extra tokens; README: Labels).",
+                                        "draw of those later prefixes too (no extra tokens; docs/labels.md).",
                                   identity="non-default", legacy=False)
     # issue 16 (sequential strategy; pipeline/labeling/strategies.py)
     target_confidence: float = option(DEFAULT_TARGET_CONFIDENCE, "sequential: stop when the first error's posterior probability "

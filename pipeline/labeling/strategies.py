@@ -6,7 +6,7 @@ each probe, in the same order. When it has seen enough it returns a :class:`Stra
 (:mod:`pipeline.labeling.scheduler`) drives thousands of these generators at once, so every strategy gets the same
 batching, prefix locality and rollout accounting.
 
-Conventions shared by all strategies (see README "Labels"):
+Conventions shared by all strategies (see docs/labels.md, "Strategies"):
 
 * The last step is labeled by the solution's own final answer (graded once, no rollouts;
   :mod:`pipeline.labeling.last_step`).
