@@ -42,7 +42,6 @@ from __future__ import annotations
 import io
 import json
 import posixpath
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,6 +58,7 @@ from pipeline.commands.export_common import (
     SOFT_OK,
     ExportError,
     ExportOptions,
+    ExportOutput,
     ExportResult,
     Row,
 )
@@ -147,7 +147,6 @@ def export_corpus(
     import pyarrow as pa
 
     from pipeline.storage.corpus import iter_corpus
-    from pipeline.storage.store import CorpusStore
 
     if fmt == "genprm":  # issue 28: generative verifiers (critique prompt -> first-error index)
         from pipeline.commands.export_genprm import export_genprm
@@ -266,16 +265,8 @@ def export_corpus(
         # pass 1: each exportable row's class and rank (8 bytes a row, not the row); pass 2 writes the kept ones
         keep = balance_keep(stream(None, lengths_only=True), seed, balance_skipped := {})
 
-    store = CorpusStore(output_url)
-    existing = []
-    if not store.is_empty():
-        existing = [posixpath.basename(p) for p in store.fs.ls(store.root, detail=False)]
-        if not overwrite:
-            raise ExportError(f"{output_url} is not empty ({', '.join(sorted(existing)[:3])}...); pass --overwrite "
-                              "to replace an earlier export, or choose another --output")
-    # Records are checked (check_row) and written shard by shard into a staging folder beside the output; only
-    # when every record passed do they replace the output's shards, so a failed check still writes nothing.
-    staging = CorpusStore(output_url.rstrip("/") + f".mcprm-staging-{uuid.uuid4().hex[:12]}")
+    out = ExportOutput(output_url, overwrite)  # records are checked (check_row) and staged; published at the end
+    store, staging = out.store, out.staging
     schema = record_schema(fmt, opts.soft)
     if weight_by_confidence:  # issue 16: one more column, the row's first-error confidence
         schema = schema.append(pa.field("weight", pa.float64()))
@@ -430,16 +421,9 @@ def export_corpus(
             add(group)
             if chunk or not names:
                 flush()
-        if existing:  # --overwrite: the earlier export's shards go only now
-            for name in existing:
-                if name.startswith("part-") or name == META_FILE:
-                    store.delete(name)
-        if store.local:
-            store.fs.makedirs(store.root, exist_ok=True)
-        for name in names:
-            staging.fs.mv(staging.path(name), store.path(name))
+        out.publish(names)
     finally:
-        staging.delete("", recursive=True)
+        out.discard_staging()
     files = [store.uri(name) for name in names]
     skipped, cut, imputed = counts["skipped"], counts["cut"], counts["imputed"]
     if keep is not None:

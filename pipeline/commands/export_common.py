@@ -75,3 +75,39 @@ class ExportResult:
     # steps == positives + negatives + unlabeled; and the corpus rows read (rows + sum(skipped) == corpus_rows)
     unlabeled: int = 0
     corpus_rows: int = 0
+
+
+class ExportOutput:
+    """Where an export writes: the output folder and a staging folder beside it. Records are written shard by
+    shard into the staging folder; only when every record passed its checks does :meth:`publish` move them into
+    the output, so a failed check writes nothing. An output that is not empty is refused unless ``overwrite``
+    (the earlier export's shards and meta then go at :meth:`publish`, not before)."""
+
+    def __init__(self, output_url: str, overwrite: bool):
+        import posixpath
+        import uuid
+
+        from pipeline.storage.store import CorpusStore
+
+        self.store = CorpusStore(output_url)
+        self.existing: list[str] = []
+        if not self.store.is_empty():
+            self.existing = [posixpath.basename(p) for p in self.store.fs.ls(self.store.root, detail=False)]
+            if not overwrite:
+                raise ExportError(f"{output_url} is not empty ({', '.join(sorted(self.existing)[:3])}...); pass "
+                                  "--overwrite to replace an earlier export, or choose another --output")
+        self.staging = CorpusStore(output_url.rstrip("/") + f".mcprm-staging-{uuid.uuid4().hex[:12]}")
+
+    def publish(self, names: list[str]) -> None:
+        """Move the staged shards ``names`` into the output (after removing an earlier export's)."""
+        store = self.store
+        for name in self.existing:
+            if name.startswith("part-") or name == META_FILE:
+                store.delete(name)
+        if store.local:
+            store.fs.makedirs(store.root, exist_ok=True)
+        for name in names:
+            self.staging.fs.mv(self.staging.path(name), store.path(name))
+
+    def discard_staging(self) -> None:
+        self.staging.delete("", recursive=True)

@@ -21,7 +21,6 @@ import io
 import json
 import posixpath
 import re
-import uuid
 
 PROMPT = (
     "The following is a math problem and a solution (split into paragraphs, enclosed with tags and indexed from "
@@ -61,10 +60,15 @@ def export_genprm(out_url: str, output_url: str, *, version: int | None = None, 
                   overwrite: bool = False, verify: bool = False, batch_rows: int = 8192):
     import pyarrow as pa
 
-    from pipeline.commands.export_common import FILE_FORMATS, META_FILE, ExportError, ExportResult
+    from pipeline.commands.export_common import (
+        FILE_FORMATS,
+        META_FILE,
+        ExportError,
+        ExportOutput,
+        ExportResult,
+    )
     from pipeline.labeling.rules import RULES
     from pipeline.storage.corpus import iter_corpus
-    from pipeline.storage.store import CorpusStore
 
     if label_rule not in RULES:
         raise ExportError(f"--label-rule must be one of {', '.join(RULES)}, got {label_rule!r}")
@@ -72,16 +76,10 @@ def export_genprm(out_url: str, output_url: str, *, version: int | None = None, 
         raise ExportError(f"--file-format must be one of {', '.join(FILE_FORMATS)}, got {file_format!r}")
     if shard_rows < 1:
         raise ExportError(f"--shard-rows must be at least 1, got {shard_rows}")
-    store = CorpusStore(output_url)
-    existing = []
-    if not store.is_empty():
-        existing = [posixpath.basename(p) for p in store.fs.ls(store.root, detail=False)]
-        if not overwrite:
-            raise ExportError(f"{output_url} is not empty ({', '.join(sorted(existing)[:3])}...); pass --overwrite "
-                              "to replace an earlier export, or choose another --output")
+    out = ExportOutput(output_url, overwrite)
+    store, staging = out.store, out.staging
     schema = pa.schema([("id", pa.string()), ("prompt", pa.string()), ("completion", pa.string()),
                         ("label", pa.int32())])
-    staging = CorpusStore(output_url.rstrip("/") + f".mcprm-staging-{uuid.uuid4().hex[:12]}")
     names: list[str] = []
     chunk: list[dict] = []
     skipped: dict[str, int] = {}
@@ -128,16 +126,9 @@ def export_genprm(out_url: str, output_url: str, *, version: int | None = None, 
                     flush()
         if chunk or not names:
             flush()
-        if existing:
-            for name in existing:
-                if name.startswith("part-") or name == META_FILE:
-                    store.delete(name)
-        if store.local:
-            store.fs.makedirs(store.root, exist_ok=True)
-        for name in names:
-            staging.fs.mv(staging.path(name), store.path(name))
+        out.publish(names)
     finally:
-        staging.delete("", recursive=True)
+        out.discard_staging()
     files = [store.uri(n) for n in names]
     res = ExportResult(output=output_url, format="genprm", file_format=file_format, files=files, rows=n_rows,
                        steps=n_steps, positives=n_rows - with_error, negatives=with_error, soft=False,

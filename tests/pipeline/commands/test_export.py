@@ -210,6 +210,14 @@ def test_output_not_overwritten_by_default(corpus, tmp_path):
         export_corpus(corpus, "trl", str(tmp_path / "o"))
     res = export_corpus(corpus, "trl", str(tmp_path / "o"), overwrite=True)
     assert len(res.files) == 1 and len(load_export(str(tmp_path / "o"))) == 6  # stale shards removed
+    # genprm writes through the same output (pipeline.commands.export_common.ExportOutput)
+    with pytest.raises(ExportError, match="--overwrite"):
+        export_corpus(corpus, "genprm", str(tmp_path / "o"))
+    res = export_corpus(corpus, "genprm", str(tmp_path / "o"), overwrite=True, shard_rows=4)
+    assert len(res.files) == 2 and sorted(p.name for p in (tmp_path / "o").iterdir() if p.name.startswith("part-")) \
+        == ["part-00000.parquet", "part-00001.parquet"]
+    assert {"prompt", "completion", "label"} <= set(load_export(str(tmp_path / "o"))[0])
+    assert not list(tmp_path.glob("o.mcprm-staging-*"))  # the staging folder is gone
 
 
 def test_cli_export(corpus, tmp_path):
