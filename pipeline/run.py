@@ -527,12 +527,12 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
     missing = [sh["shard"] for sh in plan["shards"] if sh["shard"] not in results]
     if missing:
         raise RuntimeError(f"shards {missing[:10]} did not finish; rerun the same command to resume")
-    gpus = int(executor.num_workers * cfg.backend_spec.gpus(cfg.backend_options)) if executor is not None else 0
+    if executor is None:  # nothing left to label
+        return results, ExecutionFacts(run_seconds=run_seconds, worker_stats=worker_stats)
     return results, ExecutionFacts(
-        run_seconds=run_seconds,
-        startup_seconds=min(run_seconds, float(getattr(executor, "startup_seconds", 0.0) or 0.0)),
-        workers=getattr(executor, "num_workers", 0), gpus=gpus,
-        retried={str(k): v for k, v in getattr(executor, "retried", {}).items()}, worker_stats=worker_stats)
+        run_seconds=run_seconds, startup_seconds=min(run_seconds, executor.startup_seconds),
+        workers=executor.num_workers, gpus=int(executor.num_workers * cfg.backend_spec.gpus(cfg.backend_options)),
+        retried={str(k): v for k, v in executor.retried.items()}, worker_stats=worker_stats)
 
 
 def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: ExecutionFacts, t0: float) -> RunResult:

@@ -46,6 +46,7 @@ class LocalExecutor:
         self.worker = ShardWorker(cfg)
         self.num_workers = 1
         self.startup_seconds = time.perf_counter() - t0  # model / engine load
+        self.retried: dict[int, int] = {}  # shard -> retries, as every executor reports (none here)
 
     def backend_stats(self) -> list[dict]:
         """Each worker's backend counters for this run (one worker here)."""
