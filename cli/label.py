@@ -158,6 +158,8 @@ def label_cmd(**options: Any) -> None:
         f"{'n/a' if t.get('prefix_cache_hit_rate') is None else format(t['prefix_cache_hit_rate'], '.1%')}, "
         f"GPUs {t.get('gpus', 0)}, workers {t.get('workers', 0)} (model load {t.get('startup_seconds') or 0:.1f} s, "
         f"labeling {t.get('labeling_seconds') or 0:.1f} s)"
+        + (f"; {t['gpu_seconds']:,.0f} GPU-seconds ({t['gpu_seconds_per_solution']:.3f} per solution)"
+           if t.get("gpu_seconds") and t.get("gpu_seconds_per_solution") else "")
     )
     rs = m.get("rollout_success") or {}
     if rs.get("continuations_graded"):

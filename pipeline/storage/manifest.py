@@ -79,6 +79,7 @@ def build_manifest(cfg: LabelConfig, plan: dict, results: dict[int, dict], prev:
     ]
     shards = (prev["shards"] if prev else []) + new_shards
     ran = [r for r in results.values() if not r.get("resumed")]
+    labeled_run = sum(r.get("rows", 0) for r in ran)
     rollouts = sum(r["rollouts"] for r in results.values())
     tokens = sum(r["rollout_tokens"] for r in results.values())
     gen_tokens_run = sum(r["rollout_tokens"] for r in ran)
@@ -146,6 +147,12 @@ def build_manifest(cfg: LabelConfig, plan: dict, results: dict[int, dict], prev:
             "generated_tokens_per_s": round(gen_tokens_run / labeling, 2) if labeling > 0 else None,
             "generated_tokens_per_s_incl_startup": round(gen_tokens_run / run_seconds, 2) if run_seconds > 0 else None,
             "prefix_cache_hit_rate": round(hit, 4) if hit is not None else None,
+            # what users pay (issue 29): GPU-seconds held by this run (every GPU for the whole run, start-up
+            # included) and per solution it labeled; None on CPU
+            "gpu_seconds": round(run_seconds * run.gpus, 3) if run.gpus else None,
+            "labeling_gpu_seconds": round(labeling * run.gpus, 3) if run.gpus else None,
+            "gpu_seconds_per_solution": (round(run_seconds * run.gpus / labeled_run, 4)
+                                         if run.gpus and labeled_run else None),
             "retried_shards": run.retried,
             "backend": backend,
         },
