@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 
 from pipeline.config import ConfigError, LabelConfig
 from pipeline.execution.sizing import planned_workers, solution_cost
+from pipeline.storage.integrity import current_manifest, next_version, verified_base
 from pipeline.storage.lock import OutputLock, corpus_lock
 from pipeline.storage.manifest import ExecutionFacts, InputCounts, build_manifest
+from pipeline.storage.output import new_local_folder, remove_empty_folders, storage_message
 from pipeline.storage.rows import Solution
 from pipeline.storage.schema import SCHEMA_VERSION
 from pipeline.storage.store import CorpusStore, Fenced
@@ -129,35 +131,6 @@ def preflight(cfg: LabelConfig, output: bool = True, backend: bool = True) -> No
         check_output_folder(cfg.output)
 
 
-def _new_local_folder(url: str) -> str | None:
-    """The topmost folder of a local output path that does not exist yet (what a run would create), else None."""
-    import os
-
-    store = CorpusStore(url)
-    if not store.local:
-        return None  # an object store has no empty folders to leave behind
-    path = os.path.abspath(store.root)
-    if os.path.lexists(path):
-        return None
-    while True:
-        parent = os.path.dirname(path)
-        if parent == path or os.path.lexists(parent):
-            return path
-        path = parent
-
-
-def _remove_empty_folders(top: str) -> None:
-    """Remove ``top`` and the folders below it, bottom up, where each is empty: a run refused before it wrote
-    anything leaves no folder it created; anything written (by it or a concurrent run) stays."""
-    import os
-
-    for d, _subdirs, _files in os.walk(top, topdown=False):
-        try:
-            os.rmdir(d)  # only an empty folder; atomic, so a file another run writes meanwhile is never lost
-        except OSError:
-            pass
-
-
 def label(config: LabelConfig, executor=None) -> RunResult:
     """Label, commit a new version, return what was done. A storage error (disk full, read-only, permission)
     becomes a :class:`pipeline.storage.store.StorageError` naming the file and saying whether an earlier version is
@@ -167,12 +140,12 @@ def label(config: LabelConfig, executor=None) -> RunResult:
     ``executor``, whose workers exist already, is given) and the output is not a file. A run refused before it
     wrote anything (bad input rows, no valid solution) leaves no output folder it created."""
     preflight(config, backend=executor is None)
-    created = _new_local_folder(config.output)
+    created = new_local_folder(config.output)
     try:
         return _label_or_storage_error(config, executor)
     except BaseException:
         if created is not None:
-            _remove_empty_folders(created)
+            remove_empty_folders(created)
         raise
 
 
@@ -183,7 +156,7 @@ def _label_or_storage_error(config: LabelConfig, executor=None) -> RunResult:
     try:
         return _label(config, executor)
     except OSError as e:
-        raise _storage_message(config, e) from e
+        raise storage_message(config.output, e) from e
     except WorkerError:
         raise
     except Exception as e:
@@ -191,63 +164,10 @@ def _label_or_storage_error(config: LabelConfig, executor=None) -> RunResult:
         # named as such where they are read (pipeline.input), so what is left here is the output's.
         if not is_storage_failure(e) or isinstance(e, ConfigError) or type(e).__module__.startswith("pipeline."):
             raise
-        raise _storage_message(config, e) from e
-
-
-def _storage_message(config: LabelConfig, e: BaseException) -> BaseException:
-    from pipeline.storage.store import StorageError, describe_storage_failure
-
-    if isinstance(e, (FileNotFoundError, FileExistsError)) and not isinstance(e, StorageError):
-        return e
-    if getattr(e, "mcprm_message", None):  # already says what is wrong and what to do (e.g. no exclusive create)
-        return e
-    if isinstance(e, OSError) and e.errno is not None:
-        what = e.strerror or str(e) or type(e).__name__
-    else:
-        what = describe_storage_failure(e)
-    try:
-        versions = CorpusStore(config.output).versions()
-    except Exception:  # noqa: BLE001 - the storage itself is failing
-        versions = []
-    where = getattr(e, "filename", None) or config.output
-    if what.endswith(str(where)):
-        what = what[: -len(str(where))].rstrip()
-    state = (f"the previous corpus version is intact (version {max(versions)})" if versions
-             else "no corpus version was committed yet")
-    at = "" if str(where) == str(config.output) else f" ({where})"
-    msg = (f"storage error on the output {config.output}: {what}{at}. Nothing was committed by this run; {state}. Fix the "
-           "storage problem (credentials, free space, permissions) and rerun the same command to resume.")
-    err = StorageError(getattr(e, "errno", None), msg)
-    err.mcprm_message = msg
-    return err
+        raise storage_message(config.output, e) from e
 
 
 # ---- integrity (issue 13): recovered manifest, verified shards, fencing; see pipeline.storage.integrity
-def _current_manifest(store: CorpusStore) -> dict | None:
-    from pipeline.storage.integrity import current_manifest
-
-    return current_manifest(store, repair=True)
-
-
-def _next_version(store: CorpusStore, manifest: dict | None) -> int:
-    """One above every version ever committed (a version number is never reused)."""
-    return max([manifest["version"] if manifest else 0] + store.versions()) + 1
-
-
-def _verified_base(store: CorpusStore, base: dict | None):
-    """The base version with its damaged shards left out (their rows are labeled again), and its content keys
-    (a sorted numpy uint64 array, None without a base)."""
-    if not base:
-        return base, None
-    from pipeline.storage.integrity import base_keys
-
-    keys, bad = base_keys(store, base)
-    if bad:
-        base = dict(base, shards=[s for s in base["shards"] if s not in bad],
-                    _damaged=[s["path"] for s in bad])
-    return base, keys
-
-
 def _resume_shards(store: CorpusStore, plan: dict, version: int, owner: str | None, committed: int) -> dict[int, dict]:
     """Finished shards of an unfinished run, each verified in full against its checksum and the keys of its
     staged file (else relabeled), and adopted under this owner's name (``kept_shard``). Looked for in this
@@ -333,7 +253,7 @@ def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None) -> _
     """Which version to build on and to commit (``version``: fixed when the lock was taken), what the input holds
     that the corpus does not, in which shards."""
     identity = cfg.identity()
-    manifest = _current_manifest(store)
+    manifest = current_manifest(store, repair=True)
     if manifest is not None:  # a run killed after its commit, before it removed its staged input
         from pipeline.input.staging import STAGED
 
@@ -366,9 +286,9 @@ def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None) -> _
         log.warning("--overwrite: relabeling the schema-%d corpus at %s as a new schema-%d version", old_schema,
                     cfg.output, SCHEMA_VERSION)
         base = None
-    version = version or _next_version(store, manifest)
+    version = version or next_version(store, manifest)
 
-    base, existing = _verified_base(store, base)
+    base, existing = verified_base(store, base)
     run = _Run(cfg, store, manifest, base, version, InputCounts(), None)
     shards, digest, stats = _read_input(run, existing)
     if not stats.solutions and base is None:

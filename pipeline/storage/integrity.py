@@ -207,6 +207,23 @@ def base_keys(store: CorpusStore, manifest: dict):
     return np.unique(np.concatenate(keys)), bad
 
 
+def next_version(store: CorpusStore, manifest: dict | None) -> int:
+    """One above every version ever committed (a version number is never reused)."""
+    return max([manifest["version"] if manifest else 0] + store.versions()) + 1
+
+
+def verified_base(store: CorpusStore, base: dict | None):
+    """The base version with its damaged shards left out (their rows are labeled again), and its content keys
+    (a sorted numpy uint64 array, None without a base)."""
+    if not base:
+        return base, None
+    keys, bad = base_keys(store, base)
+    if bad:
+        base = dict(base, shards=[s for s in base["shards"] if s not in bad],
+                    _damaged=[s["path"] for s in bad])
+    return base, keys
+
+
 # ------------------------------------------------------------------ manifests
 def _read_version(store: CorpusStore, v: int) -> dict | None:
     """Version ``v``'s manifest, or None when it is missing, unreadable or a fence (never a version)."""
