@@ -151,7 +151,7 @@ def label(config: LabelConfig, executor=None) -> RunResult:
 
 def _label_or_storage_error(config: LabelConfig, executor=None) -> RunResult:
     from pipeline.labeling.worker import WorkerError
-    from pipeline.storage.store import is_storage_failure
+    from pipeline.storage.failures import is_storage_failure
 
     try:
         return _label(config, executor)

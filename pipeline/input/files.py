@@ -69,7 +69,7 @@ def resolve_files(spec: InputSpec) -> list[str]:
         except InputError:
             raise
         except Exception as e:
-            from pipeline.storage.store import describe_storage_failure, is_storage_failure
+            from pipeline.storage.failures import describe_storage_failure, is_storage_failure
 
             if not is_storage_failure(e):
                 raise
@@ -282,7 +282,7 @@ def _read_file(url: str, spec: InputSpec) -> Iterator[RawRow]:
     except (OSError, EOFError, ValueError) as e:  # unreadable or corrupt (e.g. truncated .gz) file
         yield RawRow(url, None, kind=kind, error=f"cannot read the file ({type(e).__name__}: {e})")
     except Exception as e:  # the storage itself (credentials, a missing bucket): a problem of the input, named
-        from pipeline.storage.store import describe_storage_failure, is_storage_failure
+        from pipeline.storage.failures import describe_storage_failure, is_storage_failure
 
         if not is_storage_failure(e):
             raise

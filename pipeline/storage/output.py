@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 
-from pipeline.storage.store import CorpusStore, StorageError, describe_storage_failure
+from pipeline.storage.failures import describe_storage_failure
+from pipeline.storage.store import CorpusStore, StorageError
 
 
 def new_local_folder(url: str) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def test_storage_failure_classification():
-    from pipeline.storage.store import describe_storage_failure, is_storage_failure
+    from pipeline.storage.failures import describe_storage_failure, is_storage_failure
 
     class NoCredentialsError(Exception):
         pass
