@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from graders import grade  # noqa: E402
-from pipeline.bundled.synthetic import check_steps, generate_problems, prefix_prompt, split_completion  # noqa: E402
+from pipeline.bundled.generator import generate_problems  # noqa: E402
+from pipeline.bundled.synthetic import check_steps, prefix_prompt, split_completion  # noqa: E402
 
 BENCH_SEED = 31_337  # disjoint from training (>= 900_000) and the bundled sample (20_250)
 

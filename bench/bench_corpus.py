@@ -42,7 +42,7 @@ COMMANDS = ("stats", "export-trl", "export-qwen-tok", "eval", "report")
 
 # ------------------------------------------------------------------------------------------------ corpus
 def _base_rows(n: int, seed: int) -> list[dict]:
-    from pipeline.bundled.synthetic import generate_problems
+    from pipeline.bundled.generator import generate_problems
     from pipeline.labeling.rules import StepCount, first_error_confidence, wilson
     from pipeline.labeling.types import content_key
 
@@ -121,7 +121,7 @@ def build_corpus(path: Path, rows: int, shard_rows: int = 50_000, base: int = 25
 def build_input(path: Path, rows: int, seed: int = 1) -> float:
     """A JSONL input of ``rows`` solutions (problem, answer, steps) for `mcprm plan`: distinct bundled-task
     problems, tiled with a distinguishing suffix so that every row has its own content key."""
-    from pipeline.bundled.synthetic import generate_problems
+    from pipeline.bundled.generator import generate_problems
 
     t0 = time.perf_counter()
     base = [json.dumps({"problem": p["problem"][:-1], "answer": p["answer"], "steps": p["steps"]})

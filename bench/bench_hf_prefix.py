@@ -42,7 +42,7 @@ def load_solutions(path: Path, limit: int) -> tuple[list[tuple[str, list[str]]],
         if sols:
             return sols, str(path.relative_to(REPO))
     try:  # the synthetic arithmetic task the bundled model was trained on
-        from pipeline.bundled.synthetic import generate_problems
+        from pipeline.bundled.generator import generate_problems
 
         return [(p["problem"], p["steps"]) for p in generate_problems(n=limit, seed=777)], "synthetic"
     except ImportError:

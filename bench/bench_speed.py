@@ -44,7 +44,8 @@ def bench_generate() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from pipeline.bundled import model_dir
-    from pipeline.bundled.synthetic import PROMPT_TEMPLATE, generate_problems
+    from pipeline.bundled.generator import generate_problems
+    from pipeline.bundled.synthetic import PROMPT_TEMPLATE
 
     tok = AutoTokenizer.from_pretrained(model_dir())
     model = AutoModelForCausalLM.from_pretrained(model_dir()).eval()

@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def sample_solutions(n: int, seed: int, path: Path) -> dict:
-    from pipeline.bundled.synthetic import check_steps, generate_problems
+    from pipeline.bundled.generator import generate_problems
+    from pipeline.bundled.synthetic import check_steps
     from pipeline.commands.generate import generate
     from pipeline.config import LabelConfig
 

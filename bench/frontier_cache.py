@@ -130,7 +130,8 @@ def read_cache(path: Path) -> dict:
 def sample_with(backend, prompt, sampling, seed: int, n: int, out: Path) -> Path:
     """One solution per fresh problem of ``generate_problems(n, seed)``: what ``mcprm generate --n 1`` does
     (pipeline.commands.generate: same prompt, request seed and step split), on a backend already built."""
-    from pipeline.bundled.synthetic import check_steps, generate_problems
+    from pipeline.bundled.generator import generate_problems
+    from pipeline.bundled.synthetic import check_steps
     from pipeline.labeling.scheduler import derive_seed
     from rollouts.base import GenRequest
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.bundled.synthetic import check_steps, generate_problems  # noqa: E402
+from pipeline.bundled.generator import generate_problems  # noqa: E402
+from pipeline.bundled.synthetic import check_steps  # noqa: E402
 
 PROBLEMS_SEED = 20_250  # training uses seeds >= 900_000, the benchmark 31_337
 

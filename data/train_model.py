@@ -5,7 +5,7 @@
 writes ``data/model/`` (``config.json``, ``generation_config.json``, ``model.safetensors``, ``tokenizer.json``,
 ``tokenizer_config.json``, ``train_log.json``), which loads unchanged with ``AutoModelForCausalLM`` /
 ``AutoTokenizer`` on CPU and in vLLM. Training problems come from
-``pipeline.bundled.synthetic.generate_problems(seed=TRAIN_SEED_BASE + seed)``, a seed range disjoint from the bundled
+``pipeline.bundled.generator.generate_problems(seed=TRAIN_SEED_BASE + seed)``, a seed range disjoint from the bundled
 sample (``data/make_sample.py``) and the benchmark. The text of one example is the prompt format of
 ``pipeline.bundled.synthetic`` followed by the reference steps and EOS; the loss covers the solution only.
 
@@ -25,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.bundled.synthetic import PROMPT_TEMPLATE, STEP_SEPARATOR, generate_problems  # noqa: E402
+from pipeline.bundled.generator import generate_problems  # noqa: E402
+from pipeline.bundled.synthetic import PROMPT_TEMPLATE, STEP_SEPARATOR  # noqa: E402
 
 TRAIN_SEED_BASE = 1_000_000
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]

@@ -156,7 +156,7 @@ def test_errors(tiny_backend, tiny_model):
 
 @pytest.mark.skipif(not (BUNDLED_MODEL / "config.json").exists(), reason="bundled model not trained yet")
 def test_bundled_model_finishes_solutions():
-    from pipeline.bundled.synthetic import generate_problems
+    from pipeline.bundled.generator import generate_problems
     from rollouts.hf import HFBackend
 
     be = HFBackend(str(BUNDLED_MODEL))

@@ -6,12 +6,11 @@ from fractions import Fraction
 
 import pytest
 
+from pipeline.bundled.generator import Difficulty, generate_problems
 from pipeline.bundled.synthetic import (
     PROMPT_TEMPLATE,
-    Difficulty,
     check_steps,
     format_answer,
-    generate_problems,
     parse_latex_value,
     parse_problem,
     prefix_prompt,

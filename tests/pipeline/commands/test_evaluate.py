@@ -124,7 +124,8 @@ def test_exact_checker_fast_parse_gives_the_full_parsers_trees():
     forces; texts outside the grammar still raise the full parser's errors."""
     from fractions import Fraction
 
-    from pipeline.bundled.synthetic import generate_problems, parse_problem
+    from pipeline.bundled.generator import generate_problems
+    from pipeline.bundled.synthetic import parse_problem
 
     for p in generate_problems(200, 4, "hard") + generate_problems(200, 5, "easy"):
         text = p["problem"]

@@ -240,7 +240,8 @@ def test_streamed_eval_against_the_checker_equals_a_reference_file(tmp_path):
 
     import pyarrow as pa
 
-    from pipeline.bundled.synthetic import check_steps, generate_problems
+    from pipeline.bundled.generator import generate_problems
+    from pipeline.bundled.synthetic import check_steps
     from pipeline.commands.evaluate import evaluate
 
     rng = random.Random(7)
