@@ -9,10 +9,10 @@ import pytest
 
 from graders import extract_answer, grade
 from pipeline.bundled import MODEL_DIR, SAMPLE_PATH
+from pipeline.bundled.generator import generate_problems
 from pipeline.bundled.synthetic import (
     PROMPT_TEMPLATE,
     check_steps,
-    generate_problems,
     parse_latex_value,
     prefix_prompt,
     split_completion,
