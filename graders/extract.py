@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import re
 
+from graders.boxes import BOX_RE, box_group, find_boxes, unclosed_last_box
 from graders.normalize import COLOR_RE, ORDINAL_RE, split_top_level, unicode_math
 
 _LEAD_RE = re.compile(r"^(?:[\s*:_]|\}(?=\s))+")  # "**Answer:** 61", "\text{Answer: } (1, -6)"
-_MAX_SCAN = 100_000  # characters scanned for a box's closing brace
-_MAX_BOXES = 24  # boxes looked at, from the end
 _MAX_PHRASES = 24  # answer phrases looked at per pattern, from the end
 _TAIL = 4_000  # the unmarked fallback looks only at the end of the response
 
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])\s*")
 _FINAL_RE = re.compile(r"final\s+answer\b[^\n]{0,80}?(?:\bis\b\s*:?|:|=)", re.IGNORECASE)
 _ANSWER_RE = re.compile(
     r"(?:\banswer\b|\b(?:correct|right)\s+(?:choice|option)\b)(?:\*\*)?\s*(?:is\b|would\s+be\b|should\s+be\b|will\s+be\b|:|=)\s*:?", re.IGNORECASE
@@ -38,11 +36,6 @@ _ANSWER_RE = re.compile(
 _CJK_ANSWER_RE = re.compile(r"答案\s*(?:是|为|為|：|:)\s*")  # 答案是 5, 最终答案：12
 _HASH_RE = re.compile(r"(?m)^[ \t]*####[ \t]*(\S[^\n]*)$")
 _HEADING_RE = re.compile(r"^(?:[A-Z][a-z]+\b(?:\s+[\w=]+){0,6}\s*:|.*:\s*$)")
-# Separators between boxes written side by side: "\boxed{1}, \boxed{4} and \boxed{9}".
-_BOX_SEP_RE = re.compile(
-    r"^(?:\s|\$|\\\)|\\\(|\\\]|\\\[|,|;|\band\b|\bor\b|\\quad|\\qquad|\\text\{[^{}]{0,30}\}"
-    r"|(?:[a-zA-Z]+\s+){1,3}(?:and|or)\b)*$"
-)
 _LIST_SEP_RE = re.compile(r"^\s*(?:,\s*(?:and|or)?|,?\s*(?:and|or))\s*$")
 _SPAN_RE = re.compile(
     r"\$\$(.{1,1000}?)\$\$|(?<![\\$])\$((?:\\\$|[^$\n]){1,1000}?)(?<!\\)\$|\\\((.{1,1000}?)\\\)|\\\[(.{1,1000}?)\\\]",
@@ -71,91 +64,6 @@ _TOKEN_RE = re.compile(r"\\[a-zA-Z]+|\\.|\d{1,2}:\d{2}(?![\d:])|\d+(?:[.,]\d+)*|
 _MATH_CHARS = frozenset("+-*/^=()[]{}_|!,<>%×÷·−√π∞±≤≥≠∪∩∈")
 _TEXT_CMDS = frozenset(r"\text \textbf \textit \mbox \textrm \mathrm \operatorname \quad \qquad".split())
 _STOP_CMDS = frozenset(r"\text \textbf \textit \mbox \textrm".split())
-
-
-def match_brace(text: str, open_pos: int) -> int | None:
-    """Index of the ``}`` closing the ``{`` at ``open_pos`` (escaped ``\\{``/``\\}`` skipped), or None."""
-    depth = 0
-    i = open_pos
-    n = min(len(text), open_pos + _MAX_SCAN)
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return n if n < len(text) else None  # n: gave up on a huge box (its content is refused later)
-
-
-def _box_at(text: str, m: re.Match) -> tuple[int, int, str] | None:
-    start = m.end()
-    if start < len(text) and text[start] == "{":
-        end = match_brace(text, start)
-        if end is not None:
-            return m.start(), end + 1, text[start + 1 : end].strip()
-    elif start < len(text):  # \boxed 5
-        w = re.match(r"[^\s$\\{}]+", text[start : start + 200])
-        if w:
-            return m.start(), start + w.end(), w.group(0).rstrip(".,;")
-    return None
-
-
-def _boxes(text: str) -> list[tuple[int, int, str]]:
-    """``(start, end, content)`` of the last complete boxes, in text order (at most ``_MAX_BOXES``; a box
-    left unclosed by a truncated response is skipped)."""
-    matches = list(_BOX_RE.finditer(text))
-    out: list[tuple[int, int, str]] = []
-    for m in reversed(matches[-_MAX_BOXES:]):
-        box = _box_at(text, m)
-        if box is not None:
-            if out and box[0] < out[-1][0] and box[1] >= out[-1][1]:
-                out[-1] = box  # \boxed{\boxed{9}}: the outer box, once
-                continue
-            out.append(box)
-    return out[::-1]
-
-
-def last_box(text: str) -> str | None:
-    """The content of the last complete ``\\boxed{}``/``\\fbox{}`` in ``text`` (None when there is none)."""
-    boxes = _boxes(text) if "box" in text else []
-    return boxes[-1][2] if boxes else None
-
-
-def hash_answer(text: str) -> str | None:
-    """GSM8K's marked answer: the text after the last ``####``, stripped (None when there is no ``####``).
-    Used for gold answers and solution lines written in GSM8K's format (``pipeline.input``)."""
-    k = text.rfind("####")
-    return None if k < 0 else text[k + 4 :].strip()
-
-
-def _unclosed_last_box(text: str, boxes: list[tuple[int, int, str]]) -> str | None:
-    """The content of a ``\\boxed{`` left open at the end of ``text`` after every closed box ("" when it is
-    empty), or None when the last box is closed."""
-    last = None
-    for m in _BOX_RE.finditer(text, boxes[-1][1] if boxes else 0):
-        last = m
-    if last is None or last.end() >= len(text) or text[last.end()] != "{" or len(text) - last.end() > 2000:
-        return None
-    if match_brace(text, last.end()) is not None:
-        return None
-    content = text[last.end() + 1 :].strip().rstrip(".").rstrip("$").strip().rstrip("\\]").strip()
-    depth = content.count("{") - content.count("}")
-    return content if depth == 0 and not content.endswith(("^", "_", "\\")) else ""  # cut off inside: none
-
-
-def _box_group(text: str, boxes: list[tuple[int, int, str]], last: int) -> tuple[int, str]:
-    """The box ``last`` joined with the boxes written just before it (``\\boxed{1}, \\boxed{4}``)."""
-    first = last
-    while first > 0 and _BOX_SEP_RE.match(text[boxes[first - 1][1] : boxes[first][0]][:80]):
-        first -= 1
-    items = [b[2] for b in boxes[first : last + 1] if b[2]]
-    return boxes[first][0], ", ".join(items)
 
 
 def _is_math_word(w: str) -> bool:
@@ -408,14 +316,14 @@ def extract_answer(
         fallback = last_number
     cands: list[tuple[int, str]] = []
     if "box" in response:
-        boxes = _boxes(response)
-        open_box = _unclosed_last_box(response, boxes)
+        boxes = find_boxes(response)
+        open_box = unclosed_last_box(response, boxes)
         if open_box is not None:  # "... the answer is \boxed{13" (cut off): that box, never an earlier one
             return open_box or None
         while boxes and not boxes[-1][2]:
             boxes.pop()  # an empty \boxed{} is no answer
         if boxes:
-            start, content = _box_group(response, boxes, len(boxes) - 1)
+            start, content = box_group(response, boxes, len(boxes) - 1)
             if parts > 1 and len(boxes) >= parts and len(split_top_level(content)) < parts:
                 start, content = boxes[-parts][0], ", ".join(b[2] for b in boxes[-parts:])
             cands.append((start, content))
@@ -534,7 +442,7 @@ def prepare_gold(gold: str) -> str:
         ans = extract_answer(g, fallback=False)
         if ans is not None:
             return ans
-        m = list(_BOX_RE.finditer(g))
+        m = list(BOX_RE.finditer(g))
         if m and g[m[-1].end() : m[-1].end() + 1] == "{":  # a box left open at the end of the gold
             return g[m[-1].end() + 1 :].strip().rstrip("$").strip()
     if len(g) > 40 and len(_PROSE_WORD_RE.findall(_ENV_NAME_RE.sub(" ", g))) >= 4:

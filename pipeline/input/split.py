@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import re
 
-from graders.extract import hash_answer
+from graders.boxes import hash_answer
 from pipeline.errors import RowError
 
 SPLIT_MODES: tuple[str, ...] = ("blank-line", "step-prefix", "newline", "regex", "gsm8k")

@@ -7,7 +7,7 @@ import json
 import math
 from decimal import Decimal
 
-from graders.extract import hash_answer, last_box
+from graders.boxes import hash_answer, last_box
 from pipeline.input.spec import RAW_CHARS, InputSpec, RawRow, Reject, _flag
 from pipeline.input.split import SplitError, split_solution
 from pipeline.storage.rows import Solution, content_key
