@@ -1,6 +1,6 @@
 """The in-process comparison rules, cheapest first; what they cannot decide goes to the sympy workers.
 
-1. refuse answers that could explode (:func:`graders.normalize.prescreen`) -> None;
+1. refuse answers that could explode (:func:`graders.screen.prescreen`) -> None;
 2. normalized strings equal -> True;
 3. both plain numbers -> exact rational comparison (``0.5`` = ``\\frac12`` = ``1/2``; percent policy;
    a decimal may round a non-terminating rational, ``0.333`` = ``\\frac13``);
@@ -17,8 +17,9 @@ import re
 from fractions import Fraction
 
 from graders.config import GraderConfig
-from graders.normalize import check_math, is_text_answer, lenient, prescreen, split_top_level
+from graders.normalize import split_top_level
 from graders.numbers import Number, approx_equal, parse_number, word_number
+from graders.screen import check_math, is_text_answer, lenient, prescreen
 
 Result = tuple[bool | None, str]
 LENIENT_TAG = " (read leniently)"

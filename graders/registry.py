@@ -134,7 +134,7 @@ def _prepared_gold(gold: str) -> tuple[str, bool]:
 
 @lru_cache(maxsize=1 << 14)
 def _text_gold(g_norm: str) -> bool:
-    from graders.normalize import is_text_answer
+    from graders.screen import is_text_answer
 
     return g_norm == "\\emptyset" or (is_text_answer(g_norm) and g_norm.casefold() not in ("yes", "no"))
 
@@ -373,7 +373,7 @@ def check_golds(golds: Sequence[str], config: GraderConfig | None = None) -> lis
     thousands of ungradable verdicts. Cheap forms (numbers, words) are decided in-process; the rest is
     parsed in the killable sympy workers under the usual time limit.
     """
-    from graders.normalize import check_math, is_text_answer, prescreen
+    from graders.screen import check_math, is_text_answer, prescreen
 
     config = config or GraderConfig()
     out: list[str | None] = [None] * len(golds)

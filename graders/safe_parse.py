@@ -17,8 +17,9 @@ from latex2sympy2_extended import NormalizationConfig, latex2sympy
 from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 
 from graders.fast_latex import Unsupported, parse_fast
-from graders.normalize import check_math, split_top_level
+from graders.normalize import split_top_level
 from graders.numbers import Number, parse_number
+from graders.screen import check_math
 
 
 class ParseError(ValueError):

@@ -19,9 +19,9 @@ from sympy.matrices.expressions import MatrixExpr
 
 from graders.compare import LENIENT_TAG, relation_values, split_choice
 from graders.config import GraderConfig
-from graders.normalize import lenient
 from graders.numbers import Number, approx_equal
 from graders.safe_parse import Parsed, ParseError, PlainList, parse
+from graders.screen import lenient
 
 _SAMPLES = (sympy.Rational(7, 13), sympy.Rational(-11, 17), sympy.Rational(23, 9), sympy.Rational(-5, 3))
 _PREC = 50
@@ -450,7 +450,7 @@ def sympy_verdict(gold: str, answer: str, config: GraderConfig) -> tuple[bool | 
     try:
         a = parse(answer)
     except ParseError as e:
-        a = _parse_leniently(answer)  # a second, looser reading (see graders.normalize.lenient)
+        a = _parse_leniently(answer)  # a second, looser reading (see graders.screen.lenient)
         if a is None:
             return None, f"answer unparseable: {e}"
         tag = LENIENT_TAG

@@ -7,7 +7,8 @@ import pytest
 
 import graders
 from graders import GraderConfig, Verdict, grade, grade_batch, grader_identity
-from graders.normalize import lenient, normalize, repair
+from graders.normalize import normalize, repair
+from graders.screen import lenient
 from graders.verdict import CRASH, GOLD, KINDS, NO_ANSWER_KIND, REJECTED, TIMEOUT, UNREADABLE, VERDICT
 
 
