@@ -10,6 +10,8 @@ from pathlib import Path
 
 import typer
 
+from graders.config import DEFAULT_TIMEOUT_S
+
 
 def _fail(msg: str) -> typer.Exit:
     typer.echo(f"error: {msg}", err=True)
@@ -90,7 +92,7 @@ def register(app: typer.Typer) -> None:
             "sympy", "--grader", help="Registered grader: 'sympy' (default), 'exact', or 'math-verify' (when Math-Verify is installed)."
         ),
         timeout: float = typer.Option(
-            2.0, "--timeout", help="CPU-time budget in seconds per sympy verdict (retried once with 3x)."
+            DEFAULT_TIMEOUT_S, "--timeout", help="CPU-time budget in seconds per sympy verdict (retried once with 3x)."
         ),
         workers: int = typer.Option(0, "--workers", help="Sympy worker processes (0: min(4, CPU count))."),
         problem: str = typer.Option(
