@@ -51,6 +51,13 @@ do_prep() {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 $D/convert.py /tmp/model.gguf "$M"
 }
+do_restore() {  # a second machine: the generated and labeled data of an earlier call (.xfer/e2e_data.tgz)
+  set -e
+  tar -xzf .xfer/e2e_data.tgz -C "$W"
+  rm -rf "$W/prm" "$W/scored" "$W/bestofn.json"
+  for s in gen label_r150 label_nr150 label_all; do touch "$W/done.$s"; done
+  ls "$W"
+}
 do_gen() {
   mc generate -i $P/problems_all.jsonl -o $W/gen.jsonl --n 8 --backend "$BK" --model "$M" --prompt-format "$PF" \
      --prompt-template "$TPL" --temperature 0.7 --top-p 0.95 --max-new-tokens ${E2E_GEN_TOKENS:-512} --seed 0

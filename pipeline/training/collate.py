@@ -213,10 +213,13 @@ def step_loss(logits, soft_labels, label_weights, pos_weight: float = 1.0, neg_w
     total weight. With hard targets this is the usual token-classification loss on the separators."""
     import torch
 
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    y = soft_labels
+    # only the labeled positions (weight > 0) enter: in bf16 autocast a padding position's logits can be inf/nan
+    # (Qwen2's large activations), and 0 * inf is nan, which poisoned every later step (real 1.5B run, issue 28)
+    keep = label_weights > 0
+    logp = torch.log_softmax(logits[keep].float(), dim=-1)
+    y = soft_labels[keep]
     per = -(pos_weight * y * logp[..., 1] + neg_weight * (1 - y) * logp[..., 0])
-    w = label_weights
+    w = label_weights[keep]
     cls_w = pos_weight * y + neg_weight * (1 - y)
     denom = (w * cls_w).sum().clamp_min(1e-8)
     return (per * w).sum() / denom

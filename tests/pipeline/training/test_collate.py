@@ -108,6 +108,25 @@ def test_step_loss_is_token_cross_entropy_on_the_separators_only():
     assert grad_rows == {(0, 2), (0, 5), (1, 3)}  # nothing flows from unlabeled positions
 
 
+def test_step_loss_ignores_non_finite_logits_at_unlabeled_positions():
+    # bf16 autocast on the real 1.5B model gave inf/nan logits at padding positions; 0 * inf is nan, and a nan
+    # loss there turned the weights nan after one step (GPU run of issue 28). Unlabeled positions must not count.
+    g = torch.Generator().manual_seed(1)
+    base = torch.randn(2, 6, 2, generator=g)
+    soft = torch.zeros(2, 6)
+    w = torch.zeros(2, 6)
+    soft[0, 1], w[0, 1], w[0, 4], w[1, 2] = 1.0, 1.0, 0.5, 2.0
+    clean = step_loss(base, soft, w, pos_weight=0.6, neg_weight=5.0)
+    bad = base.clone()
+    bad[0, 5] = torch.tensor([float("inf"), float("-inf")])
+    bad[1, 4] = torch.tensor([float("nan"), 1.0])
+    bad.requires_grad_(True)
+    loss = step_loss(bad, soft, w, pos_weight=0.6, neg_weight=5.0)
+    assert loss.item() == pytest.approx(clean.item(), rel=1e-6)
+    loss.backward()
+    assert torch.isfinite(bad.grad).all()
+
+
 def test_step_loss_soft_targets_and_class_weights():
     logits = torch.tensor([[[0.0, 0.0], [0.0, 0.0]]])
     soft = torch.tensor([[0.25, 1.0]])
