@@ -46,14 +46,14 @@ do_prep() {
   set -e
   bash bench/real_model/put_part.sh 19
   echo "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046  /tmp/model.gguf" | sha256sum -c -
-  rm -rf "$SNAP" && cp -r .xfer/mcprm_snap "$SNAP"
+  if [ -d .xfer/mcprm_snap ]; then rm -rf "$SNAP" && cp -r .xfer/mcprm_snap "$SNAP"; fi
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .xfer/extra/*.whl
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 $D/convert.py /tmp/model.gguf "$M"
 }
-do_restore() {  # a second machine: the generated and labeled data of an earlier call (.xfer/e2e_data.tgz)
+do_restore() {  # a second machine: the generated and labeled data of an earlier call (a tgz put in /tmp)
   set -e
-  tar -xzf .xfer/e2e_data.tgz -C "$W"
+  tar -xzf "${E2E_DATA:-/tmp/e2e_data.tgz}" -C "$W"
   rm -rf "$W/prm" "$W/scored" "$W/bestofn.json"
   for s in gen label_r150 label_nr150 label_all; do touch "$W/done.$s"; done
   ls "$W"
