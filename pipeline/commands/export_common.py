@@ -14,7 +14,7 @@ from pipeline.errors import RowError
 FORMATS = ("trl", "math-shepherd", "qwen-prm", "openrlhf", "processbench")  # per-step rows (commands.export)
 ALL_FORMATS = (*FORMATS, "genprm")  # every --format: the trainer formats and genprm (commands.export_genprm)
 # issue 16: the rules of pipeline.labeling.rules beyond these three export their hard labels (bool)
-COUNT_RULES = ("relative", "advantage", "er-prm", "changepoint")
+COUNT_RULES = ("relative", "ratio", "advantage", "er-prm", "changepoint")
 LABEL_RULES = ("hard", "threshold", "soft", *COUNT_RULES)
 FILE_FORMATS = ("parquet", "jsonl")
 
