@@ -13,6 +13,7 @@ from graders.config import DEFAULT_TIMEOUT_S
 from pipeline.errors import FatalError
 from pipeline.input.spec import ANSWER_EXTRACTORS, FORMATS, InputSpec
 from pipeline.input.split import SPLIT_MODES
+from pipeline.stats.changepoint import DEAD_PREFIX_RATE  # noqa: F401  (re-exported: rules, strategies)
 from rollouts.registry import BACKENDS as BACKEND_SPECS
 from rollouts.registry import (
     option,
@@ -25,7 +26,8 @@ DEFAULT_BISECT_FRACTION = 0.6
 DEFAULT_RELATIVE_DROP = 0.25
 DEFAULT_WAVE_SIZE = 2  # continuations per wave (binary-search, adaptive, sequential; StrategyParams)
 DEFAULT_TARGET_CONFIDENCE = 0.9  # sequential: the first error's posterior at which it stops (StrategyParams)
-DEAD_PREFIX_RATE = 0.02  # eps: how often a dead prefix still reaches the gold answer by luck (rules, strategies)
+# eps, how often a dead prefix still reaches the gold answer by luck (rules, strategies), is the first-error
+# model's prior: declared once, in pipeline.stats.changepoint (DEAD_PREFIX_RATE, imported above)
 DEFAULT_MAX_BATCH_REQUESTS = 512  # requests per generate() call (ExecutorConfig; the scheduler's default)
 DEFAULT_SHARD_SIZE = 64  # solutions per shard (OutputConfig; pipeline.ray_data's batch size)
 

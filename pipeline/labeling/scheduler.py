@@ -32,6 +32,7 @@ from pipeline.labeling.last_step import (
 )
 from pipeline.labeling.strategies import Probe, ProbeResult, Reuse, StrategyParams, make_strategy
 from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+from pipeline.options import DEFAULT_MAX_BATCH_REQUESTS
 from rollouts.base import Counters, GenRequest, RolloutBackend, SamplingConfig
 
 
@@ -121,7 +122,7 @@ class Scheduler:
         strategy: str,
         params: StrategyParams,
         seed: int = 0,
-        max_batch_requests: int = 512,
+        max_batch_requests: int = DEFAULT_MAX_BATCH_REQUESTS,
         streaming: bool = False,
         reuse: bool = False,
         encode: Callable[[str], Sequence[int]] | None = None,

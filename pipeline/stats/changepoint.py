@@ -42,6 +42,7 @@ from functools import cache
 # the per-step reliability grid: 34 points, logit-spaced from 0.018 to 0.999
 GRID = tuple(1.0 / (1.0 + math.exp(-x / 3.0)) for x in range(-12, 22))
 HAZARDS = 6  # positions with their own hazard (0..4), the last for every later position
+DEAD_PREFIX_RATE = 0.02  # how often a dead prefix still reaches the gold answer by luck: the one default (options)
 PRIOR_ROWS = 8.0  # shrinkage: the defaults count as this many rows' worth of evidence in each M-step
 _MAX_R = 64  # remaining steps beyond this use this (s ** 64 is 0 for every grid point but the top few)
 # How much the last step (the answer) costs, in steps: a correct prefix with r steps to go succeeds with
@@ -75,7 +76,7 @@ class RowCounts:
 @dataclass(frozen=True)
 class Params:
     weights: tuple[float, ...] = field(default_factory=lambda: tuple([1.0 / len(GRID)] * len(GRID)))
-    dead_mean: float = 0.02
+    dead_mean: float = DEAD_PREFIX_RATE
     dead_conc: float = 2.0
     rho: float = 0.1  # P(an error | right final answer)
     hazards: tuple[float, ...] = (0.25,) * HAZARDS
