@@ -12,7 +12,8 @@ from pipeline.labeling.scheduler import Scheduler
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.storage.rows import Solution
 from pipeline.storage.schema import to_table
-from rollouts.base import BackendStats, Completion, SamplingConfig
+from rollouts.base import SamplingConfig
+from tests.pipeline.labeling.test_no_answer import Plain, Scripted
 
 RIGHT, WRONG, GARBAGE, SLOW = "\\boxed{GOLD}", "\\boxed{WRONG}", "}.......C9 *7 9}", "TIMEOUT"
 
@@ -44,26 +45,6 @@ def _grade(pairs):
         else:
             out.append(Verdict(None, "unparseable answer", GARBAGE))
     return out
-
-
-class Scripted:
-    name = "scripted"
-
-    def __init__(self, script):
-        self.script = script
-        self.stats = BackendStats()
-
-    def generate(self, requests, sampling):
-        out = []
-        for r in requests:
-            step = r.prompt.split("Solution:\n", 1)[1].count("\n") - 1
-            out.append([Completion(t, 7) for t in self.script[step][: r.n]])
-        return out
-
-
-class Plain:
-    def prefix(self, problem, steps):
-        return f"Problem: {problem}\nSolution:\n" + "".join(s + "\n" for s in steps)
 
 
 SOL = Solution(id="s", problem="p", answer="GOLD", steps=("a", "b", "c", "The answer is " + WRONG))
