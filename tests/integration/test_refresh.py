@@ -140,6 +140,12 @@ def test_disk_full_keeps_previous_version(halves, tmp_path, monkeypatch):
     assert res.version == 2 and len(read_corpus(out)) == N_ROWS
 
 
+def _forget_s3_clients() -> None:
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -148,6 +154,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def s3_server(monkeypatch):
+    _forget_s3_clients()  # an S3 filesystem cached by an earlier test points at that test's (stopped) server
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -171,6 +178,7 @@ def s3_server(monkeypatch):
     finally:
         proc.terminate()
         proc.wait(10)
+        _forget_s3_clients()
 
 
 def test_label_refresh_resume_on_s3(halves, reference_run, s3_server, tmp_path):

@@ -55,6 +55,12 @@ def two(small_input, tmp_path_factory):
     return str(inp), rows_by_key(read_corpus(out)), res.manifest["counts"]
 
 
+def _forget_s3_clients() -> None:
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -65,6 +71,7 @@ def _free_port() -> int:
 def moto_s3():
     import boto3
 
+    _forget_s3_clients()  # an S3 filesystem cached by an earlier test points at that test's (stopped) server
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -91,6 +98,7 @@ def moto_s3():
                 os.environ[k] = v
         proc.terminate()
         proc.wait(10)
+        _forget_s3_clients()
 
 
 class Local:
