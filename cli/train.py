@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -92,6 +93,12 @@ def train_cmd(
         echo(f"  no validation rows with both kinds of solutions: threshold {card['threshold']:.2f}")
     if d["skipped"]:
         echo(f"  rows left out: {d['skipped']}")
+    nf = card["training"].get("non_finite")
+    if nf:
+        print(f"  warning: training went non-finite (nan/inf loss or gradient) from epoch {nf['first_epoch']} on; "
+              f"the checkpoint kept is the best one before that ({card['training']['best_checkpoint']}). With "
+              "--bf16 auto/on, train again with --bf16 off (float32; BENCHMARKS.md, issue 28 on one H100)",
+              file=sys.stderr, flush=True)
 
 
 def _unescape(text: str) -> str:

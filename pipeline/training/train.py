@@ -512,6 +512,7 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
     history = [h for h in trainer.state.log_history if "loss" in h or "eval_loss" in h]
     train_loss = next((h["loss"] for h in reversed(history) if "loss" in h), None)
     eval_loss = next((h["eval_loss"] for h in reversed(history) if "eval_loss" in h), None)
+    non_finite = non_finite_steps(trainer.state.log_history)
     _, manifest = open_manifest(cfg.corpus, cfg.version)
     prm_cfg = {"format": fmt.to_dict(), "separator_id": sep_id, "threshold": threshold, "positive_label": 1,
                "label_rule": cfg.label_rule, "targets": cfg.targets}
@@ -539,7 +540,8 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
         "training": {"train_loss": train_loss, "last_eval_loss": eval_loss, "steps": trainer.state.global_step,
                      "best_eval_loss": trainer.state.best_metric,
                      "best_checkpoint": trainer.state.best_model_checkpoint,
-                     "seconds": round(time.perf_counter() - t0, 1)},
+                     "seconds": round(time.perf_counter() - t0, 1),
+                     **({"non_finite": non_finite} if non_finite else {})},
         "validation": val_metrics,
         "config": {k: v for k, v in asdict(cfg).items() if k != "extra"},
         **({"extra": cfg.extra} if cfg.extra else {}),
@@ -547,6 +549,18 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
     (out / CARD).write_text(json.dumps(card, indent=2, default=str) + "\n")
     (out / "README.md").write_text(card_markdown(card))
     return card
+
+
+def non_finite_steps(log_history: list[dict]) -> dict | None:
+    """Where training went non-finite, from the Trainer's log: ``{"first_epoch", "first_step", "entries"}`` for
+    the log entries whose loss, eval_loss or grad_norm is nan/inf, or None. (The Trainer filters nan losses out of
+    its logged train loss, so a run that went nan can look finite; bf16 on the real 1.5B model did, BENCHMARKS.md.)"""
+    bad = [h for h in log_history
+           if any(isinstance(h.get(k), (int, float)) and not math.isfinite(h[k]) for k in ("loss", "eval_loss",
+                                                                                           "grad_norm"))]
+    if not bad:
+        return None
+    return {"first_epoch": bad[0].get("epoch"), "first_step": bad[0].get("step"), "entries": len(bad)}
 
 
 def card_markdown(card: dict) -> str:
