@@ -151,7 +151,7 @@ def _labels(row: dict, rule: str) -> tuple[list[bool | None], float | None]:
         labels = list(row["labels"])
         conf = row.get("first_error_confidence")
         return labels, conf
-    from pipeline.training.train import _confidence
+    from pipeline.training.targets import row_confidence
 
     res = apply_rule(row, rule)
-    return list(res.labels), _confidence(row, rule, res)
+    return list(res.labels), row_confidence(row, rule, res)

@@ -52,8 +52,8 @@ def load_prm(path: str, device: str | None = None) -> LoadedPrm:
 
     torch = require("torch", "pip install torch")
     transformers = require("transformers", "pip install transformers")
+    from pipeline.training.card import CARD
     from pipeline.training.collate import CollateError, PrmFormat, separator_id
-    from pipeline.training.train import CARD
 
     p = Path(path)
     if not p.is_dir() or not (p / "config.json").exists():

@@ -1,6 +1,6 @@
 """mcprm train reports a training that went nan (the Trainer's logged train loss hides it)."""
 
-from pipeline.training.train import non_finite_steps
+from pipeline.training.card import non_finite_steps
 
 NAN = float("nan")
 

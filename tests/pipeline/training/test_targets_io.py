@@ -7,8 +7,10 @@ import json
 import pytest
 
 from pipeline.commands.export_genprm import critique_prompt, critique_target, parse_target
+from pipeline.training.base import default_base_model
+from pipeline.training.options import TrainConfig, TrainError
 from pipeline.training.score import ScoreError, labels_from_scores, read_solutions
-from pipeline.training.train import TrainConfig, TrainError, default_base_model, problem_group, row_targets
+from pipeline.training.targets import problem_group, row_targets
 
 
 def _row(**kw):

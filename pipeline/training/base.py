@@ -1,0 +1,104 @@
+"""The base model of a PRM: which one (the corpus's own labeling model by default), loaded as a causal LM's body
+under a fresh 2-class token-classification head with the separator token in its vocabulary, and whether the
+Trainer runs it in bf16."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pipeline.training.options import TrainConfig, TrainError
+
+
+def default_base_model(corpus: str, version: int | None = None) -> str:
+    """The model that labeled ``corpus`` (its manifest's config), the bundled model when that is the default;
+    an error when the corpus was labeled through an OpenAI-compatible server (no local weights)."""
+    from pipeline.storage.corpus import open_manifest
+
+    _, m = open_manifest(corpus, version)
+    cfg = m.get("config") or {}
+    flat: dict = {}
+    for k, v in cfg.items():  # the config may be flat or grouped by section
+        if isinstance(v, dict):
+            flat.update(v)
+        else:
+            flat[k] = v
+    backend = flat.get("backend")
+    model = flat.get("model") or ""
+    if m.get("strategy") == "prm":
+        raise TrainError(f"{corpus} was written by `mcprm score` (PRM scores, not Monte Carlo labels); train on a "
+                         "labeled corpus, or pass --base-model and accept the PRM's own labels as targets")
+    if backend == "openai":
+        raise TrainError(f"{corpus} was labeled through an OpenAI-compatible server (model {model!r}), which has "
+                         "no local weights here: pass --base-model PATH_OR_HUB_NAME (a causal LM).")
+    if not model:
+        from pipeline import bundled
+
+        return str(bundled.model_dir())
+    return str(model)
+
+
+def resolve_bf16(cfg: TrainConfig) -> bool:
+    """Whether the Trainer autocasts to bf16: --bf16 on (a GPU needed), off, or auto (a GPU that supports it)."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if cfg.bf16 == "on":
+        if not cuda:
+            raise TrainError("--bf16 on needs a GPU; this machine has none (use --bf16 auto)")
+        return True
+    if cfg.bf16 == "off":
+        return False
+    return bool(cuda and torch.cuda.is_bf16_supported())
+
+
+def load_base(base: str, separator: str):
+    """(model, tokenizer, separator id): the causal LM under a fresh 2-class token head, the separator token
+    added to the tokenizer (and the embeddings grown) when it lacks it."""
+    from rollouts.base import require
+
+    torch = require("torch", "pip install torch")
+    transformers = require("transformers", "pip install transformers")
+    from pipeline.training.collate import ensure_separator
+
+    p = Path(base)
+    if not p.exists() and (base.startswith((".", "/", "~")) or os.sep in base and len(base.split("/")) != 2):
+        raise TrainError(f"base model {base!r} does not exist; pass --base-model with a local folder or a hub name")
+    try:
+        tok = transformers.AutoTokenizer.from_pretrained(base)
+        mcfg = transformers.AutoConfig.from_pretrained(base)
+    except (OSError, ValueError) as e:
+        raise TrainError(f"cannot load the base model {base!r} ({e}); pass --base-model with a causal LM "
+                         "(a local folder or a hub name)") from None
+    sep_id, added = ensure_separator(tok, separator)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token if tok.eos_token is not None else separator
+    with _quiet_head_warning(transformers):
+        try:
+            # float32 master weights: bf16 is autocast by the Trainer (--bf16), never pure-bf16 AdamW
+            model = transformers.AutoModelForTokenClassification.from_pretrained(
+                base, num_labels=2, id2label={0: "bad", 1: "good"}, label2id={"bad": 0, "good": 1},
+                dtype=torch.float32)
+        except ValueError as e:  # no token-classification class for this architecture
+            raise TrainError(f"{base} ({mcfg.model_type}) has no AutoModelForTokenClassification class in "
+                             f"transformers ({e}); choose a causal LM of a supported family (Llama, Qwen2, "
+                             "Mistral, Gemma, ...)") from None
+    emb = model.get_input_embeddings().num_embeddings
+    if len(tok) > emb:
+        model.resize_token_embeddings(len(tok))
+    model.config.pad_token_id = tok.pad_token_id
+    return model, tok, sep_id, added
+
+
+class _quiet_head_warning:
+    """transformers warns that the new head is untrained: that is the point here."""
+
+    def __init__(self, transformers):
+        self.t = transformers
+
+    def __enter__(self):
+        self.level = self.t.logging.get_verbosity()
+        self.t.logging.set_verbosity_error()
+
+    def __exit__(self, *a):
+        self.t.logging.set_verbosity(self.level)

@@ -1,0 +1,110 @@
+"""The training card of a PRM folder: ``mcprm_card.json`` (what was trained on what, how, and how well on the
+validation problems) and its ``README.md``; written by :mod:`pipeline.training.train`, read by
+:mod:`pipeline.training.score`."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from pipeline.training.collate import PrmFormat
+from pipeline.training.options import TrainConfig
+
+CARD = "mcprm_card.json"
+
+
+def build_card(cfg: TrainConfig, *, base: str, n_params: int, manifest: dict, fmt: PrmFormat, sep_id: int,
+               added: bool, threshold: float, counts: dict, hyper: dict, state, seconds: float,
+               validation: dict) -> dict:
+    """The card's content. ``state``: the Trainer's state (its log, steps and best checkpoint); ``manifest``: the
+    corpus version trained on; ``validation``: the first-error metrics at the chosen ``threshold``."""
+    history = [h for h in state.log_history if "loss" in h or "eval_loss" in h]
+    train_loss = next((h["loss"] for h in reversed(history) if "loss" in h), None)
+    eval_loss = next((h["eval_loss"] for h in reversed(history) if "eval_loss" in h), None)
+    non_finite = non_finite_steps(state.log_history)
+    return {
+        "format": "mcprm-prm",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "base_model": base,
+        "parameters": n_params,
+        "corpus": {"path": cfg.corpus, "version": manifest["version"], "identity": manifest.get("identity"),
+                   "strategy": manifest.get("strategy"), "k": manifest.get("k"),
+                   "schema_version": manifest.get("schema_version")},
+        "label_rule": cfg.label_rule, "targets": cfg.targets, "min_confidence": cfg.min_confidence,
+        "weight_by_confidence": cfg.weight_by_confidence, "class_balance": cfg.class_balance,
+        "drop_after_first_error": cfg.drop_after_first_error, "val_fraction": cfg.val_fraction,
+        "separator": fmt.separator, "separator_id": sep_id, "separator_added": added,
+        "prm_format": fmt.to_dict(), "threshold": threshold,
+        "data": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in counts.items()},
+        "hyperparameters": {"batch_size": cfg.batch_size, "grad_accum": cfg.grad_accum, "seed": cfg.seed,
+                            "warmup_ratio": cfg.warmup_ratio, "max_length": cfg.max_length, **hyper},
+        "training": {"train_loss": train_loss, "last_eval_loss": eval_loss, "steps": state.global_step,
+                     "best_eval_loss": state.best_metric,
+                     "best_checkpoint": state.best_model_checkpoint,
+                     "seconds": round(seconds, 1),
+                     **({"non_finite": non_finite} if non_finite else {})},
+        "validation": validation,
+        "config": {k: v for k, v in asdict(cfg).items() if k != "extra"},
+        **({"extra": cfg.extra} if cfg.extra else {}),
+    }
+
+
+def write_card(out: Path, card: dict) -> None:
+    (out / CARD).write_text(json.dumps(card, indent=2, default=str) + "\n")
+    (out / "README.md").write_text(card_markdown(card))
+
+
+def non_finite_steps(log_history: list[dict]) -> dict | None:
+    """Where training went non-finite, from the Trainer's log: ``{"first_epoch", "first_step", "entries"}`` for
+    the log entries whose loss, eval_loss or grad_norm is nan/inf, or None. (The Trainer filters nan losses out of
+    its logged train loss, so a run that went nan can look finite; bf16 on the real 1.5B model did, BENCHMARKS.md.)"""
+    bad = [h for h in log_history
+           if any(isinstance(h.get(k), (int, float)) and not math.isfinite(h[k]) for k in ("loss", "eval_loss",
+                                                                                           "grad_norm"))]
+    if not bad:
+        return None
+    return {"first_epoch": bad[0].get("epoch"), "first_step": bad[0].get("step"), "entries": len(bad)}
+
+
+def card_markdown(card: dict) -> str:
+    v = card.get("validation") or {}
+    d = card["data"]
+
+    def f(x):
+        return "n/a" if x is None else (f"{x:.3f}" if isinstance(x, float) else str(x))
+
+    lines = [
+        "---", "library_name: transformers", "pipeline_tag: token-classification", "tags: [prm, mcprm]", "---", "",
+        "# Process reward model (mcprm)", "",
+        f"A 2-class token-classification head on `{card['base_model']}` ({card['parameters']:,} parameters), read at "
+        f"the separator token `{card['separator']}` after each step (Qwen2.5-Math-PRM layout). Trained by "
+        "`mcprm train` on Monte Carlo step labels.", "",
+        "| | |", "|---|---|",
+        f"| corpus | `{card['corpus']['path']}` version {card['corpus']['version']} (strategy "
+        f"{card['corpus']['strategy']}, K={card['corpus']['k']}) |",
+        f"| label rule | {card['label_rule']} ({card['targets']} targets) |",
+        f"| min confidence / weighted | {f(card['min_confidence'])} / {card['weight_by_confidence']} |",
+        f"| rows: train / validation | {d['train_rows']} / {d['val_rows']} (split by problem: {d['train_problems']}"
+        f" / {d['val_problems']} problems) |",
+        f"| rows left out | {d['skipped'] or 'none'} |",
+        f"| training steps labeled | {d['train_steps']} (positive weight {f(d['train_positive'])}, negative "
+        f"{f(d['train_negative'])}) |",
+        f"| first-error threshold | {f(card['threshold'])} (chosen on the validation problems) |",
+        f"| validation first-error F1 | {f(v.get('f1'))} (acc_error {f(v.get('acc_error'))}, acc_correct "
+        f"{f(v.get('acc_correct'))}; at 0.5: {f(v.get('f1_at_0.5'))}) against {v.get('against', 'n/a')} |",
+        f"| train loss / best validation loss | {f(card['training']['train_loss'])} / "
+        f"{f(card['training']['best_eval_loss'])} (the checkpoint kept) |", "",
+        "## Use", "", "```python",
+        "from transformers import AutoModelForTokenClassification, AutoTokenizer",
+        "m = AutoModelForTokenClassification.from_pretrained(DIR); t = AutoTokenizer.from_pretrained(DIR)",
+        "fmt = m.config.mcprm_prm['format']  # header, step_suffix, separator",
+        "text = fmt['header'].replace('{problem}', problem) + ''.join(s + fmt['step_suffix'] + fmt['separator'] "
+        "for s in steps)",
+        "# P(step good) = softmax(logits)[..., 1] at each separator token; first error = first step below "
+        "m.config.mcprm_prm['threshold']",
+        "```", "", "Or `mcprm score DIR --input SOLUTIONS.jsonl --output SCORED`.", "",
+    ]
+    return "\n".join(lines)

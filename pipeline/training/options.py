@@ -1,0 +1,79 @@
+"""``mcprm train``'s settings (:class:`TrainConfig`, checked by ``validate``), its error and its result: what
+every part of the training room (targets, base model, card, the Trainer run) reads, below all of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipeline.errors import FatalError
+from pipeline.training.collate import DEFAULT_HEADER, DEFAULT_SEPARATOR
+
+PSEUDO_RULES = ("outcome",)  # every step labeled with the solution's own final answer (an ORM's labels)
+
+
+class TrainError(FatalError, ValueError):
+    """The training cannot start or go on; the message says what to change."""
+
+
+@dataclass
+class TrainConfig:
+    corpus: str
+    output: str
+    base_model: str | None = None  # default: the model that labeled the corpus (manifest), else the bundled one
+    version: int | None = None
+    label_rule: str = "hard"  # any of pipeline.labeling.rules.RULES, or "outcome"
+    targets: str = "hard"  # hard: the rule's labels (0/1); soft: the rule's scores in [0, 1]
+    min_confidence: float | None = None  # drop rows whose first-error confidence is below this
+    weight_by_confidence: bool = False  # weight each row's steps by its first-error confidence
+    class_balance: bool = True  # weight the two classes inversely to their frequency in the training steps
+    drop_after_first_error: bool = True  # no loss on steps after the first negative one
+    val_fraction: float = 0.1  # of problems (hash of the problem text), for the threshold and metrics
+    epochs: float | None = None  # auto: 3, or 10 for a small model (< 50 M parameters)
+    learning_rate: float | None = None  # auto: 1e-5, or 1e-3 for a small model
+    batch_size: int = 16
+    grad_accum: int = 1
+    warmup_ratio: float = 0.05
+    weight_decay: float = 0.0
+    max_length: int = 2048
+    separator: str = DEFAULT_SEPARATOR
+    header: str = DEFAULT_HEADER
+    step_suffix: str = "\n"
+    bf16: str = "auto"  # auto (on a GPU that supports it) | on | off
+    gradient_checkpointing: bool = False
+    seed: int = 0
+    save_steps: int = 0  # 0: a checkpoint per epoch
+    resume: bool = False
+    overwrite: bool = False
+    progress: bool = True
+    limit: int | None = None  # train on the first N rows only (tests, quick looks)
+    extra: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        from pipeline.labeling.rules import RULES
+
+        bad = []
+        if self.label_rule not in RULES and self.label_rule not in PSEUDO_RULES:
+            bad.append(f"--label-rule must be one of {', '.join([*RULES, *PSEUDO_RULES])}, got {self.label_rule!r}")
+        if self.targets not in ("hard", "soft"):
+            bad.append(f"--targets must be 'hard' or 'soft', got {self.targets!r}")
+        if self.min_confidence is not None and not 0 <= self.min_confidence <= 1:
+            bad.append(f"--min-confidence must be in [0, 1], got {self.min_confidence}")
+        if not 0 <= self.val_fraction < 1:
+            bad.append(f"--val-fraction must be in [0, 1), got {self.val_fraction}")
+        if self.epochs is not None and self.epochs <= 0:
+            bad.append(f"--epochs must be positive, got {self.epochs}")
+        if self.learning_rate is not None and self.learning_rate <= 0:
+            bad.append(f"--learning-rate must be positive, got {self.learning_rate}")
+        if self.batch_size < 1 or self.grad_accum < 1:
+            bad.append("--batch-size and --grad-accum must be at least 1")
+        if self.bf16 not in ("auto", "on", "off"):
+            bad.append(f"--bf16 must be auto, on or off, got {self.bf16!r}")
+        if bad:
+            raise TrainError("; ".join(bad))
+
+
+@dataclass
+class TrainResult:
+    output: str
+    card: dict
+    seconds: float

@@ -1,0 +1,147 @@
+"""A labeled corpus -> training examples: each row's per-step targets under a label rule (or ``outcome``), how
+sure its first error is, the split by problem (a hash of the problem text) and the tokenized examples
+(:func:`prepare`)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pipeline.training.collate import CollateError, PrmFormat
+from pipeline.training.options import TrainConfig, TrainError
+
+log = logging.getLogger("mcprm")
+
+
+def problem_group(problem: str) -> float:
+    """A problem's place in [0, 1) by the hash of its text: the split by problem is ``group < val_fraction``."""
+    h = hashlib.sha256(problem.strip().encode("utf-8")).digest()
+    return int.from_bytes(h[:8], "big") / 2**64
+
+
+def row_targets(row: dict, rule: str, targets: str = "hard") -> tuple[list[float | None], int, float]:
+    """(per-step targets, first error, first-error confidence) of one corpus row under ``rule``.
+
+    ``outcome``: every step gets the solution's own final answer (1.0 right, 0.0 wrong; None when unknown) —
+    an outcome reward model's labels. Any rule of :mod:`pipeline.labeling.rules`: hard targets are its labels
+    (None stays None), soft targets its scores. The confidence is the changepoint posterior of the first error
+    under ``changepoint``, else :func:`row_confidence` of the rule's first error."""
+    from pipeline.labeling.rules import apply_rule
+
+    n = len(row["steps"])
+    if rule == "outcome":
+        sc = row.get("solution_correct")
+        if sc is None:
+            return [None] * n, -1, 0.0
+        return [1.0 if sc else 0.0] * n, (-1 if sc else 0), 1.0
+    res = apply_rule(row, rule)
+    if targets == "soft":
+        t = [None if s is None else float(s) for s in res.scores]
+    else:
+        t = [None if lab is None else (1.0 if lab else 0.0) for lab in res.labels]
+    return t, res.first_error, row_confidence(row, rule, res)
+
+
+def row_confidence(row: dict, rule: str, res) -> float:
+    """How sure the rule's first error is: the changepoint rule's own posterior; else the row's stored posterior
+    of that first error (schema 4, :func:`pipeline.labeling.rules.confidence_of`), else the stored
+    ``first_error_confidence`` when the rule's first error is the stored one; otherwise (and for a row without
+    rollouts, labeled by its own answer) certain."""
+    from pipeline.labeling.rules import confidence_of
+
+    if rule == "changepoint" and res.extra.get("confidence") is not None:
+        return float(res.extra["confidence"])
+    c = confidence_of(row, res.first_error)
+    if c is not None:
+        return float(c)
+    stored = row.get("first_error_confidence")
+    if stored is not None and res.first_error == row.get("first_error"):
+        return float(stored)
+    return 1.0
+
+
+@dataclass
+class Prepared:
+    train: list
+    val: list  # Examples
+    val_rows: list[dict]  # id, problem, steps, first_error (the labels' own) of the validation rows
+    counts: dict
+
+
+def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
+            targets_fn: Callable[[dict], tuple[list[float | None], int, float]] | None = None) -> Prepared:
+    """Read the corpus, compute each row's targets, filter/weight, split by problem, tokenize."""
+    from pipeline.storage.corpus import iter_corpus, open_manifest
+    from pipeline.training.collate import PieceCache, make_example, targets_until_first_error
+
+    open_manifest(cfg.corpus, cfg.version)  # a clear error for a folder that is no corpus
+    fn = targets_fn or (lambda r: row_targets(r, cfg.label_rule, cfg.targets))
+    pieces = PieceCache(tokenizer)
+    train, val, val_rows = [], [], []
+    c = {"corpus_rows": 0, "rows": 0, "train_rows": 0, "val_rows": 0, "train_problems": 0, "val_problems": 0,
+         "skipped": {}, "train_steps": 0, "train_positive": 0.0, "train_negative": 0.0, "steps_cut": 0}
+    problems = {"train": set(), "val": set()}
+
+    def skip(why: str) -> None:
+        c["skipped"][why] = c["skipped"].get(why, 0) + 1
+
+    for b in iter_corpus(cfg.corpus, cfg.version):  # every column: the rules read what the schema version has
+        for r in b.to_pylist():
+            if cfg.limit is not None and c["corpus_rows"] >= cfg.limit:
+                break
+            c["corpus_rows"] += 1
+            where = f"{cfg.corpus} row {c['corpus_rows'] - 1} (id {r.get('id')!r})"
+            steps = list(r["steps"] or [])
+            if not steps:
+                skip("no_steps")
+                continue
+            try:
+                t, fe, conf = fn(r)
+            except (ValueError, KeyError, TypeError) as e:
+                raise TrainError(f"{where}: its labels cannot be read under --label-rule {cfg.label_rule} ({e})") from e
+            if cfg.drop_after_first_error:
+                t = targets_until_first_error(t, [None if x is None else x >= 0.5 for x in t])
+            if all(x is None for x in t):
+                skip("no_labels")
+                continue
+            if cfg.min_confidence is not None and conf < cfg.min_confidence:
+                skip("low_confidence")
+                continue
+            weight = conf if cfg.weight_by_confidence else 1.0
+            is_val = problem_group(r["problem"]) < cfg.val_fraction
+            try:
+                ex = make_example(tokenizer, fmt, sep_id, r["problem"], steps, t, weight, pieces)
+            except CollateError as e:
+                skip("too_long" if "max_length" in str(e) else "bad_row")
+                log.warning("%s: %s; left out", where, e)
+                continue
+            c["steps_cut"] += len(steps) - len(ex.positions)
+            c["rows"] += 1
+            if is_val:
+                val.append(ex)
+                problems["val"].add(r["problem"])
+                val_rows.append({"id": r["id"], "problem": r["problem"], "steps": steps, "first_error": fe})
+            else:
+                train.append(ex)
+                problems["train"].add(r["problem"])
+                for y, w in zip(ex.targets, ex.weights, strict=True):
+                    if y is None or w <= 0:
+                        continue
+                    c["train_steps"] += 1
+                    c["train_positive"] += y
+                    c["train_negative"] += 1 - y
+        else:
+            continue
+        break
+    c["train_rows"], c["val_rows"] = len(train), len(val)
+    c["train_problems"], c["val_problems"] = len(problems["train"]), len(problems["val"])
+    if c["corpus_rows"] == 0:
+        raise TrainError(f"{cfg.corpus} holds no rows: nothing to train on. Label some solutions first "
+                         f"(`mcprm label --output {cfg.corpus}`).")
+    if not train:
+        why = ", ".join(f"{k}: {v}" for k, v in c["skipped"].items()) or "every row went to validation"
+        raise TrainError(f"{cfg.corpus}: no row is left to train on ({c['corpus_rows']} rows; {why}). Lower "
+                         "--min-confidence or --val-fraction, or choose another --label-rule.")
+    return Prepared(train, val, val_rows, c)
