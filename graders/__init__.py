@@ -51,6 +51,7 @@ from graders.registry import (
     check_golds,
     get_grader,
     grader_identity,
+    reads_problems,
     register_grader,
     with_problems,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "grade_batch",
     "grader_identity",
     "normalize",
+    "reads_problems",
     "register_grader",
     "shutdown",
 ]
@@ -93,11 +95,12 @@ def grade_batch(
 
     The problem text of each pair is optional: give ``problems`` (one per pair, None allowed) or pass
     (gold, response, problem) triples. It decides the ``"auto"`` policies of :class:`GraderConfig` (an
-    "ordered pair" keeps a tuple apart from a set). A grader without ``accepts_problems`` gets plain pairs.
+    "ordered pair" keeps a tuple apart from a set). A grader not registered with ``reads_problems=True`` gets
+    plain pairs.
     """
     g = get_grader(grader)
     config = config or GraderConfig()
-    if getattr(g, "accepts_problems", False):
+    if reads_problems(grader):
         return g.grade_batch(with_problems(pairs, problems), config)
     if problems is not None and len(problems) != len(pairs):
         raise ValueError(f"problems: expected one per pair ({len(pairs)}), got {len(problems)}")

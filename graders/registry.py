@@ -4,9 +4,9 @@ Built-ins: ``"sympy"`` (default; every rule of :mod:`graders.compare` and :mod:`
 ``"exact"`` (the extracted answer and the gold are equal after :func:`graders.normalize.normalize`;
 never None except when no answer is found). Register your own with :func:`register_grader`: either an
 object with ``name``, ``version`` and ``grade_batch(pairs, config)``, or a plain function
-``fn(gold, response, config) -> Verdict``. A grader that also reads the problem text sets
-``accepts_problems = True`` and gets (gold, response, problem) triples (problem may be None); others get
-(gold, response) pairs. :func:`grader_identity` is what a corpus records: the version plus the non-default
+``fn(gold, response, config) -> Verdict``. A grader that also reads the problem text is registered with
+``reads_problems=True`` (the registry's declaration, :func:`reads_problems`) and gets (gold, response, problem)
+triples (problem may be None); others get (gold, response) pairs. :func:`grader_identity` is what a corpus records: the version plus the non-default
 policy options of the :class:`GraderConfig` it grades with.
 """
 
@@ -190,7 +190,6 @@ class SympyGrader:
 
     name = "sympy"
     version = SYMPY_GRADER_VERSION
-    accepts_problems = True  # grade_batch takes (gold, response, problem) triples; the problem decides policies
 
     def warm(self, workers: int) -> None:
         """Start the ``workers`` grader processes now: they load sympy in the background."""
@@ -315,12 +314,22 @@ class FunctionGrader:
 
 
 _REGISTRY: dict[str, Grader] = {"sympy": SympyGrader(), "exact": ExactGrader()}
+# the graders whose grade_batch takes (gold, response, problem) triples: the problem decides wording policies
+_READS_PROBLEMS: set[str] = {"sympy"}
 
 
 def register_grader(
-    name: str, grader: Grader | Callable, *, version: str | None = None, overwrite: bool = False
+    name: str,
+    grader: Grader | Callable,
+    *,
+    version: str | None = None,
+    overwrite: bool = False,
+    reads_problems: bool = False,
 ) -> Grader:
-    """Make ``grader`` available as ``get_grader(name)`` (and ``mcprm grade --grader name``)."""
+    """Make ``grader`` available as ``get_grader(name)`` (and ``mcprm grade --grader name``).
+
+    ``reads_problems=True``: its ``grade_batch`` takes (gold, response, problem) triples (a plain function never
+    does: it is called with (gold, response, config))."""
     if not name or not name.replace("-", "").replace("_", "").isalnum():
         raise ValueError(f"grader name must be letters, digits, '-' or '_', got {name!r}")
     if name in _REGISTRY and not overwrite:
@@ -330,11 +339,23 @@ def register_grader(
             raise TypeError(
                 "grader must have grade_batch(pairs, config) or be a function (gold, response, config)"
             )
+        if reads_problems:
+            raise TypeError("reads_problems=True needs a grader object with grade_batch(triples, config); a "
+                            "function grader is called with (gold, response, config)")
         grader = FunctionGrader(name, grader, version or f"{name}-1")
     elif version is not None:
         grader.version = version
     _REGISTRY[name] = grader
+    if reads_problems:
+        _READS_PROBLEMS.add(name)
+    else:
+        _READS_PROBLEMS.discard(name)
     return grader
+
+
+def reads_problems(name: str) -> bool:
+    """Whether grader ``name`` was declared to take (gold, response, problem) triples (:func:`register_grader`)."""
+    return name in _READS_PROBLEMS
 
 
 def get_grader(name: str = "sympy") -> Grader:

@@ -114,6 +114,39 @@ def test_graders_without_problems_get_plain_pairs():
     assert [v.correct for v in out] == [True, False] and seen == [("1", "1"), ("1", "2")]
 
 
+def test_a_grader_gets_problems_only_when_registered_as_reading_them():
+    """The registry's declaration (``reads_problems=True``), not an attribute probed on the grader, decides
+    whether its grade_batch gets (gold, response, problem) triples."""
+    from graders.registry import _READS_PROBLEMS, _REGISTRY, reads_problems
+
+    class Recorder:
+        name, version = "recorder-test", "recorder-test-1"
+
+        def __init__(self):
+            self.seen = []
+
+        def grade_batch(self, items, config):
+            self.seen.append(list(items))
+            return [Verdict(True, "ok", item[1]) for item in items]
+
+    g = Recorder()
+    try:
+        graders.register_grader("recorder-test", g, overwrite=True, reads_problems=True)
+        assert reads_problems("recorder-test") and reads_problems("sympy") and not reads_problems("exact")
+        grade_batch([("1", "1"), ("2", "2")], grader="recorder-test", problems=["P1", None])
+        assert g.seen[-1] == [("1", "1", "P1"), ("2", "2", None)]
+        graders.register_grader("recorder-test", g, overwrite=True)  # re-registered without the declaration
+        assert not reads_problems("recorder-test")
+        grade_batch([("1", "1")], grader="recorder-test", problems=["P1"])
+        assert g.seen[-1] == [("1", "1")]
+        with pytest.raises(TypeError, match="function grader"):
+            graders.register_grader("fn-test", lambda gold, response, config: None, reads_problems=True)
+        assert "fn-test" not in _REGISTRY
+    finally:
+        _REGISTRY.pop("recorder-test", None)
+        _READS_PROBLEMS.discard("recorder-test")
+
+
 def test_readable_answers_against_other_golds_get_a_verdict():
     """No abstaining: every committed case's response graded against a random other gold (almost always a
     wrong answer) is True or False -- None only for what is truly unreadable, here nothing."""
