@@ -223,7 +223,7 @@ def live(a) -> None:
     from graders import GraderConfig, grade_batch
     from pipeline import bundled
     from pipeline.config import LabelConfig
-    from pipeline.labeling.scheduler import Scheduler
+    from pipeline.labeling.scheduler import ProblemGrader, Scheduler
     from pipeline.labeling.strategies import StrategyParams
     from rollouts.base import SamplingConfig
     from rollouts.hf import HFBackend
@@ -235,7 +235,8 @@ def live(a) -> None:
                               stop=tuple(getattr(prompt, "stop", ()) or ()), ignore_eos=d.ignore_eos)
     hf = HFBackend(str(bundled.model_dir()), device=a.device, dtype=a.dtype, max_batch_rows=a.max_batch_rows)
     grade = (light_grade if a.light_grader else
-             functools.partial(grade_batch, config=GraderConfig(timeout_s=d.grader_timeout, workers=1), grader=d.grader))
+             ProblemGrader(functools.partial(grade_batch, config=GraderConfig(timeout_s=d.grader_timeout, workers=1),
+                                             grader=d.grader)))
     sols = load_solutions(Path(a.file))[: a.n]
     out = {}
     for spec in a.runs.split(","):  # STRATEGY:K

@@ -269,7 +269,7 @@ def part_throughput(a):
     import vllm
 
     from graders import grade_batch
-    from pipeline.labeling.scheduler import Scheduler
+    from pipeline.labeling.scheduler import ProblemGrader, Scheduler
     from pipeline.labeling.strategies import StrategyParams
     from rollouts.vllm_backend import VLLMBackend
 
@@ -325,7 +325,7 @@ def part_throughput(a):
 
     def mcprm(strategy, backend, tag, streaming=None):
         g0 = backend.stats.generated_tokens
-        sched = Scheduler(backend, grade_batch, prompt_format(), sc, strategy, StrategyParams(k=K), seed=0,
+        sched = Scheduler(backend, ProblemGrader(grade_batch), prompt_format(), sc, strategy, StrategyParams(k=K), seed=0,
                           streaming=backend.streaming if streaming is None else streaming)
         with GpuUtil() as u:
             t = time.time()

@@ -49,20 +49,21 @@ class PromptBuilder:
         raise NotImplementedError
 
 
-# pairs (gold, response) -> verdicts with .correct; a grader that also takes ``problems=`` (one problem text per
-# pair, as graders.grade_batch does) is given each solution's problem, which decides wording policies
+# pairs (gold, response) -> verdicts with .correct; a grader that also reads each pair's problem text (which
+# decides wording policies) is handed to the scheduler as a ProblemGrader
 Grader = Callable[[Sequence[tuple[str, str]]], list]
 
 
-def takes_problems(grade: Callable) -> bool:
-    """Whether ``grade`` accepts a ``problems=`` keyword (graders.grade_batch and partials of it do)."""
-    import inspect
+@dataclass(frozen=True)
+class ProblemGrader:
+    """A grade callable that takes ``problems=`` (one problem text per pair, as :func:`graders.grade_batch`
+    does): the scheduler gives it each solution's problem. The type is the declaration; a plain callable is
+    called with the pairs alone."""
 
-    try:
-        params = inspect.signature(grade).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == "problems" or p.kind is p.VAR_KEYWORD for p in params)
+    fn: Callable[..., list]
+
+    def __call__(self, pairs: Sequence[tuple[str, str]], problems: Sequence[str | None] | None = None) -> list:
+        return self.fn(pairs, problems=problems)
 
 
 @dataclass
@@ -130,7 +131,6 @@ class Scheduler:
     ):
         self.backend = backend
         self.grade_batch = grade_batch
-        self._grade_problems = takes_problems(grade_batch)
         self.prompt = prompt
         self.sampling = sampling
         self.strategy = strategy
@@ -174,7 +174,7 @@ class Scheduler:
 
     def _grade(self, pairs: list, problems: list) -> list:
         """Verdicts of ``pairs``, each graded with its solution's problem text where the grader takes it."""
-        if self._grade_problems:
+        if isinstance(self.grade_batch, ProblemGrader):
             return self.grade_batch(pairs, problems=problems)
         return self.grade_batch(pairs)
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pipeline.config import LabelConfig
 from pipeline.errors import RowError
-from pipeline.labeling.scheduler import Scheduler
+from pipeline.labeling.scheduler import ProblemGrader, Scheduler
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.labeling.types import Solution
 from pipeline.storage.schema import to_table
@@ -103,14 +103,16 @@ def grader_workers(cfg: LabelConfig, cpus: float) -> int:
     return max(1, int(cpus) - (2 if cfg.worker_gpus > 0 else 0))
 
 
-def grade_callable(cfg: LabelConfig, cpus: float):
+def grade_callable(cfg: LabelConfig, cpus: float) -> ProblemGrader:
     """``grade(pairs, problems=None) -> verdicts`` with the run's grader and options: what the scheduler grades
-    with (it passes each solution's problem text, which decides the grader's wording policies)."""
+    with (a :class:`ProblemGrader`: it passes each solution's problem text, which decides the grader's wording
+    policies)."""
     import functools
 
     from graders import grade_batch
 
-    return functools.partial(grade_batch, config=cfg.grader_config(grader_workers(cfg, cpus)), grader=cfg.grader)
+    return ProblemGrader(functools.partial(grade_batch, config=cfg.grader_config(grader_workers(cfg, cpus)),
+                                           grader=cfg.grader))
 
 
 class ShardWorker:

@@ -26,11 +26,11 @@ def test_the_identity_follows_the_grader_config_the_run_grades_with(monkeypatch)
     assert recorded == f"{get_grader('sympy').version}+tuple_vs_set=differ" == grader_identity("sympy", policy)
     assert c.identity() != before
     # and it is the config the worker's grade callable grades with
-    assert grade_callable(c, 2).keywords["config"] is policy
+    assert grade_callable(c, 2).fn.keywords["config"] is policy
 
 
 def test_the_worker_grades_with_the_run_options():
-    cfg = grade_callable(LabelConfig(model="m", grader_timeout=7.0, grader="exact"), 3)
+    cfg = grade_callable(LabelConfig(model="m", grader_timeout=7.0, grader="exact"), 3).fn
     assert cfg.keywords["grader"] == "exact"
     assert cfg.keywords["config"] == GraderConfig(timeout_s=7.0, workers=3)
     assert graders.grader_identity("exact", cfg.keywords["config"]) == get_grader("exact").version

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from graders.verdict import Verdict
 from pipeline.config import LabelConfig
-from pipeline.labeling.scheduler import Scheduler, takes_problems
+from pipeline.labeling.scheduler import ProblemGrader, Scheduler
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.labeling.types import Solution
 from pipeline.labeling.worker import grade_callable
@@ -46,9 +46,23 @@ def _label(problems, grade):
 
 
 def test_the_worker_grader_takes_problems():
+    # declared by its type, not probed from its signature: the worker's grader reads problems; the same grading
+    # function handed over plain is called with the pairs alone, so the problem's wording is not seen
     grade = grade_callable(LabelConfig(grader_timeout=5.0), 1)
-    assert takes_problems(grade)
-    assert not takes_problems(lambda pairs: [])
+    assert isinstance(grade, ProblemGrader)
+    plain_calls = []
+
+    def plain(pairs, problems=None):
+        plain_calls.append(problems)
+        return grade.fn(pairs, problems=problems)
+
+    ordered, any_order = _label([ORDERED, ANY_ORDER], plain)
+    assert plain_calls and all(p is None for p in plain_calls)
+    # without the problem text, "in any order" is not seen: (2, 1) vs (1, 2) is wrong for both
+    assert [s.correct for s in any_order.stats[:2]] == [0, 0]
+    ordered, any_order = _label([ORDERED, ANY_ORDER], ProblemGrader(plain))
+    assert [s.correct for s in any_order.stats[:2]] == [3, 3]
+    assert plain_calls[-1] is not None
 
 
 def test_labels_follow_the_problem_wording():
@@ -99,7 +113,8 @@ def test_reused_remainders_are_graded_with_their_own_problem():
                 out.extend(super().generate([r], sampling))
             return out
 
-    sched = Scheduler(Writer(STEPS), grade, make_prompt_format("plain", None), SamplingConfig(max_new_tokens=32),
+    sched = Scheduler(Writer(STEPS), ProblemGrader(grade), make_prompt_format("plain", None),
+                      SamplingConfig(max_new_tokens=32),
                       "per-step", StrategyParams(k=4), reuse=True, encode=_chars)
     sched.label(sols)
     assert sched.stats.reused_rollouts > 0
