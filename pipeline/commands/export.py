@@ -31,8 +31,9 @@ give the same steps and labels; the tag must occur exactly once per step; and wi
 placeholder / separator must encode to the single token the trainer looks for, occurring once per step in
 the encoded row. A violation raises :class:`ExportError` naming the row; nothing is written.
 
-The modules: this one (options, labels, the export run), :mod:`~pipeline.commands.export_formats` (each format's
-record, read back, and schema), :mod:`~pipeline.commands.export_checks` (the row and token checks),
+The modules: this one (options, labels, the export run), :mod:`~pipeline.commands.exporters` (one exporter per
+format: its record, read back, schema and token checks; the registry), :mod:`~pipeline.commands.export_formats`
+(format_row / parse_record / record_schema through the registry), :mod:`~pipeline.commands.export_checks` (the row and token checks),
 :mod:`~pipeline.commands.export_columns` (whole-column trl / processbench, --balance's mask),
 :mod:`~pipeline.commands.export_common` (names, options, result) and :mod:`~pipeline.commands.export_genprm`.
 """
@@ -46,7 +47,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.commands.export_checks import Encoded, check_row, load_tokenizer
-from pipeline.commands.export_columns import balance_keep, processbench_columns, trl_columns
+from pipeline.commands.export_columns import balance_keep
 from pipeline.commands.export_common import (
     ALL_FORMATS,
     COUNT_RULES,
@@ -55,14 +56,14 @@ from pipeline.commands.export_common import (
     LABEL_RULES,
     META_FILE,
     QWEN_SYSTEM,
-    SOFT_OK,
     ExportError,
     ExportOptions,
     ExportOutput,
     ExportResult,
     Row,
 )
-from pipeline.commands.export_formats import format_row, record_schema, tag_of
+from pipeline.commands.export_formats import format_row  # noqa: F401  (the export API: a row's record)
+from pipeline.commands.exporters import get_exporter, soft_formats
 
 
 # ------------------------------------------------------------------------------------------------ labels
@@ -166,14 +167,12 @@ def export_corpus(
         raise ExportError(f"--threshold must be in (0, 1], got {threshold}")
     if shard_rows < 1:
         raise ExportError(f"--shard-rows must be at least 1, got {shard_rows}")
-    if label_rule == "soft" and fmt not in SOFT_OK:
-        why = {"trl": "TRL's PRMTrainer casts labels with int(), so 0.75 would silently become 0",
-               "math-shepherd": "its labels are '+'/'-' characters in the text",
-               "processbench": "its label is a first-error index"}[fmt]
-        raise ExportError(f"--label-rule soft cannot be exported as {fmt}: {why}. Use --label-rule hard or "
-                          f"threshold, or a format that takes soft labels ({', '.join(SOFT_OK)}).")
-    tag = placeholder if (fmt == "openrlhf" and placeholder) else step_tag
-    if tag is not None and tag == "" and fmt != "processbench":
+    exporter = get_exporter(fmt)
+    if label_rule == "soft" and exporter.no_soft is not None:
+        raise ExportError(f"--label-rule soft cannot be exported as {fmt}: {exporter.no_soft}. Use --label-rule "
+                          f"hard or threshold, or a format that takes soft labels ({', '.join(soft_formats())}).")
+    tag = placeholder if (exporter.tag_from_placeholder and placeholder) else step_tag
+    if tag is not None and tag == "" and not exporter.empty_tag_ok:
         raise ExportError("--step-tag/--placeholder must not be empty")
     if reward_tokens[0] == reward_tokens[1]:
         raise ExportError(f"--reward-tokens must differ, got {reward_tokens}")
@@ -241,7 +240,7 @@ def export_corpus(
             if counts is not None:
                 counts["imputed"] += imp
             row = Row(rid, problem, steps, labels, sc)
-            if fmt == "processbench":
+            if exporter.keeps_all_steps:
                 fe = next((i for i, h in enumerate(hard) if h is False), -1)
                 if any(h is None for h in (hard if fe == -1 else hard[:fe])):
                     skipped["undecided"] = skipped.get("undecided", 0) + 1
@@ -267,7 +266,7 @@ def export_corpus(
 
     out = ExportOutput(output_url, overwrite)  # records are checked (check_row) and staged; published at the end
     store, staging = out.store, out.staging
-    schema = record_schema(fmt, opts.soft)
+    schema = exporter.schema(opts.soft)
     if weight_by_confidence:  # issue 16: one more column, the row's first-error confidence
         schema = schema.append(pa.field("weight", pa.float64()))
     names: list[str] = []
@@ -288,15 +287,15 @@ def export_corpus(
         names.append(name)
         chunk.clear()
 
-    encoded = Encoded(tok) if tok is not None and fmt not in ("processbench", "trl") else None
-    text_key = "text" if fmt == "qwen-prm" else "input"
+    text_key = exporter.text_field  # the tagged text whose tokens are checked (None: trl, processbench)
+    encoded = Encoded(tok) if tok is not None and text_key is not None else None
 
     def add(group: list[Row]) -> None:
         nonlocal n_rows, n_steps, pos, n_labeled, unlabeled
         checker = encoded if encoded is not None else tok
-        recs = [format_row(row, opts, checker) for row in group]
-        if encoded is not None and fmt != "math-shepherd":  # ids are needed only to count the tag
-            encoded.prepare_for_count([r[text_key] for r in recs], tag_of(opts))
+        recs = [exporter.record(row, opts, checker) for row in group]
+        if encoded is not None and not exporter.needs_ids:  # ids are needed only to count the tag
+            encoded.prepare_for_count([r[text_key] for r in recs], exporter.tag(opts))
         elif encoded is not None:
             encoded.prepare([r[text_key] for r in recs] + [r["label"] for r in recs])
         for rec, row in zip(recs, group, strict=True):
@@ -324,7 +323,7 @@ def export_corpus(
 
     # trl and processbench with the corpus's own labels: whole columns at a time (trl_columns,
     # processbench_columns), no Python object per row
-    fast = fmt in ("trl", "processbench") and opts.label_rule == "hard" and not opts.soft and not by_counts
+    fast = exporter.columnar and opts.label_rule == "hard" and not opts.soft and not by_counts
     pending: list = []  # fast_trl: tables not yet written, fewer than shard_rows rows in all
 
     def put(table) -> None:
@@ -352,8 +351,7 @@ def export_corpus(
         nonlocal n_rows, n_steps, pos, n_labeled, unlabeled
         seen = 0  # exportable rows so far (the index into --balance's mask)
         for b in corpus_batches(counts):
-            got = (trl_columns(b, drop_after_first_error, counts["skipped"], counts["cut"]) if fmt == "trl"
-                   else processbench_columns(b, counts["skipped"]))
+            got = exporter.columns(b, drop_after_first_error, counts["skipped"], counts["cut"])
             if got is None:  # steps, labels and mc_value of some row differ in length: row by row, its errors
                 rows = list(rows_in(b, counts))
                 if keep is not None:
@@ -362,7 +360,7 @@ def export_corpus(
                     rows = [r for r, k in zip(rows, mask, strict=True) if k]
                 recs = []
                 for row in rows:
-                    rec = format_row(row, opts, tok)
+                    rec = exporter.record(row, opts, tok)
                     check_row(rec, row, opts, tok)
                     recs.append(rec)
                     n_rows += 1
@@ -386,15 +384,8 @@ def export_corpus(
             # the row-by-row check on the batch's first row: its record parses back, and with a tokenizer the
             # trl step separator (the same for every row) encodes to some token; the other rows' records are
             # their own columns, cut as that row's were
-            first = table.slice(0, 1).to_pylist()[0]
-            if fmt == "trl":
-                row = Row(first["id"], first["prompt"], first["completions"], first["labels"])
-            else:
-                fe, m = first["label"], len(first["steps"])
-                row = Row(first["id"], first["problem"], first["steps"],
-                          [True] * m if fe == -1 else [True] * fe + [False] + [None] * (m - fe - 1),
-                          first["final_answer_correct"])
-            check_row(format_row(row, opts, tok), row, opts, tok)
+            row = exporter.row_of(table.slice(0, 1).to_pylist()[0])
+            check_row(exporter.record(row, opts, tok), row, opts, tok)
             n_rows += table.num_rows
             n_steps += int(steps.sum())
             n_labeled += int(labeled.sum())
@@ -430,7 +421,7 @@ def export_corpus(
         skipped.update(balance_skipped)  # after the rows' own reasons, as before
 
     notes = []
-    if tok is None and fmt != "processbench":
+    if tok is None and exporter.token_checked:
         notes.append("no --tokenizer: only text checks ran (tag once per step, labels == steps, records parse "
                      "back); pass the trainer's tokenizer to check the tag encodes to a single token")
     if agree is not None:
@@ -440,13 +431,13 @@ def export_corpus(
         notes.append(f"{imputed} steps had no MC estimate (labeled without rollouts) and kept their hard label")
     res = ExportResult(output=output_url, format=fmt, file_format=file_format, files=files, rows=n_rows,
                        steps=n_steps, positives=pos, negatives=n_labeled - pos,
-                       soft=opts.soft, tokenizer_checked=tok is not None and fmt != "processbench",
+                       soft=opts.soft, tokenizer_checked=tok is not None and exporter.token_checked,
                        imputed=imputed, skipped=skipped, cut=cut, notes=notes,
                        unlabeled=unlabeled, corpus_rows=counts["corpus_rows"])
     meta = {"source": out_url, "version": version, "format": fmt, "label_rule": label_rule,
             "threshold": threshold if label_rule == "threshold" else None,
             "drop_after_first_error": drop_after_first_error, "balance": balance, "seed": seed,
-            "step_tag": tag_of(opts), "reward_tokens": list(reward_tokens),
+            "step_tag": exporter.tag(opts), "reward_tokens": list(reward_tokens),
             "tokenizer": tokenizer if isinstance(tokenizer, str) else getattr(tok, "name_or_path", None),
             "rows": res.rows, "steps": res.steps, "positives": res.positives, "negatives": res.negatives,
             "unlabeled": res.unlabeled, "corpus_rows": res.corpus_rows,

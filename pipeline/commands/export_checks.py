@@ -11,11 +11,7 @@ from pipeline.commands.export_common import (
     ExportOptions,
     Row,
 )
-from pipeline.commands.export_formats import parse_record, tag_of
-
-
-def _encode(tokenizer, text: str) -> list[int]:
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+from pipeline.commands.exporters import get_exporter
 
 
 class Encoded:
@@ -125,26 +121,15 @@ class Encoded:
         return getattr(self._tok, name)
 
 
-def single_token_id(tokenizer, token: str, what: str, row_id: str | None = None) -> int:
-    """The id ``token`` encodes to on its own; ExportError when it is not exactly one token."""
-    ids = _encode(tokenizer, token)
-    if len(ids) != 1:
-        pieces = tokenizer.convert_ids_to_tokens(ids) if ids else []
-        where = f"row {row_id!r}: " if row_id is not None else ""
-        raise ExportError(
-            f"{where}the {what} {token!r} encodes to {len(ids)} tokens {pieces} with this tokenizer, not to one; "
-            f"the trainer would find no (or a misplaced) label position. Add it as a special token "
-            f"(tokenizer.add_special_tokens) or choose a {what} that is a single token in this vocabulary.")
-    return ids[0]
-
-
 def check_row(record: dict, row: Row, opts: ExportOptions, tokenizer=None) -> None:
     """Raise :class:`ExportError` naming ``row.id`` unless ``record`` carries exactly ``row``'s steps and labels.
 
-    Text checks always run; token checks (tag = one token, once per step in the encoded row, label tokens
-    single tokens, TRL separator non-empty) run when ``tokenizer`` is given.
+    Text checks always run; token checks (the format's :meth:`~pipeline.commands.exporters.base.Exporter.
+    check_tokens`: tag = one token, once per step in the encoded row, label tokens single tokens, TRL separator
+    non-empty) run when ``tokenizer`` is given.
     """
-    n, fmt, tag = len(row.steps), opts.fmt, tag_of(opts)
+    exporter = get_exporter(opts.fmt)
+    n, fmt, tag = len(row.steps), opts.fmt, exporter.tag(opts)
     rid = row.id
 
     def fail(msg: str) -> None:
@@ -154,63 +139,22 @@ def check_row(record: dict, row: Row, opts: ExportOptions, tokenizer=None) -> No
         fail(f"{len(row.labels)} labels for {n} steps")
     if n == 0:
         fail("no steps to export")
-    if fmt in ("math-shepherd", "openrlhf", "qwen-prm") and (tag in row.problem or any(tag in s for s in row.steps)):
+    if exporter.tag_in_text and (tag in row.problem or any(tag in s for s in row.steps)):
         for where, text in [("problem", row.problem)] + [(f"step {i}", s) for i, s in enumerate(row.steps, 1)]:
             if tag in text:
                 fail(f"the {where} contains the step tag {tag!r}; it must appear exactly once per step. "
                      "Choose another --step-tag/--placeholder.")
     try:
-        steps, labels = parse_record(record, row.problem, opts, tokenizer)
+        steps, labels = exporter.parse(record, row.problem, opts, tokenizer)
     except (ValueError, KeyError) as e:
         fail(f"the written record does not parse back ({e})")
     if steps != list(row.steps):
         fail(f"steps read back from the record differ from the corpus ({len(steps)} vs {n} steps)")
-    if fmt == "processbench":
-        fe = next((i for i, y in enumerate(row.labels) if y is False), -1)
-        if record["label"] != fe or not (-1 <= fe < n):
-            fail(f"first-error index {record['label']} does not match the labels")
-    elif labels != list(row.labels):
-        fail("labels read back from the record differ from the corpus labels")
+    exporter.check_labels(record, row, labels, fail)
     if opts.soft and any(not isinstance(y, float) for y in labels):
         fail("soft labels must be floats")
-    if tokenizer is None or fmt == "processbench":
-        return
-    if fmt == "trl":
-        sep = _encode(tokenizer, tag)
-        if not sep:
-            fail(f"the step separator {tag!r} encodes to no tokens; PRMTrainer would put labels on the steps' "
-                 "last tokens or misalign them. Pass a --step-tag that the tokenizer keeps.")
-        return
-    if fmt == "qwen-prm":
-        tid = single_token_id(tokenizer, tag, "step separator", rid)
-        text = record["text"]
-    else:
-        tid = single_token_id(tokenizer, tag, "step tag" if fmt == "math-shepherd" else "placeholder", rid)
-        text = record["input"]
-    counted = getattr(tokenizer, "tag_count", None)
-    if fmt != "math-shepherd" and counted is not None:  # an atomic tag is counted in the text (see Encoded)
-        count = counted(text, tag, tid)
-    else:
-        ids = _encode(tokenizer, text)
-        count = ids.count(tid)
-    if count != n:
-        fail(f"the tag {tag!r} (token id {tid}) occurs {count} times in the encoded row, expected {n} (one per "
-             "step): the text around it merges with it into other tokens. Choose another tag or tokenizer.")
-    if fmt == "openrlhf" and not opts.soft:
-        for t in opts.reward_tokens:
-            single_token_id(tokenizer, t, "reward token", rid)
-    if fmt == "math-shepherd":
-        good_id = single_token_id(tokenizer, opts.reward_tokens[0], "reward token", rid)
-        bad_id = single_token_id(tokenizer, opts.reward_tokens[1], "reward token", rid)
-        lab = _encode(tokenizer, record["label"])
-        # the encoded input with its tag tokens (n of them, checked above) replaced by the labels' tokens
-        want = list(ids)
-        for i, y in zip([i for i, t in enumerate(ids) if t == tid], row.labels, strict=True):
-            want[i] = good_id if y else bad_id
-        aligned = len(lab) == len(ids) and list(lab) == want
-        if not aligned:
-            fail("the encoded `label` text is not the encoded `input` with the tag tokens replaced by the "
-                 f"{opts.reward_tokens} tokens (the reward tokens merge with neighbouring text)")
+    if tokenizer is not None and exporter.token_checked:
+        exporter.check_tokens(record, row, opts, tokenizer, fail)
 
 
 def load_tokenizer(tokenizer):

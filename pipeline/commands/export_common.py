@@ -18,9 +18,7 @@ COUNT_RULES = ("relative", "ratio", "advantage", "er-prm", "changepoint")
 LABEL_RULES = ("hard", "threshold", "soft", *COUNT_RULES)
 FILE_FORMATS = ("parquet", "jsonl")
 
-DEFAULT_TAG = {"trl": "\n", "math-shepherd": "ки", "qwen-prm": "<extra_0>", "openrlhf": "ки", "processbench": ""}
 QWEN_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
-SOFT_OK = ("qwen-prm", "openrlhf")
 META_FILE = ".mcprm-export.json"  # hidden: `datasets.load_dataset(folder)` ignores it
 
 
@@ -33,7 +31,7 @@ class ExportOptions:
     fmt: str
     label_rule: str = "hard"
     threshold: float = 0.5
-    step_tag: str = ""  # per-format default when empty (see DEFAULT_TAG)
+    step_tag: str = ""  # the format's default when empty (its exporter's default_tag)
     reward_tokens: tuple[str, str] = ("+", "-")
     system_prompt: str = QWEN_SYSTEM
 

@@ -1,0 +1,124 @@
+"""The exporter interface of ``mcprm export``: one class per trainer format, declaring what the export run and
+the checks need to know of it (its default tag, whether it takes soft labels, where its tagged text is, whether
+tokens are checked, whether whole columns can be written) and doing what differs (its record, the record read
+back, its Arrow schema, its token checks). The registry is :mod:`pipeline.commands.exporters`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from pipeline.commands.export_common import ExportError, ExportOptions, Row
+
+Fail = Callable[[str], None]  # raises ExportError naming the row
+
+
+def encode_ids(tokenizer, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def single_token_id(tokenizer, token: str, what: str, row_id: str | None = None) -> int:
+    """The id ``token`` encodes to on its own; ExportError when it is not exactly one token."""
+    ids = encode_ids(tokenizer, token)
+    if len(ids) != 1:
+        pieces = tokenizer.convert_ids_to_tokens(ids) if ids else []
+        where = f"row {row_id!r}: " if row_id is not None else ""
+        raise ExportError(
+            f"{where}the {what} {token!r} encodes to {len(ids)} tokens {pieces} with this tokenizer, not to one; "
+            f"the trainer would find no (or a misplaced) label position. Add it as a special token "
+            f"(tokenizer.add_special_tokens) or choose a {what} that is a single token in this vocabulary.")
+    return ids[0]
+
+
+def first_error(labels: Sequence[Any]) -> int:
+    return next((i for i, y in enumerate(labels) if y is False), -1)
+
+
+class Exporter:
+    """One trainer format. Subclasses set the declarations and implement :meth:`record`, :meth:`parse` and
+    :meth:`schema`; the defaults fit a format whose labels are a per-step list."""
+
+    name: ClassVar[str] = ""
+    default_tag: ClassVar[str] = ""  # the step tag / separator when --step-tag is not given
+    tag_what: ClassVar[str] = "step tag"  # how messages name the tag
+    tag_from_placeholder: ClassVar[bool] = False  # --placeholder sets the tag (openrlhf), else --step-tag
+    empty_tag_ok: ClassVar[bool] = False  # a format that writes no tag (processbench)
+    no_soft: ClassVar[str | None] = None  # why soft labels cannot be written; None: they can
+    tag_in_text: ClassVar[bool] = False  # the tag is written into the text: it must not occur in problem / steps
+    text_field: ClassVar[str | None] = None  # the record's tagged text (token checks count the tag there)
+    token_checked: ClassVar[bool] = True  # --tokenizer checks apply (not to processbench: no tokens)
+    keeps_all_steps: ClassVar[bool] = False  # no row is cut; the label says where the error is (processbench)
+    needs_ids: ClassVar[bool] = False  # the token check needs the text's ids, not only the tag's count
+    columnar: ClassVar[bool] = False  # whole columns at a time with the corpus's own hard labels (columns())
+
+    def tag(self, opts: ExportOptions) -> str:
+        return opts.step_tag or self.default_tag
+
+    def record(self, row: Row, opts: ExportOptions, tokenizer=None) -> dict:
+        raise NotImplementedError
+
+    def parse(self, record: dict, problem: str, opts: ExportOptions, tokenizer=None) -> tuple[list[str], list[Any]]:
+        """Steps and labels read back out of ``record`` (the inverse of :meth:`record`); ``ValueError`` where
+        the record is not what :meth:`record` would write."""
+        raise NotImplementedError
+
+    def schema(self, soft: bool):
+        raise NotImplementedError
+
+    def check_labels(self, record: dict, row: Row, labels: list[Any], fail: Fail) -> None:
+        if labels != list(row.labels):
+            fail("labels read back from the record differ from the corpus labels")
+
+    def check_tokens(self, record: dict, row: Row, opts: ExportOptions, tokenizer, fail: Fail) -> None:
+        """With a tokenizer: the tag is what the trainer looks for (the default checks nothing)."""
+
+    def columns(self, batch, drop_after_first_error: bool, skipped: dict, cut: dict):
+        """Where :attr:`columnar`: (the records' table, and per row steps, labeled steps, positives) of a corpus
+        batch, or None where the batch must go row by row (pipeline.commands.export_columns)."""
+        raise NotImplementedError
+
+    def row_of(self, record: dict) -> Row:
+        """The row a whole-column record was written from (checked row by row on a batch's first record)."""
+        raise NotImplementedError
+
+
+class TaggedText(Exporter):
+    """A format whose record is a text with the tag once after each step (math-shepherd, openrlhf, qwen-prm)."""
+
+    tag_in_text = True
+
+    def check_tokens(self, record: dict, row: Row, opts: ExportOptions, tokenizer, fail: Fail) -> None:
+        tag, n = self.tag(opts), len(row.steps)
+        tid = single_token_id(tokenizer, tag, self.tag_what, row.id)
+        text = record[self.text_field]
+        counted = getattr(tokenizer, "tag_count", None)  # an Encoded wrapper counts an atomic tag in the text
+        ids = None
+        if not self.needs_ids and counted is not None:
+            count = counted(text, tag, tid)
+        else:
+            ids = encode_ids(tokenizer, text)
+            count = ids.count(tid)
+        if count != n:
+            fail(f"the tag {tag!r} (token id {tid}) occurs {count} times in the encoded row, expected {n} (one per "
+                 "step): the text around it merges with it into other tokens. Choose another tag or tokenizer.")
+        self.check_reward_tokens(record, row, opts, tokenizer, ids, tid, fail)
+
+    def check_reward_tokens(self, record, row, opts, tokenizer, ids, tid, fail: Fail) -> None:
+        """The label tokens, for a format that writes them (math-shepherd, openrlhf); ``ids``: the encoded text
+        where :attr:`needs_ids`."""
+
+
+def tagged_text(problem: str, steps: Sequence[str], marks: Sequence[str]) -> str:
+    return f"{problem} " + "\n".join(f"{s} {m}" for s, m in zip(steps, marks, strict=True))
+
+
+def parse_tagged_text(text: str, problem: str, tag: str) -> list[str]:
+    """The steps of a math-shepherd / openrlhf ``input`` (problem, a space, ``"{step} {tag}"`` joined by newlines)."""
+    if not text.startswith(problem + " "):
+        raise ValueError("input does not start with the problem")
+    pieces = text[len(problem) + 1:].split(f" {tag}")
+    if pieces[-1] != "":
+        raise ValueError(f"input does not end with the step tag {tag!r}")
+    if any(i and not p.startswith("\n") for i, p in enumerate(pieces[:-1])):
+        raise ValueError("steps are not separated by a newline after the step tag")
+    return [p[1:] if i else p for i, p in enumerate(pieces[:-1])]

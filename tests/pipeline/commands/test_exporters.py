@@ -1,0 +1,64 @@
+"""The exporter registry of ``mcprm export`` (issue 27): one exporter per trainer format, and the export run,
+the checks and format_row / parse_record / record_schema dispatch through it, not on the format's name."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.commands.export_checks import check_row
+from pipeline.commands.export_common import FORMATS, ExportError, ExportOptions, Row
+from pipeline.commands.export_formats import format_row, parse_record, record_schema, tag_of
+from pipeline.commands.exporters import EXPORTERS, get_exporter, soft_formats
+from pipeline.commands.exporters.base import Exporter
+
+ROW = Row("r1", "Compute 1 + 2.", ["1 + 2 = 3.", "The answer is 3."], [True, False])
+
+
+def test_the_registry_holds_every_trainer_format_in_order():
+    assert tuple(EXPORTERS) == FORMATS
+    assert all(isinstance(e, Exporter) and e.name == name for name, e in EXPORTERS.items())
+    assert soft_formats() == ["qwen-prm", "openrlhf"]
+    with pytest.raises(ExportError, match="unknown format 'nope'; choose one of trl, math-shepherd"):
+        get_exporter("nope")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_exporter_round_trips_and_is_checked(fmt):
+    opts = ExportOptions(fmt)
+    rec = format_row(ROW, opts)
+    assert set(rec) == set(record_schema(fmt, False).names)
+    steps, labels = parse_record(rec, ROW.problem, opts)
+    assert steps == ROW.steps and labels == ROW.labels
+    check_row(rec, ROW, opts)
+    broken = dict(rec, id="r1")
+    key = {"trl": "completions", "processbench": "steps"}.get(fmt)
+    if key:  # a record that lost a step does not parse back to the row
+        broken[key] = rec[key][:1]
+    else:
+        field = get_exporter(fmt).text_field
+        broken[field] = rec[field].replace(ROW.steps[1], "The answer is 4.")
+    with pytest.raises(ExportError, match="r1"):
+        check_row(broken, ROW, opts)
+
+
+def test_a_registered_exporter_is_used_by_its_name_alone():
+    class Upper(Exporter):
+        name = "upper-test"
+        default_tag = "|"
+
+        def record(self, row, opts, tokenizer=None):
+            return {"id": row.id, "steps": [s.upper() for s in row.steps], "labels": list(row.labels)}
+
+        def parse(self, record, problem, opts, tokenizer=None):
+            return [s.lower() for s in record["steps"]], list(record["labels"])
+
+    EXPORTERS["upper-test"] = Upper()
+    try:
+        opts = ExportOptions("upper-test")
+        row = Row("u", "p", ["a", "b"], [True, True])
+        assert format_row(row, opts)["steps"] == ["A", "B"] and tag_of(opts) == "|"
+        check_row(format_row(row, opts), row, opts)
+        with pytest.raises(ExportError, match="labels read back"):
+            check_row({"id": "u", "steps": ["A", "B"], "labels": [True, False]}, row, opts)
+    finally:
+        EXPORTERS.pop("upper-test")
