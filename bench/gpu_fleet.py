@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gpu_bench import COMMON, SHAPES, VOCAB, GpuUtil  # noqa: E402
+from gpu_workload import COMMON, SHAPES, VOCAB, GpuUtil  # noqa: E402
 
 K = 8
 MAX_TOKENS = 128
