@@ -14,7 +14,7 @@ ray = pytest.importorskip("ray")
 def local_ray():
     import ray.data
 
-    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, logging_level="ERROR",
+    ray.init(address="local", num_cpus=2, include_dashboard=False, ignore_reinit_error=True, logging_level="ERROR",
              log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
