@@ -27,19 +27,12 @@ class GenerateResult:
 
 
 def _read_problems(cfg: LabelConfig, problem_field: str, answer_field: str, id_field: str):
-    from pipeline.input import InputError, InputSpec, iter_rows
+    from pipeline.input import InputError, InputSpec, iter_objects
 
     spec = InputSpec(paths=tuple(cfg.input), problem_field=problem_field, answer_field=answer_field,
                      id_field=id_field, format=cfg.input_format)
     out, bad = [], []
-    for raw in iter_rows(spec):
-        if raw.error:
-            bad.append(f"{raw.where}: {raw.error}")
-            continue
-        d = raw.data if isinstance(raw.data, dict) else None
-        if d is None:
-            bad.append(f"{raw.where}: a row must be a JSON object")
-            continue
+    for raw, d in iter_objects(spec, bad):
         prob, ans = d.get(problem_field), d.get(answer_field)
         if not isinstance(prob, str) or not prob.strip():
             bad.append(f"{raw.where}, field '{problem_field}': missing or not text")

@@ -32,12 +32,12 @@ places), everything else streams (JSON Lines in 1 MiB chunks, Parquet by record 
 columns only).
 """
 
-from pipeline.input.files import file_format, iter_rows, resolve_files
+from pipeline.input.files import file_format, iter_objects, iter_rows, resolve_files
 from pipeline.input.reading import GoldCheck, IngestStats, RejectsWriter, iter_keyed_solutions, iter_solutions
 from pipeline.input.spec import PRESETS, InputError, InputSpec, RawRow, Reject
 from pipeline.input.validation import validate
 
 __all__ = [
     "PRESETS", "GoldCheck", "IngestStats", "InputError", "InputSpec", "RawRow", "Reject", "RejectsWriter",
-    "file_format", "iter_keyed_solutions", "iter_rows", "iter_solutions", "resolve_files", "validate",
+    "file_format", "iter_keyed_solutions", "iter_objects", "iter_rows", "iter_solutions", "resolve_files", "validate",
 ]

@@ -293,3 +293,16 @@ def iter_rows(spec: InputSpec, files: list[str] | None = None) -> Iterator[RawRo
     """Every row of every input file, in order, decoded but not validated."""
     for url in resolve_files(spec) if files is None else files:
         yield from _read_file(url, spec)
+
+
+def iter_objects(spec: InputSpec, bad: list[str]) -> Iterator[tuple[RawRow, dict]]:
+    """The rows of ``spec`` that are JSON objects, as ``(row, its dict)``; every other row (unreadable, not an
+    object) is appended to ``bad`` as ``"where: what is wrong"`` (the commands that read loose rows: generate,
+    score)."""
+    for raw in iter_rows(spec):
+        if raw.error:
+            bad.append(f"{raw.where}: {raw.error}")
+        elif not isinstance(raw.data, dict):
+            bad.append(f"{raw.where}: a row must be a JSON object")
+        else:
+            yield raw, raw.data

@@ -146,7 +146,7 @@ class CorpusStore:
     def shard_rel(self, version: int, shard: int) -> str:
         """Where a shard is written: ``part-00003.<owner>.parquet`` for a :class:`Fenced` version (every run
         since issue 25), ``part-00003.parquet`` for a plain number (older runs; still read and resumed)."""
-        owner = getattr(version, "owner", None)
+        owner = version.owner if isinstance(version, Fenced) else None
         return f"{self.version_dir(version)}/part-{shard:05d}" + (f".{owner}" if owner else "") + ".parquet"
 
     def shard_files(self, version: int) -> dict[int, list[str]]:

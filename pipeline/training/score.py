@@ -140,20 +140,13 @@ def read_solutions(paths: Sequence[str], problem_field: str = "problem", steps_f
                    answer_field: str = "answer", id_field: str = "id") -> list[ScoreRow]:
     """The solutions to score, each checked: a non-empty problem, a non-empty list of non-empty text steps; the
     gold answer optional. A bad row stops the run before any scoring, naming file, row and field."""
-    from pipeline.input import InputSpec, iter_rows
+    from pipeline.input import InputSpec, iter_objects
 
     spec = InputSpec(paths=tuple(paths), problem_field=problem_field, answer_field=answer_field, id_field=id_field)
     rows: list[ScoreRow] = []
     bad: list[str] = []
     seen: dict[str, str] = {}
-    for raw in iter_rows(spec):
-        if raw.error:
-            bad.append(f"{raw.where}: {raw.error}")
-            continue
-        d = raw.data if isinstance(raw.data, dict) else None
-        if d is None:
-            bad.append(f"{raw.where}: a row must be a JSON object")
-            continue
+    for raw, d in iter_objects(spec, bad):
         prob = d.get(problem_field)
         if not isinstance(prob, str) or not prob.strip():
             bad.append(f"{raw.where}, field '{problem_field}': missing or not text")
