@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pipeline.config import ConfigError, LabelConfig
+from pipeline.execution.executors import CountedShards
 from pipeline.execution.sizing import planned_workers, solution_cost
 from pipeline.storage.integrity import current_manifest, next_version, verified_base
 from pipeline.storage.lock import OutputLock, corpus_lock
@@ -42,22 +43,6 @@ _SCHEMA_CHANGES = {2: "it adds mc_no_answer and counts a continuation with no fi
                    4: "an unreadable answer counts as a failure (mc_unreadable), mc_value and its interval follow "
                       "the sampling design, rollout reuse is counted exactly (mc_reused, mc_deep_*), and "
                       "first_error_confidence comes from a model fitted to the whole version"}
-
-
-class _Counted:
-    """An iterator of the run's shards that knows how many it has still to hand out (``left``): the Ray executor
-    gives each actor one shard at a time once no more are left than actors (RayExecutor.run)."""
-
-    def __init__(self, it, n: int):
-        self.it, self.left = it, n
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        x = next(self.it)
-        self.left -= 1
-        return x
 
 
 @dataclass
@@ -436,7 +421,7 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
 
             executor.on_solution = progress.solution  # live counts from the workers, where supported
             progress.start()
-            shards = _Counted(_iter_shards(run, set(done_shards)), len(plan["shards"]) - len(done_shards))
+            shards = CountedShards(_iter_shards(run, set(done_shards)), len(plan["shards"]) - len(done_shards))
             version = Fenced(run.version, run.owner)  # shard names carry this owner's id
             executor.run(version, shards, on_done, cfg)  # a kept executor's workers label with this run's settings
             worker_stats = executor.backend_stats()

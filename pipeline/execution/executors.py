@@ -36,6 +36,23 @@ log = logging.getLogger("mcprm")
 ShardIter = Iterator[tuple[int, Sequence[Solution]]]
 
 
+class CountedShards:
+    """An iterator of a run's shards that knows how many it has still to hand out (``left``; None: unknown): the
+    Ray executor gives each actor one shard at a time once no more are left than actors (RayExecutor.run)."""
+
+    def __init__(self, it, n: int | None = None):
+        self.it, self.left = iter(it), n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        x = next(self.it)
+        if self.left is not None:
+            self.left -= 1
+        return x
+
+
 class LocalExecutor:
     name = "local"
 
@@ -213,6 +230,9 @@ class RayExecutor:
         ray = self.ray
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, WorkerCrashedError
 
+        if not isinstance(shards, CountedShards):
+            shards = CountedShards(shards)  # how many are left is unknown
+
         transient = (RayActorError, ActorDiedError, ActorUnavailableError, WorkerCrashedError)
         actors = self.actors[: self.active]
         cfg_ref = ray.put(cfg) if cfg is not None and cfg is not self.cfg else None
@@ -236,7 +256,7 @@ class RayExecutor:
             """Shards an actor holds at once: two (it never idles between shards), but one each once no more
             shards are left than actors up, so the last ones go to idle actors instead of queueing behind a
             busy one's shard (``shards.left``: what the run still has to hand out, when it knows)."""
-            left = getattr(shards, "left", None)
+            left = shards.left
             return 1 if left is not None and left + len(retry_queue) <= sum(up) else 2
 
         def fill() -> None:
