@@ -77,6 +77,17 @@ def popen_mcprm(*args: str, env: dict | None = None) -> subprocess.Popen:
                             text=True, start_new_session=True)
 
 
+def shell_env(tmp_path: Path, **extra: str) -> dict:
+    """An environment in which ``mcprm`` on the PATH is this checkout's CLI (a shim in ``tmp_path/bin``): docs'
+    commands run exactly as a user types them."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mcprm").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m cli.main "$@"\n')
+    (bin_dir / "mcprm").chmod(0o755)
+    return dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra)
+
+
 def wait_for(pred, timeout: float, what: str, proc: subprocess.Popen | None = None):
     t0 = time.time()
     while time.time() - t0 < timeout:

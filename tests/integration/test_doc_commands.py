@@ -5,14 +5,12 @@ what the command printed."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, shell_env
 
 
 def _block(doc: str, first: str) -> list[tuple[str, str]]:
@@ -27,12 +25,7 @@ def _block(doc: str, first: str) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def shell(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "mcprm").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m cli.main "$@"\n')
-    (bin_dir / "mcprm").chmod(0o755)
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = shell_env(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
     (work / "data").symlink_to(ROOT / "data")

@@ -4,12 +4,10 @@ every line of the tour's block runs in order, in a folder where `data/` is this 
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 
-from .conftest import ROOT
+from .conftest import ROOT, shell_env
 
 
 def _tour() -> list[str]:
@@ -22,12 +20,7 @@ def _tour() -> list[str]:
 def test_readme_tour_runs_as_written(small_input, tmp_path):
     cmds = _tour()
     assert cmds and all(c.startswith("mcprm ") for c in cmds)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "mcprm").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m cli.main "$@"\n')
-    (bin_dir / "mcprm").chmod(0o755)
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = shell_env(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
     (work / "data").symlink_to(ROOT / "data")

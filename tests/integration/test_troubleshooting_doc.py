@@ -4,15 +4,12 @@ ending in `…` a prefix of the printed line. Blocks marked `console no-gpu` run
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, shell_env
 
 DOC = ROOT / "docs" / "troubleshooting.md"
 
@@ -31,17 +28,6 @@ def _blocks() -> list[tuple[str, list[tuple[str, list[str]]]]]:
     return out
 
 
-def _shim(tmp_path: Path) -> dict:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shim = bin_dir / "mcprm"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m cli.main "$@"\n')
-    shim.chmod(0o755)
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", COLUMNS="200",
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return env
-
-
 @pytest.mark.parametrize("index", range(len(_blocks())))
 def test_doc_example(index, tmp_path):
     from rollouts.devices import nvidia_gpus
@@ -49,7 +35,7 @@ def test_doc_example(index, tmp_path):
     marker, steps = _blocks()[index]
     if marker == "no-gpu" and nvidia_gpus():
         pytest.skip("a no-GPU example on a machine with a GPU")
-    env = _shim(tmp_path)
+    env = shell_env(tmp_path, COLUMNS="200")
     work = tmp_path / "work"
     work.mkdir()
     for cmd, expected in steps:

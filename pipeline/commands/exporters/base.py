@@ -5,6 +5,7 @@ back, its Arrow schema, its token checks). The registry is :mod:`pipeline.comman
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -34,9 +35,10 @@ def first_error(labels: Sequence[Any]) -> int:
     return next((i for i, y in enumerate(labels) if y is False), -1)
 
 
-class Exporter:
+class Exporter(ABC):
     """One trainer format. Subclasses set the declarations and implement :meth:`record`, :meth:`parse` and
-    :meth:`schema`; the defaults fit a format whose labels are a per-step list."""
+    :meth:`schema` (and, where :attr:`columnar`, :meth:`columns` and :meth:`row_of`); the defaults fit a format
+    whose labels are a per-step list."""
 
     name: ClassVar[str] = ""
     default_tag: ClassVar[str] = ""  # the step tag / separator when --step-tag is not given
@@ -54,16 +56,18 @@ class Exporter:
     def tag(self, opts: ExportOptions) -> str:
         return opts.step_tag or self.default_tag
 
+    @abstractmethod
     def record(self, row: Row, opts: ExportOptions, tokenizer=None) -> dict:
-        raise NotImplementedError
+        """The format's record of one corpus row."""
 
+    @abstractmethod
     def parse(self, record: dict, problem: str, opts: ExportOptions, tokenizer=None) -> tuple[list[str], list[Any]]:
         """Steps and labels read back out of ``record`` (the inverse of :meth:`record`); ``ValueError`` where
         the record is not what :meth:`record` would write."""
-        raise NotImplementedError
 
     def schema(self, soft: bool):
-        raise NotImplementedError
+        """The Arrow schema of the records (``soft``: float labels): every format that is exported needs one."""
+        raise TypeError(f"the {self.name} exporter declares no Arrow schema (Exporter.schema): it cannot write")
 
     def check_labels(self, record: dict, row: Row, labels: list[Any], fail: Fail) -> None:
         if labels != list(row.labels):
@@ -71,15 +75,16 @@ class Exporter:
 
     def check_tokens(self, record: dict, row: Row, opts: ExportOptions, tokenizer, fail: Fail) -> None:
         """With a tokenizer: the tag is what the trainer looks for (the default checks nothing)."""
+        return None
 
     def columns(self, batch, drop_after_first_error: bool, skipped: dict, cut: dict):
         """Where :attr:`columnar`: (the records' table, and per row steps, labeled steps, positives) of a corpus
         batch, or None where the batch must go row by row (pipeline.commands.export_columns)."""
-        raise NotImplementedError
+        raise TypeError(f"{self.name} is not a columnar format (columnar = False): export it row by row")
 
     def row_of(self, record: dict) -> Row:
         """The row a whole-column record was written from (checked row by row on a batch's first record)."""
-        raise NotImplementedError
+        raise TypeError(f"{self.name} is not a columnar format (columnar = False): it has no whole-column records")
 
 
 class TaggedText(Exporter):
