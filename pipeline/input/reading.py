@@ -376,18 +376,9 @@ def iter_keyed_solutions(
     return gen()
 
 
-def iter_solutions(
-    spec: InputSpec,
-    skip_bad: bool = False,
-    on_reject: Callable[[Reject], None] | None = None,
-    stats: IngestStats | None = None,
-    *,
-    limit: int | None = None,
-    known=None,
-) -> Iterator[Solution]:
-    """The solutions of :func:`iter_keyed_solutions` (same arguments, same one pass)."""
-    it = iter_keyed_solutions(spec, skip_bad, on_reject, stats, limit=limit, known=known)
-    return (sol for _, sol in it)
+def iter_solutions(spec: InputSpec, *args, **kwargs) -> Iterator[Solution]:
+    """The solutions of :func:`iter_keyed_solutions` without their content keys (its arguments, its one pass)."""
+    return (sol for _, sol in iter_keyed_solutions(spec, *args, **kwargs))
 
 
 class RejectsWriter:

@@ -410,19 +410,29 @@ class Scheduler:
         self.stats.generate_seconds += time.perf_counter() - t0
 
 
+class SolutionFailure(Exception):
+    """An exception raised while the scheduler worked on one solution, wrapped: :attr:`solution` is that
+    solution, ``__cause__`` the exception itself (a backend's, a grader's, a bug). The worker reads it by type
+    and reports the cause naming the row (``pipeline.labeling.worker.WorkerError``)."""
+
+    def __init__(self, solution: Solution):
+        super().__init__(solution)
+        self.solution = solution
+
+    def __str__(self) -> str:
+        return str(self.__cause__) if self.__cause__ is not None else f"solution {self.solution.id!r} failed"
+
+
 @contextlib.contextmanager
 def blame(sol: Solution):
-    """An exception raised while working on one solution carries it (``mcprm_solution``), so the error the
-    user sees names that row (``pipeline.labeling.worker.WorkerError``)."""
+    """An exception raised while working on one solution leaves as a :class:`SolutionFailure` naming it, chained
+    to the exception (one already blamed on a solution passes as it is)."""
     try:
         yield
-    except Exception as e:
-        if getattr(e, "mcprm_solution", None) is None:
-            try:
-                e.mcprm_solution = sol  # type: ignore[attr-defined]
-            except AttributeError:  # pragma: no cover - an exception type without __dict__
-                pass
+    except SolutionFailure:
         raise
+    except Exception as e:
+        raise SolutionFailure(sol) from e
 
 
 def _check(backend, chunk, got) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pipeline.config import LabelConfig
 from pipeline.errors import RowError
-from pipeline.labeling.scheduler import ProblemGrader, Scheduler
+from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SolutionFailure
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.labeling.types import Solution
 from pipeline.storage.schema import to_table
@@ -50,7 +50,10 @@ class WorkerError(RowError, RuntimeError):
     def from_exception(cls, e: BaseException, shard: int, solutions: Sequence[Solution]) -> WorkerError:
         import traceback
 
-        sol = getattr(e, "mcprm_solution", None)
+        detail = "".join(traceback.format_exception(type(e), e, e.__traceback__))  # the chain, where chained
+        sol = None
+        if isinstance(e, SolutionFailure) and e.__cause__ is not None:  # the scheduler's: one solution's failure
+            sol, e = e.solution, e.__cause__
         if sol is not None:
             where = source_where(sol.source) if sol.source else "an input row"
             what = f"{where} (solution id {sol.id!r}, {len(sol.steps)} steps)"
@@ -63,7 +66,7 @@ class WorkerError(RowError, RuntimeError):
             what = f"shard {shard}"
         text = str(e).strip().splitlines()[0] if str(e).strip() else ""
         msg = f"a worker failed while labeling {what}: {type(e).__name__}" + (f": {text}" if text else "")
-        return cls(msg, "".join(traceback.format_exception(type(e), e, e.__traceback__)))
+        return cls(msg, detail)
 
 
 def build_backend(cfg: LabelConfig):
