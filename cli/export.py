@@ -11,6 +11,7 @@ import typer
 from cli.common import echo, err, user_errors
 from pipeline.commands.export import FILE_FORMATS, export_corpus
 from pipeline.commands.export_common import ALL_FORMATS
+from pipeline.commands.exporters import get_exporter
 
 # every default is export_corpus's own (declared once, there); the CLI's output folder is its only addition
 _D = {name: p.default for name, p in inspect.signature(export_corpus).parameters.items()}
@@ -74,7 +75,8 @@ def export_cmd(
     if as_json:
         print(json.dumps(dataclasses.asdict(res), indent=2))
         return
-    unl = (f", {res.unlabeled:,} unlabeled" + (" (after the first error)" if res.format == "processbench" else "")
+    kept_whole = get_exporter(res.format).keeps_all_steps  # processbench: the steps after the first error
+    unl = (f", {res.unlabeled:,} unlabeled" + (" (after the first error)" if kept_whole else "")
            if res.unlabeled else "")
     echo(f"wrote {res.rows:,} of {res.corpus_rows:,} corpus rows ({res.steps:,} steps: {res.positives:,} positive, "
          f"{res.negatives:,} negative{unl}{', soft labels' if res.soft else ''}) as {res.format} to {res.output} in "

@@ -1,18 +1,21 @@
-"""What every exporter shares: the format and rule names, the options, a row as exported, the result, the error.
+"""What every exporter shares: the format and rule names, the request, the options, a row as exported, the
+result, the output folder, the error.
 
-:mod:`pipeline.commands.export` (the five trainer formats) and :mod:`pipeline.commands.export_genprm` both build
-on it, so neither imports the other's internals.
+The per-step run (:mod:`pipeline.commands.export_rows`) and genprm's (:mod:`pipeline.commands.exporters.genprm`)
+both build on it, so neither imports the other's internals.
 """
 
 from __future__ import annotations
 
+import io
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.errors import RowError
 
-FORMATS = ("trl", "math-shepherd", "qwen-prm", "openrlhf", "processbench")  # per-step rows (commands.export)
-ALL_FORMATS = (*FORMATS, "genprm")  # every --format: the trainer formats and genprm (commands.export_genprm)
+FORMATS = ("trl", "math-shepherd", "qwen-prm", "openrlhf", "processbench")  # per-step rows (export_rows)
+ALL_FORMATS = (*FORMATS, "genprm")  # every --format: the trainer formats and genprm (exporters.genprm)
 # issue 16: the rules of pipeline.labeling.rules beyond these three export their hard labels (bool)
 COUNT_RULES = ("relative", "ratio", "advantage", "er-prm", "changepoint")
 LABEL_RULES = ("hard", "threshold", "soft", *COUNT_RULES)
@@ -24,6 +27,32 @@ META_FILE = ".mcprm-export.json"  # hidden: `datasets.load_dataset(folder)` igno
 
 class ExportError(RowError, ValueError):
     """A row or an option cannot be exported faithfully; the message names the row or option and the fix."""
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What ``export_corpus`` was asked for, beyond the corpus, the format and the output folder: every option,
+    as given (the defaults are ``export_corpus``'s own, declared there once); an exporter's run reads it."""
+
+    version: int | None
+    label_rule: str
+    threshold: float
+    drop_after_first_error: bool
+    balance: str | None
+    seed: int
+    step_tag: str | None
+    placeholder: str | None
+    reward_tokens: tuple[str, str]
+    system_prompt: str
+    tokenizer: Any
+    file_format: str
+    shard_rows: int
+    overwrite: bool
+    verify: bool
+    batch_rows: int
+    min_confidence: float | None
+    weight_by_confidence: bool
+    consensus: str | None
 
 
 @dataclass
@@ -76,10 +105,10 @@ class ExportResult:
 
 
 class ExportOutput:
-    """Where an export writes: the output folder and a staging folder beside it. Records are written shard by
-    shard into the staging folder; only when every record passed its checks does :meth:`publish` move them into
-    the output, so a failed check writes nothing. An output that is not empty is refused unless ``overwrite``
-    (the earlier export's shards and meta then go at :meth:`publish`, not before)."""
+    """Where an export writes: the output folder and a staging folder beside it. Records are staged shard by
+    shard (:meth:`write_records`, :meth:`write_table`); only when every record passed its checks does
+    :meth:`publish` move them into the output, so a failed check writes nothing. An output that is not empty is
+    refused unless ``overwrite`` (the earlier export's shards and meta then go at :meth:`publish`, not before)."""
 
     def __init__(self, output_url: str, overwrite: bool):
         import posixpath
@@ -95,17 +124,46 @@ class ExportOutput:
                 raise ExportError(f"{output_url} is not empty ({', '.join(sorted(self.existing)[:3])}...); pass "
                                   "--overwrite to replace an earlier export, or choose another --output")
         self.staging = CorpusStore(output_url.rstrip("/") + f".mcprm-staging-{uuid.uuid4().hex[:12]}")
+        self.names: list[str] = []  # the shards staged, in order
 
-    def publish(self, names: list[str]) -> None:
-        """Move the staged shards ``names`` into the output (after removing an earlier export's)."""
+    def write_records(self, records: list[dict], schema, file_format: str) -> None:
+        """Stage ``records`` as the next shard (Parquet with ``schema``, or one JSON object a line)."""
+        if file_format == "parquet":
+            import pyarrow as pa
+
+            self.write_table(pa.Table.from_pydict({f.name: [r[f.name] for r in records] for f in schema},
+                                                  schema=schema), file_format)
+        else:
+            self._stage(file_format, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode())
+
+    def write_table(self, table, file_format: str) -> None:
+        """Stage an Arrow ``table`` as the next shard."""
+        if file_format == "parquet":
+            import pyarrow.parquet as pq
+
+            buf = io.BytesIO()
+            pq.write_table(table.combine_chunks(), buf, compression="zstd")
+            self._stage(file_format, buf.getvalue())
+        else:
+            self._stage(file_format, "".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                             for r in table.to_pylist()).encode())
+
+    def _stage(self, file_format: str, data: bytes) -> None:
+        name = f"part-{len(self.names):05d}.{file_format}"
+        self.staging.write_bytes(name, data)
+        self.names.append(name)
+
+    def publish(self) -> list[str]:
+        """Move the staged shards into the output (after removing an earlier export's); their URLs."""
         store = self.store
         for name in self.existing:
             if name.startswith("part-") or name == META_FILE:
                 store.delete(name)
         if store.local:
             store.fs.makedirs(store.root, exist_ok=True)
-        for name in names:
+        for name in self.names:
             self.staging.fs.mv(self.staging.path(name), store.path(name))
+        return [store.uri(name) for name in self.names]
 
     def discard_staging(self) -> None:
         self.staging.delete("", recursive=True)

@@ -1,7 +1,8 @@
-"""The exporter interface of ``mcprm export``: one class per trainer format, declaring what the export run and
-the checks need to know of it (its default tag, whether it takes soft labels, where its tagged text is, whether
+"""The exporter interface of ``mcprm export``: one class per format, declaring what the export run and the
+checks need to know of it (its default tag, whether it takes soft labels, where its tagged text is, whether
 tokens are checked, whether whole columns can be written) and doing what differs (its record, the record read
-back, its Arrow schema, its token checks). The registry is :mod:`pipeline.commands.exporters`."""
+back, its Arrow schema, its token checks, and where a format needs one, its own run: :meth:`Exporter.export`).
+The registry is :mod:`pipeline.commands.exporters`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from pipeline.commands.export_common import ExportError, ExportOptions, Row
+from pipeline.commands.export_common import ExportError, ExportOptions, ExportRequest, ExportResult, Row
 
 Fail = Callable[[str], None]  # raises ExportError naming the row
 
@@ -65,6 +66,45 @@ class Exporter(ABC):
         """Steps and labels read back out of ``record`` (the inverse of :meth:`record`); ``ValueError`` where
         the record is not what :meth:`record` would write."""
 
+    def export(self, out_url: str, output_url: str, request: ExportRequest) -> ExportResult:
+        """Export corpus ``out_url`` into folder ``output_url`` in this format: the per-step run of
+        :mod:`pipeline.commands.export_rows` (labels, cuts, --balance, checks, shards), which a format with a run
+        of its own (genprm) overrides."""
+        from pipeline.commands.export_rows import export_rows
+
+        return export_rows(self, out_url, output_url, request)
+
+    def check(self, record: dict, row: Row, opts: ExportOptions, tokenizer=None) -> None:
+        """Raise :class:`ExportError` naming ``row.id`` unless ``record`` carries exactly ``row``'s steps and
+        labels. Text checks always run; token checks (:meth:`check_tokens`: tag = one token, once per step in the
+        encoded row, label tokens single tokens, TRL separator non-empty) run when ``tokenizer`` is given."""
+        n, fmt, tag = len(row.steps), opts.fmt, self.tag(opts)
+        rid = row.id
+
+        def fail(msg: str) -> None:
+            raise ExportError(f"row {rid!r} ({fmt}): {msg}")
+
+        if len(row.labels) != n:
+            fail(f"{len(row.labels)} labels for {n} steps")
+        if n == 0:
+            fail("no steps to export")
+        if self.tag_in_text and (tag in row.problem or any(tag in s for s in row.steps)):
+            for where, text in [("problem", row.problem)] + [(f"step {i}", s) for i, s in enumerate(row.steps, 1)]:
+                if tag in text:
+                    fail(f"the {where} contains the step tag {tag!r}; it must appear exactly once per step. "
+                         "Choose another --step-tag/--placeholder.")
+        try:
+            steps, labels = self.parse(record, row.problem, opts, tokenizer)
+        except (ValueError, KeyError) as e:
+            fail(f"the written record does not parse back ({e})")
+        if steps != list(row.steps):
+            fail(f"steps read back from the record differ from the corpus ({len(steps)} vs {n} steps)")
+        self.check_labels(record, row, labels, fail)
+        if opts.soft and any(not isinstance(y, float) for y in labels):
+            fail("soft labels must be floats")
+        if tokenizer is not None and self.token_checked:
+            self.check_tokens(record, row, opts, tokenizer, fail)
+
     def schema(self, soft: bool):
         """The Arrow schema of the records (``soft``: float labels): every format that is exported needs one."""
         raise TypeError(f"the {self.name} exporter declares no Arrow schema (Exporter.schema): it cannot write")
@@ -85,6 +125,29 @@ class Exporter(ABC):
     def row_of(self, record: dict) -> Row:
         """The row a whole-column record was written from (checked row by row on a batch's first record)."""
         raise TypeError(f"{self.name} is not a columnar format (columnar = False): it has no whole-column records")
+
+
+class FirstErrorIndex(Exporter):
+    """A format whose label is the index of the first wrong step, or -1 (processbench, genprm): every step is
+    kept (a row's labels are ``[True] * k + [False] + [None] * ...``), no soft labels, no tag, no tokens."""
+
+    default_tag = ""
+    empty_tag_ok = True
+    no_soft = "its label is a first-error index"
+    token_checked = False
+    keeps_all_steps = True
+
+    def check_labels(self, record: dict, row: Row, labels: list[Any], fail: Fail) -> None:
+        fe = first_error(row.labels)
+        if record["label"] != fe or not (-1 <= fe < len(row.steps)):
+            fail(f"first-error index {record['label']} does not match the labels")
+
+
+def index_labels(first_error: int, n_steps: int) -> list[bool | None]:
+    """A row's labels from its first-error index (``-1``: none): True before it, False at it, None after."""
+    if first_error == -1:
+        return [True] * n_steps
+    return [True] * first_error + [False] + [None] * (n_steps - first_error - 1)
 
 
 class TaggedText(Exporter):

@@ -218,6 +218,11 @@ def test_output_not_overwritten_by_default(corpus, tmp_path):
         == ["part-00000.parquet", "part-00001.parquet"]
     assert {"prompt", "completion", "label"} <= set(load_export(str(tmp_path / "o"))[0])
     assert not list(tmp_path.glob("o.mcprm-staging-*"))  # the staging folder is gone
+    # its target is a first-error index: soft labels are refused as for processbench, naming the formats that
+    # take them (before, genprm wrote every row as error-free: a float label is never False)
+    with pytest.raises(ExportError, match="soft cannot be exported as genprm: its target is the index"):
+        export_corpus(corpus, "genprm", str(tmp_path / "s"), label_rule="soft")
+    assert not (tmp_path / "s").exists()
 
 
 def test_cli_export(corpus, tmp_path):

@@ -1,12 +1,12 @@
-"""The exporter registry of ``mcprm export`` (issue 27): one exporter per trainer format, and the export run,
-the checks and format_row / parse_record / record_schema dispatch through it, not on the format's name."""
+"""The exporter registry of ``mcprm export`` (issue 27): one exporter per format (genprm included), and the export
+run, the checks and format_row / parse_record / record_schema dispatch through it, not on the format's name."""
 
 from __future__ import annotations
 
 import pytest
 
 from pipeline.commands.export_checks import check_row
-from pipeline.commands.export_common import FORMATS, ExportError, ExportOptions, Row
+from pipeline.commands.export_common import ALL_FORMATS, ExportError, ExportOptions, Row
 from pipeline.commands.export_formats import format_row, parse_record, record_schema, tag_of
 from pipeline.commands.exporters import EXPORTERS, get_exporter, soft_formats
 from pipeline.commands.exporters.base import Exporter
@@ -14,15 +14,15 @@ from pipeline.commands.exporters.base import Exporter
 ROW = Row("r1", "Compute 1 + 2.", ["1 + 2 = 3.", "The answer is 3."], [True, False])
 
 
-def test_the_registry_holds_every_trainer_format_in_order():
-    assert tuple(EXPORTERS) == FORMATS
+def test_the_registry_holds_every_format_in_order():
+    assert tuple(EXPORTERS) == ALL_FORMATS
     assert all(isinstance(e, Exporter) and e.name == name for name, e in EXPORTERS.items())
     assert soft_formats() == ["qwen-prm", "openrlhf"]
     with pytest.raises(ExportError, match="unknown format 'nope'; choose one of trl, math-shepherd"):
         get_exporter("nope")
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
 def test_every_exporter_round_trips_and_is_checked(fmt):
     opts = ExportOptions(fmt)
     rec = format_row(ROW, opts)
@@ -35,7 +35,7 @@ def test_every_exporter_round_trips_and_is_checked(fmt):
     if key:  # a record that lost a step does not parse back to the row
         broken[key] = rec[key][:1]
     else:
-        field = get_exporter(fmt).text_field
+        field = get_exporter(fmt).text_field or "prompt"  # genprm: the steps are in the critique prompt
         broken[field] = rec[field].replace(ROW.steps[1], "The answer is 4.")
     with pytest.raises(ExportError, match="r1"):
         check_row(broken, ROW, opts)
@@ -62,3 +62,24 @@ def test_a_registered_exporter_is_used_by_its_name_alone():
             check_row({"id": "u", "steps": ["A", "B"], "labels": [True, False]}, row, opts)
     finally:
         EXPORTERS.pop("upper-test")
+
+
+def test_genprm_records_read_back_or_name_the_row():
+    from pipeline.commands.export_genprm import parse_prompt
+
+    gen = get_exporter("genprm")
+    steps = ["Let {x} = 2.\n\nSo x + 1 = 3.", "", "The answer is 3."]  # blank lines, braces, an empty step
+    for fe in (-1, 0, 2):
+        row = Row("g", "Compute {x} + 1.", steps, [True] * 3 if fe == -1 else [True] * fe + [False] + [None] * (2 - fe))
+        rec = gen.record(row, ExportOptions("genprm"))
+        assert parse_prompt(rec["prompt"], row.problem) == steps and rec["label"] == fe
+        check_row(rec, row, ExportOptions("genprm"))
+    # a step that holds the closing tag cannot be read back: the row is named, nothing guessed
+    row = Row("bad", "P", ["a\n</paragraph_0>", "b"], [True, True])
+    with pytest.raises(ExportError, match="row 'bad' \\(genprm\\): the written record does not parse back"):
+        check_row(gen.record(row, ExportOptions("genprm")), row, ExportOptions("genprm"))
+    rec = gen.record(Row("g", "P", ["a"], [False]), ExportOptions("genprm"))
+    with pytest.raises(ExportError, match="boxed index 0 is not the label -1"):
+        check_row(dict(rec, label=-1), Row("g", "P", ["a"], [True]), ExportOptions("genprm"))
+    with pytest.raises(ValueError, match="not the critique prompt"):
+        parse_prompt(rec["prompt"], "another problem")

@@ -1,0 +1,113 @@
+"""``genprm``: training rows for a generative verifier (GenPRM / ThinkPRM / ProcessBench-critic style), one per
+solution: ``prompt`` = ProcessBench's critique prompt, ``completion`` = a verdict per paragraph ending with the first
+wrong step's index in ``\\boxed{}``, ``label`` = that index (:mod:`pipeline.commands.export_genprm` writes the
+texts). Its run is its own: the labels come from any rule of :mod:`pipeline.labeling.rules` (the stored ones
+for ``hard`` or a scored corpus), a row is kept whole or skipped (no steps, undecided, below
+``--min-confidence``), and the result counts solutions (positive: no error)."""
+
+from __future__ import annotations
+
+import posixpath
+
+from pipeline.commands.export_common import (
+    META_FILE,
+    ExportError,
+    ExportOptions,
+    ExportOutput,
+    ExportRequest,
+    ExportResult,
+    Row,
+)
+from pipeline.commands.export_genprm import critique_prompt, critique_target, parse_prompt, parse_target
+from pipeline.commands.exporters.base import FirstErrorIndex, first_error, index_labels
+
+
+class GenPrm(FirstErrorIndex):
+    name = "genprm"
+    no_soft = "its target is the index of the first wrong step"
+
+    def record(self, row, opts, tokenizer=None) -> dict:
+        fe = first_error(row.labels)
+        return {"id": row.id, "prompt": critique_prompt(row.problem, list(row.steps)),
+                "completion": critique_target(fe, len(row.steps)), "label": fe}
+
+    def parse(self, record, problem, opts, tokenizer=None):
+        """The steps out of the prompt and the completion's boxed index as labels ``[True] * k + [False]``."""
+        steps, fe = parse_prompt(record["prompt"], problem), parse_target(record["completion"])
+        if fe != record["label"]:
+            raise ValueError(f"the completion's boxed index {fe} is not the label {record['label']}")
+        return steps, [True] * len(steps) if fe == -1 else [True] * fe + [False]
+
+    def schema(self, soft: bool):
+        import pyarrow as pa
+
+        return pa.schema([("id", pa.string()), ("prompt", pa.string()), ("completion", pa.string()),
+                          ("label", pa.int32())])
+
+    def export(self, out_url: str, output_url: str, request: ExportRequest) -> ExportResult:
+        from pipeline.labeling.rules import RULES
+        from pipeline.storage.corpus import iter_corpus
+
+        r = request
+        if r.label_rule not in RULES:
+            raise ExportError(f"--label-rule must be one of {', '.join(RULES)}, got {r.label_rule!r}")
+        opts = ExportOptions(self.name)
+        out = ExportOutput(output_url, r.overwrite)
+        schema = self.schema(False)
+        chunk: list[dict] = []
+        skipped: dict[str, int] = {}
+        n_rows = n_steps = corpus_rows = with_error = 0
+        try:
+            for b in iter_corpus(out_url, r.version, batch_rows=r.batch_rows, verify=r.verify):
+                for c in b.to_pylist():
+                    corpus_rows += 1
+                    steps = list(c["steps"] or [])
+                    if not steps:
+                        skipped["no_steps"] = skipped.get("no_steps", 0) + 1
+                        continue
+                    labels, conf = _labels(c, r.label_rule)
+                    fe = first_error(labels)
+                    if any(x is None for x in (labels if fe == -1 else labels[:fe])):
+                        skipped["undecided"] = skipped.get("undecided", 0) + 1
+                        continue
+                    if r.min_confidence is not None and (conf is None or conf < r.min_confidence):
+                        skipped["low_confidence"] = skipped.get("low_confidence", 0) + 1
+                        continue
+                    row = Row(c["id"], c["problem"], steps, index_labels(fe, len(steps)), c.get("solution_correct"))
+                    rec = self.record(row, opts)
+                    self.check(rec, row, opts)  # the row check every export format makes: it reads back
+                    chunk.append(rec)
+                    n_rows += 1
+                    n_steps += len(steps)
+                    with_error += fe != -1
+                    if len(chunk) >= r.shard_rows:
+                        out.write_records(chunk, schema, r.file_format)
+                        chunk.clear()
+            if chunk or not out.names:
+                out.write_records(chunk, schema, r.file_format)
+            files = out.publish()
+        finally:
+            out.discard_staging()
+        res = ExportResult(output=output_url, format=self.name, file_format=r.file_format, files=files, rows=n_rows,
+                           steps=n_steps, positives=n_rows - with_error, negatives=with_error, soft=False,
+                           tokenizer_checked=False, skipped=skipped, corpus_rows=corpus_rows,
+                           notes=["genprm: one record per solution; 'positive' counts error-free solutions "
+                                  "(label -1), 'negative' solutions with a first error"])
+        out.store.write_json(META_FILE, {"source": out_url, "version": r.version, "format": self.name,
+                                         "label_rule": r.label_rule, "min_confidence": r.min_confidence,
+                                         "rows": n_rows, "with_error": with_error, "corpus_rows": corpus_rows,
+                                         "skipped": skipped, "files": [posixpath.basename(f) for f in files]})
+        return res
+
+
+def _labels(row: dict, rule: str) -> tuple[list[bool | None], float | None]:
+    """The row's labels under ``rule`` (``hard`` on a scored corpus, or any corpus without counts: the stored
+    ones) and the confidence of its first error (None when unknown)."""
+    from pipeline.labeling.rules import apply_rule
+
+    if rule == "hard" or row.get("strategy") == "prm":
+        return list(row["labels"]), row.get("first_error_confidence")
+    from pipeline.training.targets import row_confidence
+
+    res = apply_rule(row, rule)
+    return list(res.labels), row_confidence(row, rule, res)
