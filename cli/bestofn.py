@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import user_errors
+from cli.common import AsJson, Version, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -20,8 +20,8 @@ def bestofn_cmd(
     n: Annotated[list[int] | None, typer.Option("--n", help="Solutions per problem to choose from (repeatable; "
                                                             "default: powers of two up to the largest N every "
                                                             "problem has).")] = None,
-    version: Annotated[int | None, typer.Option(help="Corpus version (default: current).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    version: Version = None,
+    as_json: AsJson = False,
 ) -> None:
     """Rerank each problem's first N solutions by the PRM (min, product, last step, PRM-weighted vote) and
     compare with majority vote, a random pick and pass@N; standard errors over problems."""

@@ -1,11 +1,21 @@
-"""Shared pieces of the CLI: error handling and console."""
+"""Shared pieces of the CLI: the options every corpus command declares, error handling and console."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
+from typing import Annotated
 
 import typer
+
+from pipeline.config import option_default
+
+# The arguments and options the commands that read a corpus share, declared once (``corpus: Corpus =
+# CORPUS_DEFAULT``): the corpus folder defaults to where `mcprm label` writes (its --output).
+CORPUS_DEFAULT: str = option_default("output")
+Corpus = Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")]
+Version = Annotated[int | None, typer.Option(help="A committed corpus version (default: current).")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
 def err(msg: str) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import print_table, user_errors
+from cli.common import CORPUS_DEFAULT, AsJson, Corpus, Version, print_table, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -15,14 +15,14 @@ def register(app: typer.Typer) -> None:
 
 
 def eval_cmd(
-    output: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")] = "./mcprm-out",
+    output: Corpus = CORPUS_DEFAULT,
     reference: Annotated[str | None, typer.Option(
         metavar="FILE", help="Reference labels: a ProcessBench-style (label) or PRM800K-style (ratings) JSONL/Parquet "
                              "file, or 'synthetic' (the bundled task's exact checker). (default: 'synthetic' for "
                              "a corpus of the bundled task; other data needs a file)")] = None,
-    version: Annotated[int | None, typer.Option(help="A committed version (default: current).")] = None,
+    version: Version = None,
     neutral_is_error: Annotated[bool, typer.Option(help="PRM800K: count rating 0 as an error.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: AsJson = False,
     label_rule: Annotated[str | None, typer.Option(help="Relabel from the stored counts first: hard, threshold, "
                                                         "soft, relative, ratio, advantage, er-prm, changepoint, or 'all' "
                                                         "(one table row per rule; docs/labels.md).")] = None,

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import echo, err, user_errors
+from cli.common import CORPUS_DEFAULT, AsJson, Corpus, Version, echo, err, user_errors
 from pipeline.commands.export import FILE_FORMATS, export_corpus
 from pipeline.commands.export_common import ALL_FORMATS
 from pipeline.commands.exporters import get_exporter
@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
 
 
 def export_cmd(
-    corpus: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")] = "./mcprm-out",
+    corpus: Corpus = CORPUS_DEFAULT,
     fmt: Annotated[str, typer.Option("--format", help=" | ".join(ALL_FORMATS))] = ALL_FORMATS[0],
     output: Annotated[str, typer.Option(help="Export folder (any fsspec URL); part-NNNNN shards go there.")] = "./mcprm-export",
     label_rule: Annotated[str, typer.Option(help="hard (mc_value > 0) | threshold (mc_value >= --threshold) | "
@@ -49,10 +49,10 @@ def export_cmd(
                                                        "the tag is one token, once per step.")] = None,
     file_format: Annotated[str, typer.Option(help=" | ".join(FILE_FORMATS))] = _D["file_format"],
     shard_rows: Annotated[int, typer.Option(help="Rows per output shard.")] = _D["shard_rows"],
-    version: Annotated[int | None, typer.Option(help="A committed corpus version (default: current).")] = None,
+    version: Version = None,
     verify: Annotated[bool, typer.Option("--verify", help="Check every shard's sha256, schema and rows first.")] = _D["verify"],
     overwrite: Annotated[bool, typer.Option(help="Replace an earlier export in --output.")] = _D["overwrite"],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    as_json: AsJson = False,
     consensus: Annotated[str | None, typer.Option(
         metavar="JUDGE-ID", help="Keep only rows where this judge (`mcprm judge`; 'auto': the only one) and MC "
                                  "agree on the first error; null and unjudged rows are dropped.")] = None,

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import echo, err, print_table, user_errors
+from cli.common import CORPUS_DEFAULT, AsJson, Corpus, Version, echo, err, print_table, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
 
 
 def judge_cmd(
-    corpus: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")] = "./mcprm-out",
+    corpus: Corpus = CORPUS_DEFAULT,
     backend: Annotated[str, typer.Option(help="hf | vllm | openai")] = "openai",
     model: Annotated[str | None, typer.Option(help="Judge model (folder or hub name; openai: the server's model "
                                                    "name).")] = None,
@@ -41,7 +41,7 @@ def judge_cmd(
     batch_size: Annotated[int, typer.Option(help="Solutions per written part (what a killed run loses at "
                                                  "most).")] = 256,
     limit: Annotated[int | None, typer.Option(help="Judge at most this many solutions in this run.")] = None,
-    version: Annotated[int | None, typer.Option(help="A committed corpus version (default: current).")] = None,
+    version: Version = None,
     device: Annotated[str, typer.Option(help="hf backend: cpu | cuda.")] = "cpu",
     dtype: Annotated[str | None, typer.Option(help="hf / vllm: model dtype.")] = None,
     tensor_parallel_size: Annotated[int, typer.Option(help="vllm: GPUs per model replica.")] = 1,
@@ -52,7 +52,7 @@ def judge_cmd(
     summary: Annotated[bool, typer.Option("--summary", help="Only show the agreement of the judges already "
                                                             "run (no judging).")] = False,
     verify: Annotated[bool, typer.Option("--verify", help="Only check every judge part against its checksum.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: AsJson = False,
 ) -> None:
     """Ask a judge model where each solution's first error is (ProcessBench prompt), store its index beside MC's
     under OUT/judge/<judge-id>/, and show how often they agree. A killed run resumes where it stopped.
@@ -103,7 +103,7 @@ def judge_cmd(
                                    max_new_tokens=max_new_tokens, samples=samples, seed=seed)
         options = dict(base_url=base_url, device=device, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
                        max_model_len=max_model_len)
-        J.backend_options(settings, **options)  # an unknown backend, a missing --base-url: before anything else
+        spec, _ = J.backend_options(settings, **options)  # an unknown backend, a missing --base-url: said first
         from pipeline.config import ConfigError
         from rollouts.devices import backend_problem
 
@@ -118,7 +118,7 @@ def judge_cmd(
                 echo(f"  judged {judged:,} solutions ({parts} part(s) written)")
 
         count = None
-        tok_path = tokenizer or (model if backend != "openai" else None)
+        tok_path = tokenizer or (model if spec.local_model else None)  # a server's model has no local tokenizer
         if max_model_len and tok_path:
             from rollouts.base import require
 

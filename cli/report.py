@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import echo, err, user_errors
+from cli.common import CORPUS_DEFAULT, Corpus, Version, echo, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -14,20 +14,15 @@ def register(app: typer.Typer) -> None:
 
 
 def report_cmd(
-    corpus: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")] = "./mcprm-out",
+    corpus: Corpus = CORPUS_DEFAULT,
     output: Annotated[str, typer.Option(help="Folder for report.html and the PNG figures.")] = "./mcprm-report",
     reference: Annotated[str | None, typer.Option(help="Add `eval` metrics: 'synthetic' or a ProcessBench/"
                                                        "PRM800K-style reference file.")] = None,
-    version: Annotated[int | None, typer.Option(help="A committed version (default: current).")] = None,
+    version: Version = None,
 ) -> None:
     """MC-value distribution, label balance by position, first errors, right-answer-wrong-process, cost, eval."""
     from pipeline.commands.report import build_report
-    from pipeline.storage.corpus import CorpusError
 
-    with user_errors():
-        try:
-            res = build_report(corpus, output, version=version, reference=reference)
-        except (CorpusError, ValueError) as e:
-            err(str(e))
-            raise typer.Exit(1) from None
+    with user_errors(extra=(ValueError,)):  # a bad reference file names its row
+        res = build_report(corpus, output, version=version, reference=reference)
     echo(f"wrote {res.html} and {len(res.figures)} PNG figures")

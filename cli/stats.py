@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import print_table, user_errors
+from cli.common import CORPUS_DEFAULT, AsJson, Corpus, Version, print_table, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -15,9 +15,9 @@ def register(app: typer.Typer) -> None:
 
 
 def stats_cmd(
-    output: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")] = "./mcprm-out",
-    version: Annotated[int | None, typer.Option(help="A committed version (default: current).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    output: Corpus = CORPUS_DEFAULT,
+    version: Version = None,
+    as_json: AsJson = False,
     verify: Annotated[bool, typer.Option("--verify", help="Check every shard's sha256, schema and rows first.")] = False,
 ) -> None:
     """Solutions, steps, label balance, first-error distribution, rollouts and tokens spent, and the

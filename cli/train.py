@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import echo, user_errors
+from cli.common import CORPUS_DEFAULT, Corpus, Version, echo, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -15,13 +15,13 @@ def register(app: typer.Typer) -> None:
 
 
 def train_cmd(
-    corpus: Annotated[str, typer.Argument(help="Labeled corpus folder (any fsspec URL).")] = "./mcprm-out",
+    corpus: Corpus = CORPUS_DEFAULT,
     output: Annotated[str, typer.Option("--output", "-o", help="Folder of the trained PRM.")] = "./prm",
     base_model: Annotated[str | None, typer.Option(
         help="Causal LM to start from (folder or hub name). Default: the model that labeled the corpus (the "
              "bundled model for the default); required for a corpus labeled through an OpenAI-compatible "
              "server.")] = None,
-    version: Annotated[int | None, typer.Option(help="Corpus version (default: current).")] = None,
+    version: Version = None,
     label_rule: Annotated[str, typer.Option(
         help="Targets from the stored counts: hard, threshold, soft, relative, advantage, er-prm, changepoint "
              "(any rule `mcprm eval --label-rule` knows), or outcome (every step = the solution's own answer: "

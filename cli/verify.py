@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import echo, err, user_errors
+from cli.common import CORPUS_DEFAULT, AsJson, Corpus, echo, err, user_errors
 
 
 class _JudgeProblem:
@@ -25,12 +25,12 @@ def register(app: typer.Typer) -> None:
 
 
 def verify_cmd(
-    output: Annotated[str, typer.Argument(help="Corpus folder (any fsspec URL).")] = "./mcprm-out",
+    output: Corpus = CORPUS_DEFAULT,
     quick: Annotated[bool, typer.Option("--quick", help="Check presence and size only (no reading of shards).")] = False,
     repair: Annotated[bool, typer.Option("--repair", help="Restore a missing, unreadable or stale manifest.json "
                                                           "(or a lost current version file) from the newest "
                                                           "intact version, under the output lock.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: AsJson = False,
 ) -> None:
     """Check every committed version: manifest, every shard's presence, size, sha256, schema and row count, and
     the label invariants (len(labels) == len(steps), mc_correct <= mc_total, ...); and every judge part
