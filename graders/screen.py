@@ -23,6 +23,26 @@ _ENV_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]+\}")
 _WORD_RE = re.compile(r"(\\?)([a-zA-Z]{2,})")
 
 
+_PARTNER = {"{": "}", "(": ")", "}": "{", ")": "("}
+
+
+def _matching(s: str, j: int) -> int:
+    """The index of the bracket that closes the one at ``s[j]`` (searching forward) or, for a closing one, opens it
+    (searching back); ``len(s)`` or ``-1`` where there is none."""
+    here, there = s[j], _PARTNER[s[j]]
+    step = 1 if here in "{(" else -1
+    depth, k = 0, j
+    while 0 <= k < len(s):
+        if s[k] == here:
+            depth += 1
+        elif s[k] == there:
+            depth -= 1
+            if depth == 0:
+                break
+        k += step
+    return k
+
+
 def _exponent_groups(s: str):
     """Yield the text of every exponent (``^{...}`` or ``^x``)."""
     i = s.find("^")
@@ -31,17 +51,7 @@ def _exponent_groups(s: str):
         while j < len(s) and s[j] == " ":
             j += 1
         if j < len(s) and s[j] in "{(":
-            open_, close = s[j], "}" if s[j] == "{" else ")"
-            depth, k = 0, j
-            while k < len(s):
-                if s[k] == open_:
-                    depth += 1
-                elif s[k] == close:
-                    depth -= 1
-                    if depth == 0:
-                        break
-                k += 1
-            yield s[j + 1 : k]
+            yield s[j + 1 : _matching(s, j)]
         else:
             m = re.match(r"-?\d+|\\?[a-zA-Z]+", s[j:])
             if m:
@@ -71,17 +81,7 @@ def _group_factorials(s: str):
         while j >= 0 and s[j] == " ":
             j -= 1
         if j >= 0 and s[j] in ")}":
-            close, open_ = s[j], "(" if s[j] == ")" else "{"
-            depth, k = 0, j
-            while k >= 0:
-                if s[k] == close:
-                    depth += 1
-                elif s[k] == open_:
-                    depth -= 1
-                    if depth == 0:
-                        break
-                k -= 1
-            yield max(k, 0), j
+            yield max(_matching(s, j), 0), j
         pos = s.find("!", pos + 1)
 
 
