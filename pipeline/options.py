@@ -6,6 +6,7 @@ with the backends, :mod:`rollouts.registry`). :class:`pipeline.config.LabelConfi
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +26,15 @@ UNREADABLE_POLICIES = ("failure", "exclude")  # GraderOptions.unreadable (pipeli
 DEFAULT_BISECT_FRACTION = 0.6
 DEFAULT_RELATIVE_DROP = 0.25
 DEFAULT_WAVE_SIZE = 2  # continuations per wave (binary-search, adaptive, sequential; StrategyParams)
+# each wave of a probe is this many times the one before (binary-search, adaptive): 2, 4, 8, 6 for K=20, so a
+# dead prefix takes 4 rounds, not 10 (the critical path on GPUs; issue 29, BENCHMARKS.md)
+DEFAULT_WAVE_GROWTH = 2.0
 DEFAULT_TARGET_CONFIDENCE = 0.9  # sequential: the first error's posterior at which it stops (StrategyParams)
 # eps, how often a dead prefix still reaches the gold answer by luck (rules, strategies), is the first-error
 # model's prior: declared once, in pipeline.stats.changepoint (DEAD_PREFIX_RATE, imported above)
 DEFAULT_MAX_BATCH_REQUESTS = 512  # requests per generate() call (ExecutorConfig; the scheduler's default)
+DEFAULT_KEEP_WARM = "1h"  # how long `mcprm fleet up`'s fleet stays warm after its last run (ExecutorConfig.keep_warm)
+FLEET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a fleet's name (--fleet): part of its Ray actors' names
 DEFAULT_SHARD_SIZE = 64  # solutions per shard (OutputConfig; pipeline.ray_data's batch size)
 
 STRATEGIES = ("per-step", "binary-search", "adaptive", "sequential")
@@ -166,6 +172,12 @@ class StrategyConfig:
     strategy: str = option("binary-search", "Labeling strategy (docs/labels.md).", identity=True, choices=STRATEGIES)
     wave_size: int = option(DEFAULT_WAVE_SIZE, "adaptive / binary-search: continuations per wave.",
                             identity=True, strategies=("binary-search", "adaptive", "sequential"))
+    wave_growth: float = option(DEFAULT_WAVE_GROWTH, "adaptive / binary-search: each wave of a probe is this many "
+                                                     "times the one before (1 = equal waves).",
+                                identity="non-default", legacy=1.0, strategies=("binary-search", "adaptive"))
+    speculate: bool = option(True, "binary-search: each probe's first round also samples the first wave of both "
+                                   "prefixes the search may probe next (fewer rounds on a GPU's critical path, "
+                                   "~3% more tokens; the same labels).", strategies=("binary-search",))
     confidence_width: float | None = option(None, "adaptive: keep sampling a positive step until its 95% interval "
                                                   "is narrower than this.", identity=True,
                                             shown="off", strategies=("binary-search", "adaptive"))
@@ -201,6 +213,8 @@ class StrategyConfig:
             out.append(f"--target-confidence must be in (0, 1), got {self.target_confidence}")
         _at_least(out, "max_tokens_per_solution", self.max_tokens_per_solution, 1)
         _at_least(out, "wave_size", self.wave_size, 1)
+        if not 1 <= self.wave_growth <= 16:
+            out.append(f"--wave-growth must be in [1, 16], got {self.wave_growth}")
         if not 0 <= self.relative_drop < 1:
             out.append(f"--relative-drop must be in [0, 1), got {self.relative_drop}")
         if not 0 < self.bisect_fraction < 1:
@@ -256,6 +270,14 @@ class ExecutorConfig:
                                                  "processes).",
                                            shown="hf/openai: 1; vllm: the node's CPUs per GPU, at most 8")
     gpus_per_worker: float = option(0.0, "GPUs per worker.", shown="vllm: --tensor-parallel-size; hf: 0")
+    # issue 29: a warm fleet of named detached Ray actors kept between runs (pipeline/execution/fleet.py)
+    fleet: str | None = option(None, "ray: borrow the workers of the warm fleet NAME (`mcprm fleet up`) instead of "
+                                     "starting new ones: no engine start; its engine options (backend, model, "
+                                     "dtype, seed, backend options) must be this run's (docs/refresh.md).",
+                               shown="off: workers started for this run")
+    keep_warm: str | None = option(None, "How long a fleet stays warm after its last run, then stops itself (90s, "
+                                         "30m, 2h, 1d): `mcprm fleet up`'s; with --fleet, from the end of this run.",
+                                   shown=f"fleet up: {DEFAULT_KEEP_WARM}; --fleet: the fleet's own")
     max_batch_requests: int = option(DEFAULT_MAX_BATCH_REQUESTS, "Requests handed to the backend per generate() call.", cli=False)
     progress: bool = option(True, "Live progress (the CLI: --progress / --quiet).", cli=False)
     ray_logs: bool = option(False, "Show Ray's own log lines (workers' output) in the terminal (the CLI: -v).",
@@ -271,4 +293,23 @@ class ExecutorConfig:
             out.append(f"--cpus-per-worker must be > 0 and --gpus-per-worker >= 0, got {self.cpus_per_worker} "
                        f"and {self.gpus_per_worker}")
         _at_least(out, "max_batch_requests", self.max_batch_requests, 1)
+        if self.fleet is not None and not FLEET_NAME.fullmatch(self.fleet):
+            out.append(f"--fleet must be a name of letters, digits, '.', '_' or '-' (at most 64), got {self.fleet!r}")
+        if self.fleet is not None and self.executor == "local":
+            out.append("--fleet borrows a Ray cluster's workers: it cannot run with --executor local")
+        if self.keep_warm is not None:
+            if self.fleet is None:
+                out.append("--keep-warm keeps a fleet warm: give it with --fleet NAME")
+            try:
+                parse_duration(self.keep_warm)
+            except ValueError as e:
+                out.append(f"--keep-warm: {e}")
         return out
+
+
+def parse_duration(text: str | float) -> float:
+    """Seconds in a duration as people write it: ``90``, ``90s``, ``30m``, ``2h``, ``1d`` (``--keep-warm``)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", str(text).lower())
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"expected a duration such as 90s, 30m, 2h or 1d, got {text!r}")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]

@@ -198,7 +198,8 @@ class Scheduler:
                 rollouts=st.rollouts,
                 rollout_tokens=st.tokens,
                 strategy=self.strategy,
-                extra={**oc.extra, "design": oc.design, "wave": self.params.wave_size},
+                extra={**oc.extra, "design": oc.design, "wave": self.params.wave_size,
+                       "growth": self.params.wave_growth},
             )
             if self.on_solution is not None:
                 self.on_solution(out[idx])

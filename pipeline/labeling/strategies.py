@@ -36,9 +36,10 @@ from pipeline.options import (
     DEFAULT_K,
     DEFAULT_RELATIVE_DROP,
     DEFAULT_TARGET_CONFIDENCE,
+    DEFAULT_WAVE_GROWTH,
     DEFAULT_WAVE_SIZE,
 )
-from pipeline.stats.intervals import FIRST_SUCCESS, FIRST_WAVE, FIXED, wilson
+from pipeline.stats.intervals import FIRST_SUCCESS, FIRST_WAVE, FIXED, next_wave, wilson
 from pipeline.storage.rows import StepStats
 
 
@@ -93,6 +94,7 @@ StrategyGen = Generator[list[Probe], list[ProbeResult], StrategyOutcome]
 class StrategyParams:
     k: int = DEFAULT_K
     wave_size: int = DEFAULT_WAVE_SIZE
+    wave_growth: float = DEFAULT_WAVE_GROWTH  # binary-search / adaptive: each wave this many times the last
     confidence_width: float | None = None
     trust_correct: bool = False
     early_stop: bool = True  # binary-search: stop a probe at its first success
@@ -102,6 +104,10 @@ class StrategyParams:
     # binary-search: where in the open interval (lo, hi) the next probe goes; 0.5 = classic bisection, larger =
     # later prefixes first (LabelConfig.bisect_fraction; measured in BENCHMARKS.md, issue 16)
     bisect_fraction: float = DEFAULT_BISECT_FRACTION
+    # binary-search: each probe's first round also draws the first wave of both prefixes the search may probe
+    # next, so the next probe starts one round ahead (fewer rounds on a GPU's critical path, more tokens); the
+    # labels are the search's without it (LabelConfig.speculate)
+    speculate: bool = True
     # binary-search: a prefix whose success rate is under this fraction of the last live prefix's counts as dead
     # (a wrong step the model recovers from now and then), None = any success is alive (LabelConfig.relative_drop)
     relative_drop: float | None = DEFAULT_RELATIVE_DROP
@@ -162,27 +168,41 @@ def per_step(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> 
     return _finish(labels, stats, FIXED)
 
 
-def _estimate(step: int, stats: list[StepStats], p: StrategyParams, early_stop: bool):
+def _estimate(step: int, stats: list[StepStats], p: StrategyParams, early_stop: bool,
+              ahead: tuple[int, ...] = ()):
     """Sub-generator: continuations from prefix ``step`` until its alive/dead question is decided.
 
-    Without ``early_stop`` one probe of K. With it, waves of ``wave_size`` until the first success (alive) or K
-    graded failures (dead): the same decision as "at least one of K succeeds", for fewer continuations when
-    the prefix is alive. With ``confidence_width`` an alive prefix keeps sampling (up to K) until the 95%
-    Wilson interval of its MC value is narrower than the width.
+    Without ``early_stop`` one probe of K. With it, waves until the first success (alive) or K graded failures
+    (dead): the same decision as "at least one of K succeeds", for fewer continuations when the prefix is alive.
+    The first wave has ``wave_size`` draws and each next one ``wave_growth`` times more (2, 4, 8, 6 for K=20:
+    a dead prefix takes 4 rounds instead of 10, the rounds being what a GPU waits on; the first wave, whose
+    fraction is the step's unbiased ``mc_value``, is unchanged). With ``confidence_width`` an alive prefix keeps
+    sampling (up to K) until the 95% Wilson interval of its MC value is narrower than the width.
+
+    ``ahead``: steps that get their first wave in this probe's first round, alongside it (binary-search's
+    speculation: the prefixes the search may probe next). A step that already has draws of its own continues
+    from them on the same wave schedule, and is decided without a round if they already decide it.
 
     K and the stop count the prefix's own draws only (issue 24): draws credited by rollout reuse make a prefix
     alive when one succeeded, but never stand in for its own K (so a dead prefix failed K draws of its own, as
     per-step would have it), and the sampling design stays the one ``mc_value`` and the intervals assume.
     """
     st = stats[step]
-    while st.own_total < p.k:
-        n = p.k - st.own_total if not early_stop else min(p.wave_size, p.k - st.own_total)
-        results = yield [Probe(step, n)]
+
+    def decided() -> bool:
+        if st.own_total >= p.k:
+            return True
+        if not early_stop or st.own_correct == 0:
+            return False
+        return p.confidence_width is None or 2 * _wilson_halfwidth(st.own_correct, st.own_graded) <= p.confidence_width
+
+    extra = [Probe(j, min(p.wave_size, p.k)) for j in ahead if stats[j].own_total == 0]
+    while not decided():
+        left = p.k - st.own_total
+        n = left if not early_stop else min(next_wave(st.own_total, p.wave_size, p.wave_growth), left)
+        results = yield [Probe(step, n)] + extra
+        extra = []
         _add(stats, results)
-        if st.own_correct > 0 and early_stop:
-            own = st.own_graded
-            if p.confidence_width is None or 2 * _wilson_halfwidth(st.own_correct, own) <= p.confidence_width:
-                break
     return _alive(st)
 
 
@@ -220,9 +240,13 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
     # Not trusting a correct final answer: search as if the end were dead and accept "all alive".
     hi = top = n_steps if solution_correct else last
     lo = -1
+    probed: set[int] = set()
     while hi - lo > 1:
         mid = _probe_point(lo, hi, p.bisect_fraction)
-        alive = yield from _estimate(mid, stats, _relative_cap(stats, lo, p), p.early_stop)
+        probed.add(mid)
+        ahead = tuple(_probe_point(a, b, p.bisect_fraction) for a, b in ((lo, mid), (mid, hi))
+                      if b - a > 1) if p.speculate and p.early_stop else ()
+        alive = yield from _estimate(mid, stats, _relative_cap(stats, lo, p), p.early_stop, ahead)
         # All continuations ungradable: no evidence either way. Treat as alive (never invent an error from
         # missing evidence); the step's label stays null below.
         if alive and _dropped(stats, mid, lo, p.relative_drop):
@@ -235,15 +259,18 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
         # solution's own steps up to there, then that continuation, reach the gold answer). The search moves past
         # it; should it be at or past ``hi``, ``hi``'s failures were a false "dead" and the search reopens up to
         # the end.
+        # (a speculative first wave counts only once its step is probed: the labels are the search's without it)
         proven = max((j for j in range(lo + 1, min(top, last))
-                      if stats[j].correct > 0 and not _dropped(stats, j, lo, p.relative_drop)), default=lo)
+                      if (stats[j].reused_correct > 0 or (j in probed and stats[j].correct > 0))
+                      and not _dropped(stats, j, lo, p.relative_drop)), default=lo)
         if proven > lo:
             lo = proven
             if lo >= hi:
                 hi = top
     labels: list[bool | None] = [None] * n_steps
-    for i in range(min(hi, n_steps)):
-        labels[i] = True if stats[i].total == 0 or _alive(stats[i]) else None
+    for i in range(min(hi, n_steps)):  # a speculative first wave that was never probed is no evidence here
+        seen = stats[i].total if i in probed else stats[i].reused
+        labels[i] = True if seen == 0 or _alive(stats[i]) else None
     if hi < n_steps:
         labels[hi] = False if hi < last else last_step_label(solution_correct)
     if hi == n_steps:  # everything alive

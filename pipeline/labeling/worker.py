@@ -92,11 +92,13 @@ def sampling_config(cfg: LabelConfig, prompt=None) -> SamplingConfig:
 
 
 def strategy_params(cfg: LabelConfig) -> StrategyParams:
-    return StrategyParams(k=cfg.k, wave_size=cfg.wave_size, confidence_width=cfg.confidence_width,
+    return StrategyParams(k=cfg.k, wave_size=cfg.wave_size, wave_growth=cfg.wave_growth,
+                          confidence_width=cfg.confidence_width,
                           trust_correct=cfg.effective_trust_correct(), early_stop=cfg.early_stop,
                           target_confidence=cfg.target_confidence,
                           max_tokens_per_solution=cfg.max_tokens_per_solution,
-                          bisect_fraction=cfg.bisect_fraction, relative_drop=cfg.relative_drop or None)
+                          bisect_fraction=cfg.bisect_fraction, speculate=cfg.speculate,
+                          relative_drop=cfg.relative_drop or None)
 
 
 def grader_workers(cfg: LabelConfig, cpus: float) -> int:

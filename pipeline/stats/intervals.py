@@ -4,7 +4,7 @@ A step's draws come from one of three designs (:data:`DESIGNS`, the row's ``mc_d
 
 * ``fixed`` — a batch of n draws whose size was fixed before any was seen (per-step; binary-search with
   ``--no-early-stop``). Estimate ``c / n`` (unbiased); interval Clopper-Pearson (coverage >= 95% for every p).
-* ``first-success`` — waves of ``w`` draws, stopped after the first wave with a success or at a cap
+* ``first-success`` — waves of ``w`` draws (each ``growth`` times the last: :func:`wave_bounds`), stopped after the first wave with a success or at a cap
   (adaptive and binary-search with early stop, the defaults). The only unbiased estimate is the first wave's
   success fraction (the Rao-Blackwell estimate given the stopping rule: later waves exist only when the first had
   no success); the interval is exact for the design (:func:`first_success_interval`: outcomes ordered by how
@@ -103,15 +103,36 @@ def clopper_pearson(correct: int, n: int, alpha: float = ALPHA) -> tuple[float, 
     return lo, hi
 
 
-def first_success_waves(n: int, wave: int) -> tuple[int, int]:
+def wave_bounds(n: int, wave: int, growth: float = 1.0):
+    """The draw counts at which the waves of a first-success probe end, up to the first ``>= n``: waves of
+    ``wave``, each ``growth`` times the one before (rounded; 1.0 = equal waves), e.g. 2, 6, 14, 30 for 2 and 2.0.
+    The one schedule of the strategies (pipeline.labeling.strategies._estimate) and the intervals below."""
+    wave, growth = max(1, int(wave)), max(1.0, float(growth))
+    done, i = 0, 0
+    while True:
+        done += max(1, round(wave * growth ** i))
+        i += 1
+        yield done
+        if done >= n:
+            return
+
+
+def next_wave(done: int, wave: int, growth: float = 1.0) -> int:
+    """How many draws the next wave has after ``done`` own draws (to the next end of a wave)."""
+    return next(b for b in wave_bounds(done + 1, wave, growth) if b > done) - done
+
+
+def first_success_waves(n: int, wave: int, growth: float = 1.0) -> tuple[int, int]:
     """(draws before the last wave, size of the last wave) of a first-success probe of ``n`` draws in waves of
-    ``wave`` (every wave but the last is full)."""
-    wave = max(1, wave)
-    before = wave * ((n - 1) // wave) if n > 0 else 0
+    ``wave`` growing by ``growth`` (every wave but the last is whole: a cap on the draws cuts only the last)."""
+    if n <= 0:
+        return 0, 0
+    before = max((b for b in wave_bounds(n, wave, growth) if b < n), default=0)
     return before, n - before
 
 
-def first_success_interval(correct: int, n: int, wave: int, alpha: float = ALPHA) -> tuple[float, float] | None:
+def first_success_interval(correct: int, n: int, wave: int, alpha: float = ALPHA,
+                           growth: float = 1.0) -> tuple[float, float] | None:
     """Exact interval for a probe stopped after its first wave with a success (waves of ``wave``) or when its
     draws ran out: ``correct`` successes (all in the last wave) of ``n`` draws. Outcomes are ordered by how much
     success they show (an earlier stopping wave, then more successes in it, is higher); the bounds solve
@@ -122,7 +143,7 @@ def first_success_interval(correct: int, n: int, wave: int, alpha: float = ALPHA
         return None
     if correct <= 0:  # no success in n draws
         return 0.0, 1.0 - (alpha / 2) ** (1.0 / n)
-    before, last = first_success_waves(n, wave)
+    before, last = first_success_waves(n, wave, growth)
 
     def at_least(p: float) -> float:  # P(stop earlier) + P(stop in this wave with >= correct successes)
         q = (1.0 - p) ** before
@@ -137,7 +158,7 @@ def first_success_interval(correct: int, n: int, wave: int, alpha: float = ALPHA
 
 
 def estimate(design: str, own_correct: int, own_n: int, first_correct: int, first_n: int,
-             wave: int) -> tuple[float | None, tuple[float, float] | None]:
+             wave: int, growth: float = 1.0) -> tuple[float | None, tuple[float, float] | None]:
     """(unbiased estimate, exact 95% interval) of a step's success probability under ``design`` from its own
     draws (``own_*``) and its first wave (``first_*``); (None, None) when it had no own draw."""
     if own_n <= 0 or (design != FIXED and first_n <= 0):
@@ -145,7 +166,7 @@ def estimate(design: str, own_correct: int, own_n: int, first_correct: int, firs
     if design == FIXED:
         return own_correct / own_n, clopper_pearson(own_correct, own_n)
     if design == FIRST_SUCCESS:
-        return first_correct / first_n, first_success_interval(own_correct, own_n, wave)
+        return first_correct / first_n, first_success_interval(own_correct, own_n, wave, growth=growth)
     if design == FIRST_WAVE:
         return first_correct / first_n, clopper_pearson(first_correct, first_n)
     raise ValueError(f"unknown sampling design {design!r}; one of {', '.join(DESIGNS)}")

@@ -102,10 +102,11 @@ def to_record(ls: LabeledSolution, k: int, post: list[float] | None = None) -> d
     s = ls.solution
     design = ls.extra.get("design", FIXED)
     wave = int(ls.extra.get("wave", 1))
+    growth = float(ls.extra.get("growth", 1.0))
     last = len(ls.stats) - 1
     mc_value, lows, highs = [], [], []
     for i, st in enumerate(ls.stats):
-        v, iv = estimate(design, st.own_correct, st.own_graded, st.first_correct, st.first_n, wave)
+        v, iv = estimate(design, st.own_correct, st.own_graded, st.first_correct, st.first_n, wave, growth)
         if i == last and st.own_total == 0:
             v = last_step_value(st, ls.solution_correct)
         mc_value.append(v)

@@ -73,7 +73,7 @@ _LEGACY_IDENTITY_FIELDS = (
 )
 
 
-LEGACY = dict(bisect_fraction=0.5, reuse_rollouts=False, relative_drop=0.0, unreadable="exclude")  # labeling before these options existed
+LEGACY = dict(bisect_fraction=0.5, reuse_rollouts=False, relative_drop=0.0, unreadable="exclude", wave_growth=1.0)  # labeling before these options existed
 
 
 def _legacy_identity(c: LabelConfig) -> str:

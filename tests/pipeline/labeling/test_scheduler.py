@@ -56,7 +56,8 @@ def test_scheduler_batches_all_solutions_per_round(strategy, expected_rollouts):
         for i in range(3)
     ]
     be = ScriptedBackend(alive)
-    sched = Scheduler(be, _grade, _Plain(), SamplingConfig(), strategy, StrategyParams(k=4), seed=1)
+    sched = Scheduler(be, _grade, _Plain(), SamplingConfig(), strategy, StrategyParams(k=4, speculate=False),
+                      seed=1)
     out = sched.label(sols)
     assert [o.first_error for o in out] == [2, 2, 2]
     assert sched.stats.rollouts == expected_rollouts

@@ -75,10 +75,17 @@ def test_binary_search_exact_rollouts():
     assert [s.total for s in oc.stats] == [0, 0, 0, 4, 4, 4, 0, 0]
     # early stop: an alive probe ends at its first successful wave of 2, a dead one needs all 4
     oc, rollouts, rounds = drive("binary-search", [True] * 5 + [False] * 3, False, k=4, wave_size=2,
-                                 bisect_fraction=0.5)
+                                 bisect_fraction=0.5, speculate=False)
     assert (rounds, rollouts) == (4, 8)
     assert oc.first_error == 5
     assert [s.total for s in oc.stats] == [0, 0, 0, 2, 2, 4, 0, 0]
+    # speculation (the default): probe 3's round also samples 1 and 5 (the next probe either way), probe 5's
+    # round 4 and 6; probe 4 is then decided by its speculative wave, without a round of its own
+    oc, rollouts, rounds = drive("binary-search", [True] * 5 + [False] * 3, False, k=4, wave_size=2,
+                                 bisect_fraction=0.5)
+    assert (rounds, rollouts) == (2, 12)
+    assert oc.first_error == 5 and oc.labels == [True] * 5 + [False, None, None]
+    assert [s.total for s in oc.stats] == [0, 2, 0, 2, 2, 4, 2, 0]
     # leaning late (0.6 of the way): 4 alive, then 6 dead, then 5 dead
     oc, rollouts, rounds = drive("binary-search", [True] * 5 + [False] * 3, False, k=4, early_stop=False,
                                  bisect_fraction=0.6)
@@ -105,7 +112,8 @@ def test_binary_search_early_stop_same_decisions(m, err):
     alive = [i < err for i in range(m)]
     # (without the relative drop, which lowers K after a live probe: test_relative_drop_*)
     full, r_full, _ = drive("binary-search", alive, False, k=8, early_stop=False, relative_drop=None)
-    early, r_early, _ = drive("binary-search", alive, False, k=8, wave_size=1, relative_drop=None)
+    early, r_early, _ = drive("binary-search", alive, False, k=8, wave_size=1, relative_drop=None,
+                              speculate=False, wave_growth=1.0)
     assert early.labels == full.labels and early.first_error == full.first_error == err
     n_alive = sum(1 for st in full.stats if st.total and st.correct)
     n_dead = sum(1 for st in full.stats if st.total and not st.correct)
@@ -130,11 +138,15 @@ def test_binary_search_without_trust_checks_correct_solutions():
 
 
 def test_adaptive_waves_stop_early():
-    # steps 0,1 alive (one wave of 2 each), step 2 dead (k=8 failures: 4 waves), steps 3-4 never sampled
+    # steps 0,1 alive (one wave of 2 each), step 2 dead (k=8 failures in waves of 2, 4, 2), steps 3-4 never sampled
     oc, rollouts, rounds = drive("adaptive", [True, True, False, False, False], False, k=8, wave_size=2)
     assert oc.labels == [True, True, False, None, None]
     assert oc.first_error == 2
-    assert (rollouts, rounds) == (2 + 2 + 8, 6)
+    assert (rollouts, rounds) == (2 + 2 + 8, 1 + 1 + 3)
+    # equal waves (--wave-growth 1, the schedule before issue 29): the dead step takes 4 rounds
+    flat, r_flat, rounds_flat = drive("adaptive", [True, True, False, False, False], False, k=8, wave_size=2,
+                                      wave_growth=1.0)
+    assert flat.labels == oc.labels and (r_flat, rounds_flat) == (12, 6)
     assert [s.total for s in oc.stats] == [2, 2, 8, 0, 0]
     # the same hard labels and first error as per-step on the same prefixes
     ps, r_ps, _ = drive("per-step", [True, True, False, False, False], False, k=8)
@@ -220,3 +232,56 @@ def test_relative_drop_keeps_a_slow_but_steady_prefix_alive():
     at = [12] * 6 + [None] * 4
     oc, _ = _drive_rates(at, 10, k=20, wave_size=1, relative_drop=0.25, bisect_fraction=0.6)
     assert oc.first_error == 6
+
+
+def _drive_draws(name, m, solution_correct, outcome, **kw):
+    """Run a strategy where the i-th own draw at step j succeeds iff ``outcome(j, i)``: a step's draws are the
+    same whenever they are made. Returns (outcome, draws, rounds)."""
+    gen = make_strategy(name, m, solution_correct, StrategyParams(**kw))
+    made = [0] * m
+    draws = rounds = 0
+    try:
+        probes = next(gen)
+        while True:
+            rounds += 1
+            res = []
+            for pr in probes:
+                c = sum(outcome(pr.step, made[pr.step] + i) for i in range(pr.n))
+                made[pr.step] += pr.n
+                draws += pr.n
+                res.append(ProbeResult(pr.step, pr.n, c, 0, 10 * pr.n))
+            probes = gen.send(res)
+    except StopIteration as stop:
+        return stop.value, draws, rounds
+
+
+@pytest.mark.parametrize("growth", [1.0, 2.0])
+def test_speculation_and_growing_waves_keep_the_labels_and_shorten_the_rounds(growth):
+    """Issue 29: speculation (the next candidates' first waves ride along) and growing waves change when draws are
+    made, never which draws decide a label: with each step's draw sequence fixed, the labels and first error are
+    those of the plain search, on random solutions, with no more rounds (and fewer in total)."""
+    import random
+
+    rng = random.Random(5)
+    rounds_plain = rounds_spec = 0
+    for t in range(300):
+        m = rng.randint(2, 10)
+        err = rng.randint(-1, m - 1)
+        sc = err == -1
+        ps = [(rng.choice([0.05, 0.3, 0.7, 0.95]) if err == -1 or j < err else rng.choice([0.0, 0.02, 0.1]))
+              for j in range(m)]
+        seed = rng.random()
+
+        def outcome(j, i, ps=ps, seed=seed):
+            return random.Random(f"{seed}-{j}-{i}").random() < ps[j]
+
+        plain, _d0, r0 = _drive_draws("binary-search", m, sc, outcome, speculate=False, wave_growth=1.0,
+                                      trust_correct=False)
+        spec, _d1, r1 = _drive_draws("binary-search", m, sc, outcome, speculate=True, wave_growth=growth,
+                                     trust_correct=False)
+        assert (spec.labels, spec.first_error) == (plain.labels, plain.first_error), t
+        assert r1 <= r0, t
+        rounds_plain += r0
+        rounds_spec += r1
+    # measured: 0.90 with equal waves (speculation alone), 0.40 with waves growing 2x
+    assert rounds_spec < (0.95 if growth == 1.0 else 0.5) * rounds_plain

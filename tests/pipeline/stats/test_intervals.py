@@ -14,18 +14,22 @@ from pipeline.stats.intervals import (
     clopper_pearson,
     estimate,
     first_success_interval,
+    next_wave,
     wilson,
 )
 
 
-def _first_success(p: float, wave: int, cap: int, rng: random.Random) -> tuple[int, int, int, int]:
-    """Waves of ``wave`` draws until a wave has a success or ``cap`` draws: (correct, n, first_correct, first_n)."""
+def _first_success(p: float, wave: int, cap: int, rng: random.Random,
+                   growth: float = 1.0) -> tuple[int, int, int, int]:
+    """Waves of ``wave`` draws (each ``growth`` times the last) until a wave has a success or ``cap`` draws:
+    (correct, n, first_correct, first_n)."""
     correct = n = 0
     first = None
     while n < cap:
-        got = sum(rng.random() < p for _ in range(wave))
+        size = min(next_wave(n, wave, growth), cap - n)
+        got = sum(rng.random() < p for _ in range(size))
         correct += got
-        n += wave
+        n += size
         if first is None:
             first = got
         if got:
@@ -33,13 +37,16 @@ def _first_success(p: float, wave: int, cap: int, rng: random.Random) -> tuple[i
     return correct, n, first, wave
 
 
+@pytest.mark.parametrize("growth,cap", [(1.0, 20), (2.0, 20), (2.0, 7), (3.0, 20)])
 @pytest.mark.parametrize("p", [0.01, 0.03, 0.1, 0.3, 0.6, 0.9])
-def test_first_success_design_covers_and_its_value_is_unbiased(p):
-    rng = random.Random(int(p * 1000))
+def test_first_success_design_covers_and_its_value_is_unbiased(p, growth, cap):
+    """Equal waves and growing ones (issue 29: 2, 4, 8, 6 for K=20), and a cap that cuts a wave (the relative
+    drop's lowered K)."""
+    rng = random.Random(int(p * 1000) + int(growth * 7) + cap)
     trials, cover, total = 3000, 0, 0.0
     for _ in range(trials):
-        c, n, fc, fn = _first_success(p, 2, 20, rng)
-        value, (lo, hi) = estimate(FIRST_SUCCESS, c, n, fc, fn, 2)
+        c, n, fc, fn = _first_success(p, 2, cap, rng, growth)
+        value, (lo, hi) = estimate(FIRST_SUCCESS, c, n, fc, fn, 2, growth)
         cover += lo <= p <= hi
         total += value
     assert cover / trials >= 0.93

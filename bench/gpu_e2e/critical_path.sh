@@ -1,0 +1,46 @@
+#!/bin/bash
+# Device side of issue 29 item 1-2: the default strategy's GPU-seconds against per-step K=8 on the same 400 real
+# GSM8K-train solutions (bench/gpu_e2e/solutions400.jsonl: samples 0-3 of the first 100 training problems, from
+# the e2e `gen` stage), the real 1.5B model at /tmp/qwen (bench/gpu_e2e/device.sh prep), one GPU.
+#   bash bench/gpu_e2e/critical_path.sh RUN...     RUN = name:options (e.g. ps:"--strategy per-step --k 8")
+# Each run labels into /tmp/cp/NAME (from scratch) and appends one JSON line to $OUT/critical_path.jsonl with the
+# manifest's throughput (startup, labeling seconds, tokens, GPU-seconds per solution) and the command's wall time.
+# The first run on a fresh machine is the cold start; later ones find vLLM's compile cache warm.
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/cp
+SNAP=${E2E_SNAP:-/tmp/mcprm}
+export PYTHONPATH=/tmp/site:$SNAP VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 TOKENIZERS_PARALLELISM=false
+M=${E2E_MODEL:-/tmp/qwen}
+IN=$PWD/bench/gpu_e2e/solutions400.jsonl
+TPL=$'Solve the following math problem step by step. Put the final answer in \\boxed{}.\n\n{problem}'
+for spec in "$@"; do
+  name=${spec%%:*}; opts=${spec#*:}
+  rm -rf /tmp/cp/$name
+  t0=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  (cd "$SNAP" && python3 -m cli.main label --input "$IN" --output /tmp/cp/$name --backend vllm --model "$M" \
+      --prompt-format chat --prompt-template "$TPL" --max-new-tokens 512 --max-model-len 4096 --no-progress \
+      $opts) > "$OUT/cp_$name.log" 2>&1
+  rc=$?
+  t1=$(date +%s.%N)
+  tail -n 3 "$OUT/cp_$name.log" | cut -c1-200
+  (cd "$SNAP" && python3 - "$name" "$opts" "$rc" "$t0" "$t1" <<'PY') | tee -a "$OUT/critical_path.jsonl"
+import json, sys
+name, opts, rc, t0, t1 = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+row = {"run": name, "options": opts, "rc": rc, "wall_s": round(t1 - t0, 1)}
+try:
+    m = json.load(open(f"/tmp/cp/{name}/manifest.json"))
+    t = m["throughput"]
+    row.update({k: t.get(k) for k in ("startup_seconds", "labeling_seconds", "seconds", "rollouts", "rollout_tokens",
+                                      "gpus", "gpu_seconds", "labeling_gpu_seconds", "gpu_seconds_per_solution",
+                                      "generated_tokens_per_s")})
+    row["workers"] = t.get("workers")
+    from pipeline.storage.corpus import read_corpus
+    rows = read_corpus(f"/tmp/cp/{name}", columns=["id", "first_error", "rollouts"]).to_pylist()
+    row["first_error"] = {r["id"]: r["first_error"] for r in rows}
+except Exception as e:  # noqa: BLE001
+    row["error"] = repr(e)
+print(json.dumps(row))
+PY
+done
