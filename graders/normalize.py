@@ -96,16 +96,23 @@ _TRAILING_DELIMS_RE = re.compile(r"(?:\\\]|\\\)|\$)+$|^(?:\\\[|\\\(|\$)+")
 _SEMI_TUPLE_RE = re.compile(r"\([^(),]*;[^(),]*\)")
 
 
-def _match_close(s: str, i: int) -> int:
-    """Index of the bracket closing ``s[i]`` (-1 when unbalanced)."""
-    depth = 0
-    for j in range(i, len(s)):
-        if s[j] == s[i]:
+_PARTNER = {"{": "}", "(": ")", "[": "]", "}": "{", ")": "(", "]": "["}
+
+
+def match_bracket(s: str, i: int) -> int:
+    """Index of the bracket that closes ``s[i]`` (an opening one: searching forward) or opens it (a closing one:
+    searching back); -1 when unbalanced."""
+    here, there = s[i], _PARTNER[s[i]]
+    step = 1 if here in "{([" else -1
+    depth, j = 0, i
+    while 0 <= j < len(s):
+        if s[j] == here:
             depth += 1
-        elif s[j] == {"{": "}", "(": ")", "[": "]"}[s[i]]:
+        elif s[j] == there:
             depth -= 1
             if depth == 0:
                 return j
+        j += step
     return -1
 
 
@@ -125,7 +132,7 @@ def _unwrap_math(s: str) -> str:
     for _ in range(8):
         m = _WRAPPER_RE.search(s)
         while m is not None:
-            close = _match_close(s, m.end() - 1)
+            close = match_bracket(s, m.end() - 1)
             inner = s[m.end() : close] if close != -1 else ""
             if close != -1 and re.search(r"[\\{}\d^+\-/=]", inner):
                 s = s[: m.start()] + inner + s[close + 1 :]
@@ -251,7 +258,7 @@ def repair(s: str) -> str:
     if any(t in s for t in ("st", "nd", "rd", "th")):
         s = ORDINAL_RE.sub("", s)
     s = _LEADING_REL_RE.sub("", s.strip())
-    while len(s) > 2 and s[0] == "{" and "," not in s and _match_close(s, 0) == len(s) - 1:
+    while len(s) > 2 and s[0] == "{" and "," not in s and match_bracket(s, 0) == len(s) - 1:
         s = s[1:-1].strip()  # {{9}}, \color{red}{16} -> 16: braces around the whole answer group nothing
     m = _REPEATING_RE.match(s)
     if m:

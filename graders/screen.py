@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from graders.normalize import KNOWN_NAMES
+from graders.normalize import KNOWN_NAMES, match_bracket
 
 _MAX_DEPTH = 40
 _MAX_INT_DIGITS = 400
@@ -23,26 +23,6 @@ _ENV_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]+\}")
 _WORD_RE = re.compile(r"(\\?)([a-zA-Z]{2,})")
 
 
-_PARTNER = {"{": "}", "(": ")", "}": "{", ")": "("}
-
-
-def _matching(s: str, j: int) -> int:
-    """The index of the bracket that closes the one at ``s[j]`` (searching forward) or, for a closing one, opens it
-    (searching back); ``len(s)`` or ``-1`` where there is none."""
-    here, there = s[j], _PARTNER[s[j]]
-    step = 1 if here in "{(" else -1
-    depth, k = 0, j
-    while 0 <= k < len(s):
-        if s[k] == here:
-            depth += 1
-        elif s[k] == there:
-            depth -= 1
-            if depth == 0:
-                break
-        k += step
-    return k
-
-
 def _exponent_groups(s: str):
     """Yield the text of every exponent (``^{...}`` or ``^x``)."""
     i = s.find("^")
@@ -51,7 +31,8 @@ def _exponent_groups(s: str):
         while j < len(s) and s[j] == " ":
             j += 1
         if j < len(s) and s[j] in "{(":
-            yield s[j + 1 : _matching(s, j)]
+            k = match_bracket(s, j)
+            yield s[j + 1 : k if k != -1 else len(s)]  # unclosed: the rest of the string
         else:
             m = re.match(r"-?\d+|\\?[a-zA-Z]+", s[j:])
             if m:
@@ -81,7 +62,7 @@ def _group_factorials(s: str):
         while j >= 0 and s[j] == " ":
             j -= 1
         if j >= 0 and s[j] in ")}":
-            yield max(_matching(s, j), 0), j
+            yield max(match_bracket(s, j), 0), j  # unopened: from the start
         pos = s.find("!", pos + 1)
 
 
