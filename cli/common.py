@@ -32,6 +32,7 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
     that nothing was committed and that the same command resumes. A typer ``Exit`` passes through as it is."""
     from pipeline.errors import McprmError
     from pipeline.labeling.worker import WorkerError
+    from pipeline.storage.store import StorageError
     from rollouts.base import MissingDependency  # rollouts/ stays free of the pipeline's error classes
 
     known: tuple[type[BaseException], ...] = (FileNotFoundError, PermissionError, MissingDependency) + tuple(extra)
@@ -50,10 +51,10 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
         err(str(e))
         raise typer.Exit(1) from None
     except OSError as e:  # disk full, read-only file system, ... (pipeline.storage.store.StorageError too)
-        if getattr(e, "mcprm_message", None):  # pipeline.run: names the file and what was committed before
-            err(e.mcprm_message)
+        if isinstance(e, StorageError) and e.message:  # pipeline.run: names the file and what was committed before
+            err(e.message)
             raise typer.Exit(1) from None
-        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        where = f" ({e.filename})" if e.filename else ""
         err(f"{e.strerror or e}{where}. " + ("Nothing committed; the previous corpus version is intact. Fix the "
                                              "storage problem and rerun the same command to resume."
                                              if resume_hint else "Fix the storage problem and run it again."))

@@ -40,7 +40,7 @@ def storage_message(output: str, e: BaseException) -> BaseException:
     file (the caller's own condition) and an error that already says what to do are returned as they are."""
     if isinstance(e, (FileNotFoundError, FileExistsError)) and not isinstance(e, StorageError):
         return e
-    if getattr(e, "mcprm_message", None):  # already says what is wrong and what to do (e.g. no exclusive create)
+    if isinstance(e, StorageError) and e.message:  # says what is wrong and what to do (e.g. no exclusive create)
         return e
     if isinstance(e, OSError) and e.errno is not None:
         what = e.strerror or str(e) or type(e).__name__
@@ -58,6 +58,4 @@ def storage_message(output: str, e: BaseException) -> BaseException:
     at = "" if str(where) == str(output) else f" ({where})"
     msg = (f"storage error on the output {output}: {what}{at}. Nothing was committed by this run; {state}. Fix the "
            "storage problem (credentials, free space, permissions) and rerun the same command to resume.")
-    err = StorageError(getattr(e, "errno", None), msg)
-    err.mcprm_message = msg
-    return err
+    return StorageError.said(msg, e.errno if isinstance(e, OSError) else None)

@@ -76,7 +76,16 @@ class Fenced(int):
 
 
 class StorageError(FatalError, OSError):
-    """A write or read of the output failed (disk full, read-only, permission): the message names the file."""
+    """A write or read of the output failed (disk full, read-only, permission): the message names the file.
+    ``message``: where set (:meth:`said`), the whole story — what failed, where, what to do — printed as is."""
+
+    message: str | None = None
+
+    @classmethod
+    def said(cls, message: str, errno: int | None = None) -> StorageError:
+        err = cls(errno, message) if errno is not None else cls(message)
+        err.message = message
+        return err
 
 
 # Packages whose exceptions are failures of the storage itself (credentials, permissions, a missing bucket, the
@@ -264,9 +273,7 @@ class CorpusStore:
                    "output's lock or commit the same version. Use a backend and server that support it (a recent "
                    "s3fs on AWS S3 or MinIO), or write the corpus to a local disk and copy the folder; see "
                    "docs/storage.md.")
-            err = StorageError(msg)
-            err.mcprm_message = msg
-            raise err
+            raise StorageError.said(msg)
 
     def create_bytes(self, rel: str, data: bytes) -> None:
         """Write ``rel`` only if it does not exist (FileExistsError otherwise), whole or not at all.

@@ -207,6 +207,6 @@ def test_label_on_a_store_without_exclusive_create_says_so_and_writes_nothing(tm
     with pytest.raises(StorageError) as e:
         label(cfg)
     assert str(e.value).startswith("memnocond://label-refused/out: this storage")  # not wrapped again
-    assert "does not support an exclusive create" in e.value.mcprm_message
+    assert "does not support an exclusive create" in e.value.message
     store = CorpusStore("memnocond://label-refused/out")
     assert not store.fs.exists(store.root) or store.fs.ls(store.root, detail=False) == []
