@@ -104,8 +104,9 @@ def _labels(row: dict, rule: str) -> tuple[list[bool | None], float | None]:
     """The row's labels under ``rule`` (``hard`` on a scored corpus, or any corpus without counts: the stored
     ones) and the confidence of its first error (None when unknown)."""
     from pipeline.labeling.rules import apply_rule
+    from pipeline.training.score import STRATEGY as SCORED  # a scored corpus: a PRM's labels, no MC counts
 
-    if rule == "hard" or row.get("strategy") == "prm":
+    if rule == "hard" or row.get("strategy") == SCORED:
         return list(row["labels"]), row.get("first_error_confidence")
     from pipeline.training.targets import row_confidence
 
