@@ -12,11 +12,14 @@
 #     bash bench/sglang_try.sh finish                    check sha256, unpack, pip install into /tmp/site_sgl
 #                                                        (transformers 5.12.1 + tokenizers 0.22.2, sglang's pins,
 #                                                        into /tmp/site_sgl_tf)
-#     bash bench/sglang_try.sh run [--model /tmp/qwen] [--vllm] [--prompts 256] [--k 8] [--max-tokens 128]
+#     bash bench/sglang_try.sh run [--vllm | --vllm-only] [--model /tmp/qwen] [--prompts 256] [--k 8]
+#                                  [--max-tokens 128] [--attention fa3|triton|flashinfer]
 #                                                        the offline benchmark: the same token-id requests through
-#                                                        sglang.Engine, and with --vllm through vllm.LLM
-#                                                        (PYTHONPATH=/tmp/site) in a separate process; prints
-#                                                        generated tokens/s and writes $OUT/sglang_try.json
+#                                                        sglang.Engine, and with --vllm (after it) or --vllm-only
+#                                                        through vllm.LLM (PYTHONPATH=/tmp/site, the vLLM recipe's
+#                                                        install), each in its own process; prints generated
+#                                                        tokens/s, writes $OUT/{sglang,vllm}_try.{json,log}
+#                                                        (SGL_IMAGE_TRANSFORMERS=1: the image's transformers)
 # UNTESTED on a GPU until the lead's run (2026-11-27).
 set -euo pipefail
 
@@ -209,7 +212,10 @@ bench_py() {
 """The same offline job through sglang.Engine or vllm.LLM: P prompts of token ids (G groups sharing a prefix,
 like one solution's step prefixes), K samples each, fixed length (ignore_eos), so both engines generate
 exactly P*K*T tokens. Prints and writes load seconds and generated tokens/s (best of the timed runs)."""
-import argparse, json, os, random, sys, time
+import argparse
+import json
+import random
+import time
 
 
 def make_prompts(n, groups, prefix_len, suffix_len, seed=0):
@@ -299,20 +305,28 @@ PYEOF
 run() {
   local out=${OUT:-/tmp/sgl_out}; mkdir -p "$out"
   export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 VLLM_NO_USAGE_STATS=1
-  local with_vllm=0 args=() a
-  for a in "$@"; do if [ "$a" = "--vllm" ]; then with_vllm=1; else args+=("$a"); fi; done
+  local with_vllm=0 with_sgl=1 args=() a
+  for a in "$@"; do
+    case "$a" in --vllm) with_vllm=1 ;; --vllm-only) with_vllm=1; with_sgl=0 ;; *) args+=("$a") ;; esac
+  done
+  # sglang's own transformers pin (5.12.1) first; SGL_IMAGE_TRANSFORMERS=1 uses the image's 5.17 instead
+  local sgl_path="$SITE_TF:$SITE"
+  [ "${SGL_IMAGE_TRANSFORMERS:-0}" = 1 ] && sgl_path="$SITE"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
   bench_py /tmp/sgl_try.py
   set +e
-  ( export PYTHONPATH="$SITE_TF:$SITE"; cd /tmp && python3 -c "import sglang, sgl_kernel, flashinfer, transformers, torch
+  local rc=0
+  if [ $with_sgl = 1 ]; then
+  ( export PYTHONPATH="$sgl_path"; cd /tmp && python3 -c "import sglang, sgl_kernel, flashinfer, transformers, torch
 print('sglang', sglang.__version__, 'sgl_kernel', sgl_kernel.__version__, 'flashinfer', flashinfer.__version__,
       'transformers', transformers.__version__, 'torch', torch.__version__)" )
-  ( export PYTHONPATH="$SITE_TF:$SITE"; cd /tmp && python3 /tmp/sgl_try.py --engine sglang \
+  ( export PYTHONPATH="$sgl_path"; cd /tmp && python3 /tmp/sgl_try.py --engine sglang \
       --out "$out/sglang_try.json" "${args[@]}" ) 2>&1 | tee "$out/sglang_try.log" | tail -n 80
-  local rc=${PIPESTATUS[0]}
+  rc=${PIPESTATUS[0]}
   if [ "$rc" != 0 ]; then
     echo "sglang_try: the sglang run failed (exit $rc); its whole log is $out/sglang_try.log" >&2
     return "$rc"
+  fi
   fi
   if [ $with_vllm = 1 ]; then
     ( export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0; cd /tmp && python3 /tmp/sgl_try.py --engine vllm \
@@ -328,5 +342,5 @@ case "$cmd" in
   stash) stash "$@" ;;
   finish) finish ;;
   run) run "$@" ;;
-  *) sed -n 2,21p "$0"; exit 2 ;;
+  *) sed -n 2,23p "$0"; exit 2 ;;
 esac
