@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from pipeline.commands.export_common import ExportError, ExportOptions, ExportRequest, ExportResult, Row
+from pipeline.commands.export_tokens import Encoded
 
 Fail = Callable[[str], None]  # raises ExportError naming the row
 
@@ -159,10 +160,9 @@ class TaggedText(Exporter):
         tag, n = self.tag(opts), len(row.steps)
         tid = single_token_id(tokenizer, tag, self.tag_what, row.id)
         text = record[self.text_field]
-        counted = getattr(tokenizer, "tag_count", None)  # an Encoded wrapper counts an atomic tag in the text
         ids = None
-        if not self.needs_ids and counted is not None:
-            count = counted(text, tag, tid)
+        if not self.needs_ids and isinstance(tokenizer, Encoded):  # it counts an atomic tag in the text itself
+            count = tokenizer.tag_count(text, tag, tid)
         else:
             ids = encode_ids(tokenizer, text)
             count = ids.count(tid)
