@@ -21,7 +21,7 @@ app = typer.Typer(
 
 # Each module defines ``register(app)``. Heavy imports stay inside the command bodies.
 for _name in ("label", "generate", "grade", "stats", "evaluate", "prune", "export", "report", "plan", "verify", "judge",
-              "train", "score", "bestofn"):
+              "train", "score", "bestofn", "fleet"):
     try:
         _mod = importlib.import_module(f"cli.{_name}")
     except ModuleNotFoundError as _e:  # a command group not built yet

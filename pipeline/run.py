@@ -124,14 +124,23 @@ def label(config: LabelConfig, executor=None) -> RunResult:
     Checked before anything is written (:func:`preflight`): the backend and device can run here (unless
     ``executor``, whose workers exist already, is given) and the output is not a file. A run refused before it
     wrote anything (bad input rows, no valid solution) leaves no output folder it created."""
-    preflight(config, backend=executor is None)
-    created = new_local_folder(config.output)
+    preflight(config, backend=executor is None and not config.fleet)
+    fleet = None
+    if executor is None and config.fleet:  # issue 29: a warm fleet's workers, leased before the input is read
+        from pipeline.execution.fleet import borrow_fleet
+
+        executor = fleet = borrow_fleet(config.resolved())
     try:
-        return _label_or_storage_error(config, executor)
-    except BaseException:
-        if created is not None:
-            remove_empty_folders(created)
-        raise
+        created = new_local_folder(config.output)
+        try:
+            return _label_or_storage_error(config, executor)
+        except BaseException:
+            if created is not None:
+                remove_empty_folders(created)
+            raise
+    finally:
+        if fleet is not None:
+            fleet.close()  # its leases released, its workers left warm
 
 
 def _label_or_storage_error(config: LabelConfig, executor=None) -> RunResult:
@@ -204,6 +213,7 @@ class _Run:
     plan: dict = field(default_factory=dict)
     done_shards: dict[int, dict] = field(default_factory=dict)  # finished shards of a killed run, verified
     owner: str | None = None  # the lock owner's id: in every shard name this run writes (fenced shard writes)
+    fleet: dict | None = None  # the warm fleet this run borrowed (manifest execution.fleet; issue 29)
 
     @property
     def vdir(self) -> str:
@@ -425,6 +435,10 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
             version = Fenced(run.version, run.owner)  # shard names carry this owner's id
             executor.run(version, shards, on_done, cfg)  # a kept executor's workers label with this run's settings
             worker_stats = executor.backend_stats()
+            from pipeline.execution.fleet import FleetExecutor
+
+            if isinstance(executor, FleetExecutor):
+                run.fleet = executor.manifest_entry()
         finally:
             progress.close()
             executor.close()
@@ -449,6 +463,9 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
     new_manifest = build_manifest(cfg, plan, results, run.base, run.manifest, run.counts, facts)
     new_manifest.update(run_notes(cfg, store, [results[sh["shard"]]["path"] for sh in plan["shards"]],
                                   run.input_notes))
+    if run.fleet:  # borrowed workers: no engine start in this run, said where the executor is
+        new_manifest["execution"] = {**new_manifest.get("execution", {}), "reason": run.fleet["reason"],
+                                     "fleet": run.fleet}
     new_manifest["first_error_model"] = _first_error_model(store, new_manifest["shards"])
     store.commit(new_manifest, fence=lock.check)
     from pipeline.input.staging import STAGED

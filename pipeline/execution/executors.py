@@ -143,33 +143,29 @@ class RayExecutor:
         self.ray = ray
         t_start = time.time()
         init_ray(cfg.ray_address, log_to_driver=cfg.ray_logs)
-        spec = cfg.backend_spec  # what one worker of this backend needs (rollouts/registry.py)
-        gpus = cfg.worker_gpus
-        cpus = cfg.worker_cpus(cpus_per_gpu(ray) if gpus > 0 else None)
-        n = cfg.num_workers
-        if n is None:
-            res = ray.cluster_resources()
-            if gpus > 0:
-                n = int(res.get("GPU", 0) // gpus)
-            else:
-                n = int(res.get("CPU", 1) // max(cpus, 1e-9))
-            n = max(1, min(n, shards_hint or n))
-        self.num_workers = n
+        n, cpus, gpus = worker_shape(ray, cfg, shards_hint)
         self.cpus_per_worker, self.gpus_per_worker = cpus, gpus
         check_resources(ray, cfg, n, cpus, gpus)
         actor_cls = ray.remote(
             num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-            max_concurrency=spec.shards_per_worker,  # shards an actor labels at once
+            max_concurrency=cfg.backend_spec.shards_per_worker,  # shards an actor labels at once
         )(_ShardActor)
         self.actor_cls = actor_cls
+        self._track([actor_cls.remote(cfg, cpus) for _ in range(n)], cfg, max_shard_retries)
+        self.t_created = t_start
+
+    def _track(self, actors: list, cfg: LabelConfig | None, max_shard_retries: int = 3) -> None:
+        """Run state over ``actors`` (``cfg``: the settings they were built with; None: every shard is sent with
+        its run's own, as for a warm fleet's actors: pipeline.execution.fleet)."""
         self.cfg = cfg
-        self.actors = [actor_cls.remote(cfg, cpus) for _ in range(self.num_workers)]
+        self.actors = actors
+        self.num_workers = len(actors)
         self.active = self.num_workers  # actors a run uses (the first ones): see borrow()
         self.max_shard_retries = max_shard_retries
         self.retried: dict[int, int] = {}
         self.health_interval_s = 5.0
         self.startup_seconds = 0.0  # until the first actor was ready (labeling starts then)
-        self.t_created = t_start
+        self.t_created = time.time()
         self.ready_at: dict[int, float] = {}  # actor -> wall time it was first ready
         self.actor_start: dict[int, tuple[float, float]] = {}  # actor -> (constructor entered, backend ready)
         self.timeline: list[dict] = []  # per shard: actor, submitted, started, ended (wall clock), rollouts, tokens
@@ -377,6 +373,19 @@ class RayExecutor:
                 pass
 
 
+def worker_shape(ray, cfg: LabelConfig, shards_hint: int | None = None) -> tuple[int, float, float]:
+    """(workers, CPUs each, GPUs each) for ``cfg`` on the connected cluster: ``--num-workers``, else as many as
+    its GPUs (a GPU backend) or CPUs hold, at most ``shards_hint``."""
+    gpus = cfg.worker_gpus
+    cpus = cfg.worker_cpus(cpus_per_gpu(ray) if gpus > 0 else None)
+    n = cfg.num_workers
+    if n is None:
+        res = ray.cluster_resources()
+        n = int(res.get("GPU", 0) // gpus) if gpus > 0 else int(res.get("CPU", 1) // max(cpus, 1e-9))
+        n = max(1, min(n, shards_hint or n))
+    return n, cpus, gpus
+
+
 class _Borrowed:
     """A kept :class:`RayExecutor`'s first ``n`` actors lent to one run: same interface, ``close`` keeps them."""
 
@@ -431,6 +440,8 @@ def _gpu_count() -> int:
 
 def choose_executor(cfg: LabelConfig) -> tuple[str, str]:
     """(executor, why): what ``--executor auto`` means on this machine, or what was asked for."""
+    if cfg.fleet:  # (--executor local with --fleet is refused by the config)
+        return "ray", f"--fleet {cfg.fleet}: a warm fleet's Ray workers, borrowed"
     if cfg.executor != "auto":
         return cfg.executor, f"--executor {cfg.executor} given"
     if cfg.ray_address or os.environ.get("RAY_ADDRESS"):

@@ -130,3 +130,135 @@ def test_weighted_cuts_balance_work_and_keep_the_count_layout():
     assert weighted_cuts([1.0] * 9 + [50.0], [4, 3, 3]) == [8, 1, 1]  # the big one alone, at the end
     with pytest.raises(ValueError):
         weighted_cuts([1.0, 2.0], [3])
+
+
+# ---------------------------------------------------------------------------------------------- issue 29: warm fleet
+def _lines(path, n: int, start: int = 0) -> list[str]:
+    return open(path).read().splitlines()[start : start + n]
+
+
+def _fleet_json(address: str, name: str) -> list[dict]:
+    r = run_mcprm("fleet", "status", "--ray-address", address, "--fleet", name, "--json", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def ray_head():
+    """A Ray head of this test's own (its processes, stopped at the end: the fleet's detached actors with it)."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    try:
+        yield cluster.address
+    finally:
+        cluster.shutdown()
+
+
+def test_warm_fleet_serves_two_runs_and_a_refresh_with_no_engine_start(small_input, reference_run, ray_head,
+                                                                       tmp_path):
+    """`mcprm fleet up`, then `mcprm label --fleet` twice (the second a refresh with new rows): both borrow the same
+    worker process (no engine start, said in the manifest), label as an in-process run does, and leave the fleet up;
+    another engine is refused naming the option; `fleet down` stops it."""
+    _, _, ref = reference_run
+    first, second = tmp_path / "first.jsonl", small_input  # the first half, then all: four new rows
+    first.write_text("\n".join(_lines(small_input, N_ROWS // 2)) + "\n")
+    out = tmp_path / "out"
+    up = run_mcprm("fleet", "up", "--ray-address", ray_head, "--fleet", "t1", "--num-workers", "1",
+                   "--cpus-per-worker", "1", "--keep-warm", "10m", "--json", timeout=600)
+    assert up.returncode == 0, up.stdout + up.stderr
+    (worker,) = [json.loads(line) for line in up.stdout.splitlines() if line.strip()]
+    assert worker["fleet"] == "t1" and worker["engine"]["backend"] == "hf" and worker["lease"] is None
+
+    args = ("--output", str(out), "--ray-address", ray_head, "--fleet", "t1", "--k", "2", "--strategy", "per-step",
+            "--max-new-tokens", "48", "--shard-size", "3", "--quiet")
+    manifests = []
+    for inp in (first, second):
+        r = run_mcprm("label", "--input", str(inp), *args, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        manifests.append(json.loads((out / "manifest.json").read_text()))
+        (st,) = _fleet_json(ray_head, "t1")
+        assert st["pid"] == worker["pid"] and st["started_at"] == worker["started_at"]  # not restarted
+        assert st["lease"] is None and st["expires_at"] is not None  # released, idle, warm until it expires
+    assert [m["version"] for m in manifests] == [1, 2]
+    assert [(m["counts"]["added"], m["counts"]["reused"]) for m in manifests] == [(4, 0), (4, 4)]  # a refresh
+    for m in manifests:
+        fleet = m["execution"]["fleet"]
+        assert fleet["borrowed"] is True and fleet["name"] == "t1" and fleet["pids"] == [worker["pid"]]
+        assert m["execution"]["executor"] == "ray" and "borrowed" in m["execution"]["reason"]
+        assert m["throughput"]["startup_seconds"] == 0.0  # no engine start in the run
+        # the backend's counters are this run's own, not the warm worker's since it started
+        assert m["throughput"]["backend"]["generated_tokens"] == m["throughput"]["rollout_tokens"] > 0
+    assert st["runs_served"] == 2
+    corpus = rows_by_key(read_corpus(str(out)))
+    assert corpus == ref  # what one in-process run over the whole input gives (first errors fitted to all)
+
+    other = run_mcprm("label", "--input", str(first), "--seed", "1", *[a if a != str(out) else str(tmp_path / "o2")
+                                                                      for a in args], timeout=300)
+    assert other.returncode != 0
+    assert "--seed: the fleet's 0, this run's 1" in other.stderr and "Traceback" not in other.stderr, other.stderr
+    assert not (tmp_path / "o2" / "manifest.json").exists()
+    (st,) = _fleet_json(ray_head, "t1")
+    assert st["pid"] == worker["pid"] and st["lease"] is None
+
+    down = run_mcprm("fleet", "down", "--ray-address", ray_head, "--fleet", "t1", timeout=300)
+    assert down.returncode == 0 and "stopped 1 worker" in down.stdout, down.stdout + down.stderr
+    assert _fleet_json(ray_head, "t1") == []
+    gone = run_mcprm("label", "--input", str(second), *args, timeout=300)
+    assert gone.returncode != 0 and "no fleet named 't1' is up" in gone.stderr, gone.stderr
+
+
+def test_a_leased_worker_serves_one_run_and_an_idle_fleet_stops_itself(small_input, ray_head, tmp_path):
+    """While a run holds the fleet's only worker, another run is refused at once, naming the holder; released, the
+    worker serves the next run; idle for its --keep-warm, the fleet stops itself (no driver left running)."""
+    import ray
+
+    from pipeline.execution.fleet import borrow_fleet
+
+    up = run_mcprm("fleet", "up", "--ray-address", ray_head, "--fleet", "t2", "--num-workers", "1",
+                   "--cpus-per-worker", "1", "--keep-warm", "1h", timeout=600)
+    assert up.returncode == 0, up.stdout + up.stderr
+    if ray.is_initialized():  # an earlier test's own Ray: this test's fleet is on its own head
+        ray.shutdown()
+    held = borrow_fleet(make_cfg(small_input, str(tmp_path / "holder"), executor="ray", ray_address=ray_head,
+                                 fleet="t2").resolved())
+    try:
+        args = ("--input", small_input, "--output", str(tmp_path / "b"), "--ray-address", ray_head, "--fleet", "t2",
+                "--k", "2", "--max-new-tokens", "48", "--limit", "2", "--quiet")
+        refused = run_mcprm("label", *args, timeout=300)
+        assert refused.returncode != 0 and "serving another run" in refused.stderr, refused.stderr
+        assert str(tmp_path / "holder") in refused.stderr and "Traceback" not in refused.stderr
+        (st,) = _fleet_json(ray_head, "t2")
+        assert st["lease"]["holder"]["output"] == str(tmp_path / "holder")
+        busy_down = run_mcprm("fleet", "down", "--ray-address", ray_head, "--fleet", "t2", timeout=300)
+        assert busy_down.returncode != 0 and "--force" in busy_down.stderr
+    finally:
+        held.close()
+        ray.shutdown()
+    ok = run_mcprm("label", *args, "--keep-warm", "2s", timeout=600)  # released: served; then warm 2 s only
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    from .conftest import wait_for
+
+    wait_for(lambda: _fleet_json(ray_head, "t2") == [], 120, "the idle fleet to stop itself")
+
+
+def test_lease_one_run_at_a_time_and_lapse():
+    """The lease rule of a fleet worker (no Ray): a second run is refused while the first holds it; released or
+    lapsed (its driver stopped renewing), it is free again."""
+    import threading
+
+    from pipeline.execution.fleet import _FleetActor
+
+    a = object.__new__(_FleetActor)  # the lease state only, without a backend
+    a.lease, a.busy, a.idle_since, a.runs_served, a._lock = None, 0, 0.0, 0, threading.Lock()
+    a.info = {"keep_warm_s": 60.0}
+    one, two = {"output": "/a"}, {"output": "/b"}
+    assert a.acquire("r1", one, 60, now=100.0) is None
+    assert a.acquire("r2", two, 60, now=110.0)["holder"] == one  # held: refused, the holder named
+    assert a.acquire("r1", one, 60, now=150.0) is None  # renewed until 210
+    assert a.acquire("r2", two, 60, now=200.0) is not None
+    a.release("r2")  # not its lease: nothing happens
+    assert a.acquire("r2", two, 60, now=205.0) is not None
+    assert a.acquire("r2", two, 60, now=211.0) is None  # r1 stopped renewing: lapsed, taken
+    a.release("r2", keep_warm_s=5)
+    assert a.lease is None and a.info["keep_warm_s"] == 5.0 and a.runs_served == 2
