@@ -91,6 +91,7 @@ class _FleetActor(_ShardActor):
         self.busy = 0
         self.idle_since = time.time()
         self.runs_served = self.shards_served = 0
+        self.stopping = False  # past its keep-warm: no more leases
         self._lock = threading.Lock()
         threading.Thread(target=self._watch, daemon=True, name="mcprm-fleet-idle").start()
 
@@ -101,6 +102,8 @@ class _FleetActor(_ShardActor):
         now = time.time() if now is None else now
         with self._lock:
             self._lapse(now)
+            if self.stopping:
+                return {"stopping": True}
             held = self.lease
             if held is not None and held["run"] != run and (held["run"] is not None
                                                            or held["holder"].get("output") != holder.get("output")):
@@ -148,6 +151,7 @@ class _FleetActor(_ShardActor):
                 self._lapse(now)
                 left = (self.idle_since + self.info["keep_warm_s"] - now) if not (self.lease or self.busy) else None
             if left is not None and left <= 0:
+                self.stopping = True  # (under the lock: no lease is given from now on)
                 break
             time.sleep(min(5.0, max(0.05, left if left is not None else 5.0)))
         import ray
@@ -396,13 +400,19 @@ def borrow_fleet(cfg: LabelConfig) -> FleetExecutor:
         if len(leased) == want:
             break
         other = ray.get(_ctl(h, "acquire", run, holder, LEASE_TTL_S))
-        (leased.append((h, st)) if other is None else held.append(other))
+        if other is None:
+            leased.append((h, st))
+        elif not other.get("stopping"):
+            held.append(other)
+    if not leased and not held:
+        raise FleetError(f"fleet {name!r} is stopping (idle past its --keep-warm): start it again with `mcprm fleet "
+                         f"up --fleet {name}`, or leave out --fleet")
     if not leased:
         who = "; ".join(f"{o['holder'].get('output')} (pid {o['holder'].get('pid')} on {o['holder'].get('host')})"
                         for o in held[:3])
         raise FleetError(f"every worker of fleet {name!r} is serving another run ({who}); a worker serves one run at "
                          "a time. Wait for it to finish, start another fleet, or leave out --fleet")
     if len(leased) < want:
-        log.warning("fleet %s: %d of its workers are serving other runs; this run uses the %d free one(s)", name,
-                    len(held), len(leased))
+        log.warning("fleet %s has %d worker(s), %d of them serving other runs: this run uses %d (--num-workers %d)",
+                    name, len(workers), len(held), len(leased), want)
     return FleetExecutor(ray, cfg, name, leased, run, holder, time.perf_counter() - t0)

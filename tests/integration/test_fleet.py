@@ -176,6 +176,7 @@ def test_warm_fleet_serves_two_runs_and_a_refresh_with_no_engine_start(small_inp
     for inp in (first, second):
         r = run_mcprm("label", "--input", str(inp), *args, timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr
+        assert "model load 0.0 s" in r.stdout and "borrowed 1 warm worker(s) of the fleet" in r.stdout, r.stdout
         manifests.append(json.loads((out / "manifest.json").read_text()))
         (st,) = _fleet_json(ray_head, "t1")
         assert st["pid"] == worker["pid"] and st["started_at"] == worker["started_at"]  # not restarted
@@ -251,6 +252,7 @@ def test_lease_one_run_at_a_time_and_lapse():
 
     a = object.__new__(_FleetActor)  # the lease state only, without a backend
     a.lease, a.busy, a.idle_since, a.runs_served, a._lock = None, 0, 0.0, 0, threading.Lock()
+    a.stopping = False
     a.info = {"keep_warm_s": 60.0}
     one, two = {"output": "/a"}, {"output": "/b"}
     assert a.acquire("r1", one, 60, now=100.0) is None
@@ -262,3 +264,5 @@ def test_lease_one_run_at_a_time_and_lapse():
     assert a.acquire("r2", two, 60, now=211.0) is None  # r1 stopped renewing: lapsed, taken
     a.release("r2", keep_warm_s=5)
     assert a.lease is None and a.info["keep_warm_s"] == 5.0 and a.runs_served == 2
+    a.stopping = True  # past its keep-warm, about to stop: no lease any more
+    assert a.acquire("r3", one, 60, now=300.0) == {"stopping": True} and a.lease is None
