@@ -32,6 +32,7 @@ from pipeline.config import ConfigError, LabelConfig, option_fields
 from pipeline.execution.executors import RayExecutor, _ShardActor, worker_shape
 from pipeline.execution.ray_cluster import check_resources, init_error, init_ray, task_cause
 from pipeline.options import parse_duration
+from rollouts.registry import ModelRef
 
 log = logging.getLogger("mcprm")
 
@@ -74,9 +75,13 @@ def _spelled(name: str) -> str:
 
 
 def engine_diff(fleet: dict, run: dict) -> list[str]:
-    """Each engine option that differs, as ``--seed: the fleet's 0, this run's 1``."""
+    """Each engine option that differs, as ``--seed: the fleet's 0, this run's 1`` (another backend: that and the
+    model's fields, not the options of two different backends)."""
+    keys = sorted(set(fleet) | set(run))
+    if fleet.get("backend") != run.get("backend"):
+        keys = ["backend"] + [f.name for f in dataclasses.fields(ModelRef)]
     return [f"{_spelled(k)}: the fleet's {fleet.get(k)!r}, this run's {run.get(k)!r}"
-            for k in sorted(set(fleet) | set(run)) if fleet.get(k) != run.get(k)]
+            for k in keys if fleet.get(k) != run.get(k)]
 
 
 # ---------------------------------------------------------------------------------------------- the actor
