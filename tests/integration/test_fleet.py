@@ -164,14 +164,17 @@ def test_warm_fleet_serves_two_runs_and_a_refresh_with_no_engine_start(small_inp
     first, second = tmp_path / "first.jsonl", small_input  # the first half, then all: four new rows
     first.write_text("\n".join(_lines(small_input, N_ROWS // 2)) + "\n")
     out = tmp_path / "out"
-    up = run_mcprm("fleet", "up", "--ray-address", ray_head, "--fleet", "t1", "--num-workers", "1",
-                   "--cpus-per-worker", "1", "--keep-warm", "10m", "--json", timeout=600)
+    run_file = tmp_path / "refresh.yaml"  # one run file for `fleet up` (its engine options) and `label`
+    run_file.write_text(f"output: {out}\nk: 2\nstrategy: per-step\nmax_new_tokens: 48\nshard_size: 3\n"
+                        "num_workers: 1\ncpus_per_worker: 1\nkeep_warm: 10m\n")
+    up = run_mcprm("fleet", "up", "--ray-address", ray_head, "--fleet", "t1", "--config", str(run_file), "--json",
+                   timeout=600)
     assert up.returncode == 0, up.stdout + up.stderr
     (worker,) = [json.loads(line) for line in up.stdout.splitlines() if line.strip()]
     assert worker["fleet"] == "t1" and worker["engine"]["backend"] == "hf" and worker["lease"] is None
+    assert worker["keep_warm_s"] == 600 and worker["cpus"] == 1
 
-    args = ("--output", str(out), "--ray-address", ray_head, "--fleet", "t1", "--k", "2", "--strategy", "per-step",
-            "--max-new-tokens", "48", "--shard-size", "3", "--quiet")
+    args = ("--config", str(run_file), "--ray-address", ray_head, "--fleet", "t1", "--quiet")
     manifests = []
     for inp in (first, second):
         r = run_mcprm("label", "--input", str(inp), *args, timeout=600)
@@ -194,8 +197,8 @@ def test_warm_fleet_serves_two_runs_and_a_refresh_with_no_engine_start(small_inp
     corpus = rows_by_key(read_corpus(str(out)))
     assert corpus == ref  # what one in-process run over the whole input gives (first errors fitted to all)
 
-    other = run_mcprm("label", "--input", str(first), "--seed", "1", *[a if a != str(out) else str(tmp_path / "o2")
-                                                                      for a in args], timeout=300)
+    other = run_mcprm("label", "--input", str(first), "--seed", "1", *args, "--output", str(tmp_path / "o2"),
+                      timeout=300)
     assert other.returncode != 0
     assert "--seed: the fleet's 0, this run's 1" in other.stderr and "Traceback" not in other.stderr, other.stderr
     assert not (tmp_path / "o2" / "manifest.json").exists()
