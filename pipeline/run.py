@@ -130,6 +130,7 @@ def label(config: LabelConfig, executor=None) -> RunResult:
         from pipeline.execution.fleet import borrow_fleet
 
         executor = fleet = borrow_fleet(config.resolved())
+        config = config.replace(num_workers=fleet.num_workers)  # the shard layout's workers: those leased
     try:
         created = new_local_folder(config.output)
         try:
