@@ -155,9 +155,9 @@ class _FleetActor(_ShardActor):
                 now = time.time()
                 self._lapse(now)
                 left = (self.idle_since + self.info["keep_warm_s"] - now) if not (self.lease or self.busy) else None
-            if left is not None and left <= 0:
-                self.stopping = True  # (under the lock: no lease is given from now on)
-                break
+                if left is not None and left <= 0:
+                    self.stopping = True  # (under the lock: no lease and no shard is taken from now on)
+                    break
             time.sleep(min(5.0, max(0.05, left if left is not None else 5.0)))
         import ray
 
@@ -170,6 +170,9 @@ class _FleetActor(_ShardActor):
         with self._lock:
             now = time.time()
             self._lapse(now)
+            if self.stopping:
+                raise FleetError(f"fleet {self.info['fleet']!r} is stopping (idle past its --keep-warm); rerun the "
+                                 "command after `mcprm fleet up`, or without --fleet")
             if self.lease is None and cfg is not None:  # restarted under a run: held for it until it renews
                 self.lease = {"run": None, "holder": {"output": cfg.output}, "since": now, "until": now + LEASE_TTL_S}
             lease = self.lease
