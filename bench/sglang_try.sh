@@ -13,13 +13,14 @@
 #                                                        (transformers 5.12.1 + tokenizers 0.22.2, sglang's pins,
 #                                                        into /tmp/site_sgl_tf)
 #     bash bench/sglang_try.sh run [--vllm | --vllm-only] [--model /tmp/qwen] [--prompts 256] [--k 8]
-#                                  [--max-tokens 128] [--attention fa3|triton|flashinfer]
+#                                  [--max-tokens 128] [--attention fa3|triton|flashinfer] [--dummy]
 #                                                        the offline benchmark: the same token-id requests through
 #                                                        sglang.Engine, and with --vllm (after it) or --vllm-only
 #                                                        through vllm.LLM (PYTHONPATH=/tmp/site, the vLLM recipe's
 #                                                        install), each in its own process; prints generated
 #                                                        tokens/s, writes $OUT/{sglang,vllm}_try.{json,log}
-#                                                        (SGL_IMAGE_TRANSFORMERS=1: the image's transformers)
+#                                                        (SGL_IMAGE_TRANSFORMERS=1: the image's transformers;
+#                                                        --dummy: random weights of the 1.5B shape, no /tmp/qwen)
 # UNTESTED on a GPU until the lead's run (2026-11-27).
 set -euo pipefail
 
@@ -226,12 +227,28 @@ def make_prompts(n, groups, prefix_len, suffix_len, seed=0):
     return sorted(out, key=lambda p: pre.index(p[:prefix_len]))  # a group's prompts adjacent
 
 
+def dummy_model(path):
+    """A Qwen2.5-1.5B-shaped config (28 layers, hidden 1536, 12/2 heads, MLP 8960, vocab 151936) for random
+    weights: the same compute per token as the real model, no weights or tokenizer to carry."""
+    import transformers
+    c = transformers.Qwen2Config(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                                 num_attention_heads=12, num_key_value_heads=2, vocab_size=151936,
+                                 max_position_embeddings=32768, rope_theta=1000000.0, tie_word_embeddings=True,
+                                 rms_norm_eps=1e-6, bos_token_id=151643, eos_token_id=151645)
+    c.architectures = ["Qwen2ForCausalLM"]
+    c.dtype = "bfloat16"
+    c.save_pretrained(path)
+    return path
+
+
 def run_sglang(a, prompts):
     import sglang as sgl
+    extra = {"attention_backend": a.attention} if a.attention else {}
+    if a.dummy:
+        extra.update(load_format="dummy", skip_tokenizer_init=True)
     t0 = time.time()
     eng = sgl.Engine(model_path=a.model, dtype="bfloat16", mem_fraction_static=a.mem, context_length=a.max_len,
-                     sampling_backend="pytorch", log_level="warning", random_seed=0,
-                     **({"attention_backend": a.attention} if a.attention else {}))
+                     sampling_backend="pytorch", log_level="warning", random_seed=0, **extra)
     load = time.time() - t0
     sp = {"max_new_tokens": a.max_tokens, "temperature": 1.0, "top_p": 1.0, "ignore_eos": True}
     ids = [p for p in prompts for _ in range(a.k)]  # K independent samples of each prompt, adjacent
@@ -252,13 +269,17 @@ def run_sglang(a, prompts):
 def run_vllm(a, prompts):
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
+    extra = {"load_format": "dummy", "skip_tokenizer_init": True} if a.dummy else {}
     t0 = time.time()
     llm = LLM(model=a.model, dtype="bfloat16", gpu_memory_utilization=a.mem, max_model_len=a.max_len,
-              enable_prefix_caching=True, seed=0)
+              enable_prefix_caching=True, seed=0, **extra)
     load = time.time() - t0
-    sp = SamplingParams(n=a.k, max_tokens=a.max_tokens, temperature=1.0, top_p=1.0, ignore_eos=True)
+    detok = not a.dummy
+    sp = SamplingParams(n=a.k, max_tokens=a.max_tokens, temperature=1.0, top_p=1.0, ignore_eos=True,
+                        detokenize=detok)
     reqs = [TokensPrompt(prompt_token_ids=p) for p in prompts]
-    llm.generate(reqs[:4], SamplingParams(n=a.k, max_tokens=16, ignore_eos=True), use_tqdm=False)  # warm-up
+    llm.generate(reqs[:4], SamplingParams(n=a.k, max_tokens=16, ignore_eos=True, detokenize=detok),
+                 use_tqdm=False)  # warm-up
     runs = []
     for _ in range(a.repeats):
         t = time.time()
@@ -283,12 +304,17 @@ def main():
     ap.add_argument("--mem", type=float, default=0.85)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--attention", default="", help="sglang attention backend (default: sglang's: fa3 on Hopper)")
+    ap.add_argument("--dummy", action="store_true",
+                    help="random weights of a Qwen2.5-1.5B-shaped config written to /tmp/qwen15_dummy (no model or "
+                         "tokenizer needed; sampling never reads the tokenizer with ignore_eos)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
+    if a.dummy:
+        a.model = dummy_model("/tmp/qwen15_dummy")
     prompts = make_prompts(a.prompts, a.groups, a.prefix_len, a.suffix_len)
     t0 = time.time()
     load, runs = (run_sglang if a.engine == "sglang" else run_vllm)(a, prompts)
-    res = {"engine": a.engine, "model": a.model, "prompts": a.prompts, "k": a.k, "max_tokens": a.max_tokens,
+    res = {"engine": a.engine, "model": a.model, "dummy_weights": a.dummy, "prompts": a.prompts, "k": a.k, "max_tokens": a.max_tokens,
            "prompt_tokens_each": a.prefix_len + a.suffix_len, "load_seconds": round(load, 1),
            "total_seconds": round(time.time() - t0, 1), "runs": runs,
            "best_gen_tok_s": max(r["gen_tok_s"] for r in runs)}
@@ -342,5 +368,5 @@ case "$cmd" in
   stash) stash "$@" ;;
   finish) finish ;;
   run) run "$@" ;;
-  *) sed -n 2,23p "$0"; exit 2 ;;
+  *) sed -n 2,24p "$0"; exit 2 ;;
 esac
