@@ -7,8 +7,10 @@ A solution of ``m`` steps has a true first error ``e`` (``-1``: none). The prefi
   step right on this problem): from a correct prefix with ``r`` steps still to write, a continuation reaches
   the answer with probability ``s ** r``. ``s`` varies between problems; its distribution is estimated from
   the corpus as a discrete distribution on a fixed grid (a nonparametric maximum-likelihood mixing
-  distribution). So a long row of zeros early in a hard problem is what an alive prefix does, not evidence of
-  an error, and a success near the end says little about the start.
+  distribution), **one per solution length** (:func:`length_bucket`; longer solutions are usually of harder
+  problems, with a lower ``s``), each shrunk towards the pooled one. So a long row of zeros early in a hard
+  problem is what an alive prefix does, not evidence of an error, and a success near the end says little
+  about the start.
 * **Dead prefixes** share one recovery probability ``qD ~ Beta(aD, bD)`` (a wrong step that the model
   sometimes repairs).
 * **The prior over ``e``**: a wrong final answer means some step is wrong; step ``j`` is the first wrong one,
@@ -18,6 +20,8 @@ A solution of ``m`` steps has a true first error ``e`` (``-1``: none). The prefi
 
 Independent prefixes with one Beta for every alive prefix (the first version of this model) stated 0.85 on
 rows that were right 20% of the time on the bundled task; this one is measured in BENCHMARKS.md (issue 24).
+One mixing distribution for every length (``changepoint-eb-2``) stated ~0.33 on the all-failure rows of long
+solutions that were right ~0.15: their zeros were read as an early error where a long hard problem was alive.
 
 :func:`fit` estimates the parameters by EM over a set of rows (a version's, at commit:
 :mod:`pipeline.storage.confidence`) — the E-step is each row's exact joint posterior over ``(e, s)``, the M-step
@@ -44,12 +48,22 @@ GRID = tuple(1.0 / (1.0 + math.exp(-x / 3.0)) for x in range(-12, 22))
 HAZARDS = 6  # positions with their own hazard (0..4), the last for every later position
 DEAD_PREFIX_RATE = 0.02  # how often a dead prefix still reaches the gold answer by luck: the one default (options)
 PRIOR_ROWS = 8.0  # shrinkage: the defaults count as this many rows' worth of evidence in each M-step
+LENGTH_BUCKETS = 8  # mixing distributions of s: solutions of <= 2, 3, ..., 8, >= 9 steps
 _MAX_R = 64  # remaining steps beyond this use this (s ** 64 is 0 for every grid point but the top few)
 # How much the last step (the answer) costs, in steps: a correct prefix with r steps to go succeeds with
 # s ** (r - 1 + offset). 0: stating the answer is free once the work is done (a bare "The answer is 14."), 1: the
 # last step is a step like the others (it also computes). Chosen per corpus by marginal likelihood.
 OFFSETS = (0.0, 0.5, 1.0)
 _TOP = 1 - 1e-3  # an alive prefix's success probability is at most this (nothing is certain)
+
+
+def length_bucket(m: int) -> int:
+    """Which mixing distribution of ``s`` a solution of ``m`` steps uses."""
+    return min(max(m, 2), LENGTH_BUCKETS + 1) - 2
+
+
+def _uniform() -> tuple[float, ...]:
+    return tuple([1.0 / len(GRID)] * len(GRID))
 
 
 @cache
@@ -75,7 +89,8 @@ class RowCounts:
 
 @dataclass(frozen=True)
 class Params:
-    weights: tuple[float, ...] = field(default_factory=lambda: tuple([1.0 / len(GRID)] * len(GRID)))
+    # the mixing distribution of s per length bucket (length_bucket): LENGTH_BUCKETS tuples over GRID
+    weights: tuple[tuple[float, ...], ...] = field(default_factory=lambda: (_uniform(),) * LENGTH_BUCKETS)
     dead_mean: float = DEAD_PREFIX_RATE
     dead_conc: float = 2.0
     rho: float = 0.1  # P(an error | right final answer)
@@ -83,14 +98,17 @@ class Params:
     offset: float = 1.0  # the answer step's cost in steps (OFFSETS)
 
     def to_dict(self) -> dict:
-        return {"weights": [round(w, 8) for w in self.weights], "dead_mean": round(self.dead_mean, 8),
+        return {"weights": [[round(w, 8) for w in ws] for ws in self.weights], "dead_mean": round(self.dead_mean, 8),
                 "dead_conc": round(self.dead_conc, 8), "rho": round(self.rho, 8),
                 "hazards": [round(h, 8) for h in self.hazards], "offset": self.offset}
 
     @classmethod
     def from_dict(cls, d: dict) -> Params:
-        w = tuple(float(x) for x in d["weights"])
-        if len(w) != len(GRID) or len(d["hazards"]) != HAZARDS:
+        raw = d["weights"]
+        if raw and not isinstance(raw[0], list):  # changepoint-eb-2: one distribution for every length
+            raw = [raw] * LENGTH_BUCKETS
+        w = tuple(tuple(float(x) for x in ws) for ws in raw)
+        if len(w) != LENGTH_BUCKETS or any(len(ws) != len(GRID) for ws in w) or len(d["hazards"]) != HAZARDS:
             raise ValueError("first-error model parameters of another grid")
         return cls(w, float(d["dead_mean"]), float(d["dead_conc"]), float(d["rho"]),
                    tuple(float(h) for h in d["hazards"]), float(d.get("offset", 1.0)))
@@ -153,7 +171,7 @@ def _joint(row: RowCounts, p: Params) -> dict[int, list[float]]:
     m = len(row.counts)
     pk, pn = _sums(row)
     alive = _alive_cumulative(row, p.offset)
-    lw = [math.log(w) if w > 0 else -1e300 for w in p.weights]
+    lw = [math.log(w) if w > 0 else -1e300 for w in p.weights[length_bucket(m)]]
     aD, bD = p.dead_mean * p.dead_conc, (1 - p.dead_mean) * p.dead_conc
     out = {}
     for e in _support(m, row.solution_correct):
@@ -237,7 +255,7 @@ def fit(rows: Sequence[RowCounts], iterations: int = 20, start: Params = DEFAULT
 def _em(data: Sequence[RowCounts], iterations: int, p: Params) -> Params:
     ng = len(GRID)
     for _ in range(iterations):
-        weights = [0.0] * ng
+        weights = [[0.0] * ng for _ in range(LENGTH_BUCKETS)]
         dead: dict[tuple[int, int], float] = {}
         rho_num = rho_den = 0.0
         h_events, h_trials = [0.0] * HAZARDS, [0.0] * HAZARDS
@@ -249,11 +267,12 @@ def _em(data: Sequence[RowCounts], iterations: int, p: Params) -> Params:
             post = [0.0] * (m + 1)
             resp = {e: [math.exp(x - top) for x in v] for e, v in joint.items()}
             z = sum(sum(v) for v in resp.values())
+            wb = weights[length_bucket(m)]
             for e, v in resp.items():
                 pe = sum(v) / z
                 post[e + 1] = pe
                 for g, x in enumerate(v):
-                    weights[g] += x / z
+                    wb[g] += x / z
                 cut = m if e == -1 else e
                 if pn[m] > pn[cut] and pe > 1e-9:
                     key = (pk[m] - pk[cut], pn[m] - pn[cut])
@@ -268,8 +287,12 @@ def _em(data: Sequence[RowCounts], iterations: int, p: Params) -> Params:
                     h_trials[i] += tail
                     h_events[i] += post[j + 1]
                     tail -= post[j + 1]
-        total = sum(weights)
-        w = tuple((x + PRIOR_ROWS * d) / (total + PRIOR_ROWS) for x, d in zip(weights, DEFAULT.weights))
+        # pooled over lengths (shrunk towards uniform), then each length's shrunk towards the pooled
+        pooled_w = [sum(ws[g] for ws in weights) for g in range(ng)]
+        n_all = sum(pooled_w)
+        pooled_w = [(x + PRIOR_ROWS / ng) / (n_all + PRIOR_ROWS) for x in pooled_w]
+        w = tuple(tuple((x + PRIOR_ROWS * d) / (sum(ws) + PRIOR_ROWS) for x, d in zip(ws, pooled_w))
+                  for ws in weights)
         d_mu, d_k = _fit_beta(dead, DEFAULT.dead_mean, DEFAULT.dead_conc)
         rho = (rho_num + PRIOR_ROWS * DEFAULT.rho) / (rho_den + PRIOR_ROWS)
         pooled = (sum(h_events) + PRIOR_ROWS * DEFAULT.hazards[0]) / (sum(h_trials) + PRIOR_ROWS)

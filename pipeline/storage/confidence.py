@@ -19,7 +19,10 @@ import hashlib
 import heapq
 
 MAX_FIT_ROWS = 2000
-MODEL = "changepoint-eb-2"  # pipeline.stats.changepoint; a manifest with another model is read as stored
+MODEL = "changepoint-eb-3"  # pipeline.stats.changepoint; what fit_model writes
+# models whose parameters Params.from_dict reads (eb-2: one mixing distribution for all lengths); a manifest with
+# another model is read as stored
+READABLE_MODELS = ("changepoint-eb-2", MODEL)
 FIT_COLUMNS = ["key", "mc_deep_correct", "mc_deep_total", "solution_correct", "rollouts"]
 FILLED = ("first_error_confidence", "first_error_posterior")
 
@@ -61,7 +64,7 @@ def model_of(manifest: dict):
     """The manifest's fitted :class:`~pipeline.stats.changepoint.Params`, or None (no rollouts, or a corpus
     written before the model was fitted per version: its stored columns are read as they are)."""
     m = manifest.get("first_error_model")
-    if not m or m.get("model") != MODEL:
+    if not m or m.get("model") not in READABLE_MODELS:
         return None
     from pipeline.stats.changepoint import Params
 

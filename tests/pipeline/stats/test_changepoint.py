@@ -66,11 +66,12 @@ def test_fitted_model_is_calibrated_on_fresh_simulated_rows():
 def test_posterior_by_hand():
     """One sampled prefix at a uniform reliability prior is easy to follow: with a wrong answer and m = 2, the
     first error is step 0 or step 1 (the answer step); 0 of 4 at prefix 0 favours step 0 by the likelihood ratio."""
-    p = Params(weights=(1.0,) + (0.0,) * (len(DEFAULT.weights) - 1), dead_mean=0.02, dead_conc=2.0,
-               hazards=(0.5,) * HAZARDS)
     import math
 
-    from pipeline.stats.changepoint import GRID, _log_bb
+    from pipeline.stats.changepoint import GRID, LENGTH_BUCKETS, _log_bb
+
+    p = Params(weights=((1.0,) + (0.0,) * (len(GRID) - 1),) * LENGTH_BUCKETS, dead_mean=0.02, dead_conc=2.0,
+               hazards=(0.5,) * HAZARDS)
 
     s = GRID[0]  # the only reliability with weight: from prefix 0 one step remains, success s
     alive = (1 - s) ** 4
@@ -86,3 +87,7 @@ def test_params_round_trip_and_refuse_another_grid():
     assert Params.from_dict(p.to_dict()).to_dict() == p.to_dict()
     with pytest.raises(ValueError):
         Params.from_dict({**p.to_dict(), "weights": [1.0]})
+    # a corpus fitted by changepoint-eb-2 (one mixing distribution for every length) stays readable
+    flat = p.to_dict()["weights"][3]
+    old = Params.from_dict({**p.to_dict(), "weights": flat})
+    assert all(list(ws) == flat for ws in old.weights)
