@@ -69,15 +69,15 @@ def soft_ratio(rows: list[dict], base: list[dict]) -> dict:
             "ratio": a / b if b else None}
 
 
-def _rows(url: str) -> list[dict]:
+def _rows(url: str, refit: bool = False) -> list[dict]:
     """The corpus's rows with the confidence of the current first-error model: a corpus committed by an earlier
-    model (or none) is refitted here exactly as a commit would (pipeline.storage.confidence)."""
+    model (or none, or any with ``refit``) is refitted here exactly as a commit would (pipeline.storage.confidence)."""
     from pipeline.corpus import open_manifest, read_corpus
     from pipeline.storage import confidence
 
     table = read_corpus(url)
     _store, m = open_manifest(url)
-    if confidence.model_of(m) is None:
+    if refit or confidence.model_of(m) is None:
         model = confidence.fit_model([table.select(confidence.FIT_COLUMNS)])
         table = confidence.fill(table, confidence.model_of({"first_error_model": model}))
     return table.to_pylist()
@@ -89,6 +89,8 @@ def main(argv=None) -> None:
     ap.add_argument("--reference", required=True, help="the sample JSONL with reference_first_error")
     ap.add_argument("--per-step", help="a per-step corpus of the same sample (soft-value comparison)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--refit", action="store_true", help="refit the first-error model with this code's (as a "
+                                                          "commit would) whatever the manifest holds")
     a = ap.parse_args(argv)
     truth = {}
     with open(a.reference) as f:
@@ -96,10 +98,10 @@ def main(argv=None) -> None:
             if line.strip():
                 d = json.loads(line)
                 truth[d["id"]] = d["reference_first_error"]
-    rows = _rows(a.corpus)
+    rows = _rows(a.corpus, a.refit)
     out = {"calibration": calibration(rows, truth), "quality": f1(rows, truth)}
     if a.per_step:
-        base = _rows(a.per_step)
+        base = _rows(a.per_step, a.refit)
         out["soft"] = soft_ratio(rows, base)
         out["per_step_quality"] = f1(base, truth)
     if a.json:
