@@ -15,10 +15,16 @@ prefix that ends with step i, stop ``"\\nProblem:"``) and the real grader:
    same n=2 mix. Graded by the real grader against the gold (a continuation without a readable answer is a
    failure, the pipeline's rule); two-proportion z-tests A vs B and A vs C.
 
-Prompts: step prefixes of ``--sample`` whose success rate in a pilot (``--pilot`` draws each) is in 0.1-0.9.
+Prompts: step prefixes of ``--sample`` whose success rate in a pilot (``--pilot`` draws each), or in a per-step
+corpus of it (``--per-step``), is in 0.15-0.85.
 
-    python bench/bench_hf_batch_invariance.py                 # 6 prompts, 400 draws each, ~3 min on 2 CPUs
-    python bench/bench_hf_batch_invariance.py --n 100 --prompts 4
+``--soft-ratio BS:PS [BS:PS ...]`` instead compares labeled corpora of one sample (issue 24's criterion): the mean
+``mc_value`` of a binary-search corpus over a per-step corpus on the steps both estimated (last step excluded),
+with a bootstrap over solutions, per pair and pooled (one pair per run seed).
+
+    python bench/bench_hf_batch_invariance.py                 # 6 prompts, 400 draws each
+    python bench/bench_hf_batch_invariance.py --sample /tmp/fresh/sample.jsonl --per-step /tmp/fresh-ps --n 160
+    python bench/bench_hf_batch_invariance.py --soft-ratio /tmp/bs7:/tmp/ps7 /tmp/bs8:/tmp/ps8
 """
 
 from __future__ import annotations
@@ -95,6 +101,53 @@ def two_prop(k1: int, n1: int, k2: int, n2: int) -> tuple[float, float]:
     return z, math.erfc(abs(z) / math.sqrt(2))
 
 
+def soft_ratio(pairs: list[str], boot: int = 5000) -> None:
+    """Per pair and pooled: mean mc_value (binary-search) / mean mc_value (per-step) on the shared steps, with a
+    95% bootstrap over solutions (the steps of one solution are not independent)."""
+    import numpy as np
+
+    from pipeline.corpus import read_corpus
+
+    rng = np.random.default_rng(0)
+    sums: list[dict[str, list[float]]] = []
+    for pair in pairs:
+        bs_url, ps_url = pair.split(":")
+        cols = ["id", "steps", "mc_value"]
+        base = {r["id"]: r for r in read_corpus(ps_url, columns=cols).to_pylist()}
+        by: dict[str, list[float]] = {}
+        n = 0
+        for r in read_corpus(bs_url, columns=cols).to_pylist():
+            o = base.get(r["id"])
+            for i in range(len(r["steps"]) - 1) if o else ():
+                x, y = r["mc_value"][i], o["mc_value"][i]
+                if x is not None and y is not None:
+                    acc = by.setdefault(r["id"], [0.0, 0.0])
+                    acc[0] += x
+                    acc[1] += y
+                    n += 1
+        sums.append(by)
+        print(_ratio_line(pair, by, rng, boot, f"{n} shared steps, "))
+    if len(sums) > 1:
+        pooled: dict[str, list[float]] = {}
+        for by in sums:
+            for k, (x, y) in by.items():
+                acc = pooled.setdefault(k, [0.0, 0.0])
+                acc[0] += x
+                acc[1] += y
+        print(_ratio_line(f"pooled over {len(sums)} pairs", pooled, rng, boot, ""))
+
+
+def _ratio_line(name: str, by: dict, rng, boot: int, what: str) -> str:
+    import numpy as np
+
+    a = np.array([v[0] for v in by.values()])
+    b = np.array([v[1] for v in by.values()])
+    idx = rng.integers(0, len(a), (boot, len(a)))
+    rs = a[idx].sum(1) / np.maximum(b[idx].sum(1), 1e-12)
+    return (f"{name}: {what}{len(a)} solutions; ratio {a.sum() / b.sum():.3f} "
+            f"(bootstrap over solutions 95% {np.percentile(rs, 2.5):.3f}-{np.percentile(rs, 97.5):.3f})")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=str(REPO / "data" / "model"))
@@ -107,8 +160,12 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fillers", type=int, default=2, help="other solutions' prefixes in each n=2 wave")
+    ap.add_argument("--soft-ratio", nargs="+", metavar="BS:PS", help="compare labeled corpora instead (see above)")
     ap.add_argument("--per-step", help="a per-step corpus of --sample: prompts chosen by its mc_value (no pilot)")
     a = ap.parse_args(argv)
+    if a.soft_ratio:
+        soft_ratio(a.soft_ratio)
+        return
 
     import torch
 
@@ -141,7 +198,8 @@ def main(argv=None) -> None:
         ok = success(graders.grade_batch, cands, comps)
         rates = [sum(ok[i * a.pilot:(i + 1) * a.pilot]) / a.pilot for i in range(len(cands))]
     chosen = [c for c, r in zip(cands, rates) if 0.15 <= r <= 0.85][: a.prompts]
-    print(f"{'per-step corpus' if a.per_step else 'pilot'}: {len(cands)} prefixes x {a.pilot} draws in {time.perf_counter() - t0:.0f} s; "
+    how = f"per-step corpus: {len(cands)} prefixes" if a.per_step else f"pilot: {len(cands)} prefixes x {a.pilot} draws"
+    print(f"{how} in {time.perf_counter() - t0:.0f} s; "
           f"{len(chosen)} with a success rate in 0.15-0.85")
     if not chosen:
         sys.exit("no prompt with a success rate in 0.15-0.85; try --candidates more")
