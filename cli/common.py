@@ -30,7 +30,7 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
 
     ``resume_hint``: the command writes a corpus that a re-run resumes (``label``); only then do messages say
     that nothing was committed and that the same command resumes. A typer ``Exit`` passes through as it is."""
-    from pipeline.errors import McprmError
+    from pipeline.errors import McprmError, RemoteTaskError
     from pipeline.labeling.worker import WorkerError
     from pipeline.storage.store import StorageError
     from rollouts.base import MissingDependency  # rollouts/ stays free of the pipeline's error classes
@@ -59,6 +59,14 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
                                              "storage problem and rerun the same command to resume."
                                              if resume_hint else "Fix the storage problem and run it again."))
         raise typer.Exit(1) from None
+    except RemoteTaskError as e:  # a bug or an engine failure on a Ray worker: said as below, its traceback
+        import os
+
+        if os.environ.get("MCPRM_DEBUG"):
+            print(e.detail, file=sys.stderr, flush=True)
+        hint = "Nothing was committed; rerun the same command to resume " if resume_hint else ""
+        err(f"{e}. {hint}(set MCPRM_DEBUG=1 to see the traceback).")
+        raise typer.Exit(1) from None
     except McprmError as e:  # every other error of mcprm's own (pipeline.errors): its message says it all
         err(str(e))
         raise typer.Exit(1) from None
@@ -73,8 +81,6 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
 
         if os.environ.get("MCPRM_DEBUG"):
             traceback.print_exc()
-            if getattr(e, "detail", None):  # a worker's own traceback (pipeline.execution.executors._task_cause)
-                print(e.detail, file=sys.stderr, flush=True)
         hint = "Nothing was committed; rerun the same command to resume " if resume_hint else ""
         err(f"{type(e).__name__}: {e}. {hint}(set MCPRM_DEBUG=1 to see the traceback).")
         raise typer.Exit(1) from None

@@ -24,3 +24,14 @@ class FatalError(McprmError):
 
 class RowError(McprmError):
     """One row cannot be processed; the message names it."""
+
+
+class RemoteTaskError(FatalError, RuntimeError):
+    """An error a remote (Ray) task raised that is not one of mcprm's own: a bug or an engine failure on a
+    worker. ``cause`` is the exception the task raised, ``detail`` the worker's traceback (shown with
+    ``MCPRM_DEBUG=1``); it is raised ``from`` Ray's own exception. Its message is the cause's type and text."""
+
+    def __init__(self, cause: BaseException, detail: str = ""):
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.cause = cause
+        self.detail = detail

@@ -330,7 +330,7 @@ class RayExecutor:
                     pings[actors[a].ready.remote()] = a
                     continue
                 except ray.exceptions.RayTaskError as e:  # the backend could not be built (bad model, OOM)
-                    raise task_cause(e) from None
+                    raise task_cause(e) from e
                 self._node_of[a], up[a] = node, True
                 self.ready_at.setdefault(a, time.time())
                 self.actor_start.setdefault(a, (t_init, t_ready))
@@ -353,7 +353,7 @@ class RayExecutor:
             except ray.exceptions.RayTaskError as e:
                 # mcprm's own error (a row the worker fails on, storage full, ...): not retried, raised as its
                 # own type and said once (the CLI prints it; the worker's traceback only with MCPRM_DEBUG=1).
-                raise task_cause(e) from None
+                raise task_cause(e) from e
             self.timeline.append({"actor": a, "shard": shard, "submitted": t_sub, "done": time.time(),
                                   "started": result.get("t_start"), "ended": result.get("t_end"),
                                   "solutions": len(sols), "rollouts": result.get("rollouts"),

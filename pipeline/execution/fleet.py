@@ -283,7 +283,7 @@ def start_fleet(cfg: LabelConfig, name: str, keep_warm_s: float) -> list[dict]:
         if getattr(e, "actor_init_failed", False):
             raise init_error(e) from None
         if isinstance(e, ray.exceptions.RayTaskError):
-            raise task_cause(e) from None
+            raise task_cause(e) from e
         raise
 
 

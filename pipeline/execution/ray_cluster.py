@@ -80,18 +80,18 @@ def check_resources(ray, cfg: LabelConfig, n: int, cpus: float, gpus: float, pol
                         f"{cluster_summary(ray)}. To fix: " + "; or ".join(what) + ".")
 
 
-def task_cause(e: BaseException) -> BaseException:
-    """The exception a Ray task raised, as its own type without Ray's wrapping (whose text is the whole
-    remote traceback); a :class:`pipeline.labeling.worker.WorkerError` keeps the worker's traceback as ``detail``."""
-    cause = getattr(e, "cause", None)
-    if isinstance(cause, BaseException):
-        if not getattr(cause, "detail", None):
-            try:
-                cause.detail = getattr(e, "traceback_str", "") or ""  # type: ignore[attr-defined]
-            except AttributeError:  # pragma: no cover
-                pass
-        return cause
-    return e.as_instanceof_cause() if hasattr(e, "as_instanceof_cause") else e
+def task_cause(e) -> BaseException:
+    """The exception to raise for a ``ray.exceptions.RayTaskError`` ``e`` (Ray's wrapping, whose text is the
+    whole remote traceback): the task's own exception where its message says it all (mcprm's errors, a
+    :class:`pipeline.labeling.worker.WorkerError` keeping the worker's traceback itself; storage errors;
+    a missing dependency), anything else as a :class:`pipeline.errors.RemoteTaskError` carrying the worker's
+    traceback; raise it ``from e``."""
+    from pipeline.errors import McprmError, RemoteTaskError
+    from rollouts.base import MissingDependency
+
+    if isinstance(e.cause, McprmError | OSError | MissingDependency):
+        return e.cause
+    return RemoteTaskError(e.cause, e.traceback_str)
 
 
 def cpus_per_gpu(ray) -> float | None:
