@@ -342,7 +342,7 @@ def _by_counts(labels, mc_value, solution_correct, counts, rule: str):
     """Issue 16: (labels, mc_value, first-error confidence) of one row under ``rule`` from its stored counts.
     Rules of :data:`COUNT_RULES` give their hard labels (exported as ``hard``); the others keep the corpus's.
     The confidence is the stored posterior probability of the (relabeled) first error (schema 4,
-    pipeline.stats.changepoint), or the changepoint rule's own; None where the row has no posterior (no
+    pipeline.stats.changepoint), or the rule's own (:attr:`RuleResult.confidence`); None where the row has no posterior (no
     rollouts, or a corpus written before schema 4): ``--min-confidence`` then drops the row."""
     from pipeline.labeling.rules import apply_rule, confidence_of
 
@@ -352,8 +352,7 @@ def _by_counts(labels, mc_value, solution_correct, counts, rule: str):
            **dict(zip(names, counts))}
     if rule in COUNT_RULES:
         res = apply_rule(row, rule)
-        if rule == "changepoint":
-            return res.labels, mc_value, res.extra["confidence"]
-        return res.labels, mc_value, confidence_of(row, res.first_error)
+        own = res.confidence  # a rule that states its own confidence (changepoint)
+        return res.labels, mc_value, own if own is not None else confidence_of(row, res.first_error)
     fe = next((i for i, x in enumerate(labels) if x is False), -1)
     return labels, mc_value, confidence_of(row, fe)

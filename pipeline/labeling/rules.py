@@ -79,6 +79,9 @@ class RuleResult:
     scores: list[float | None]  # soft target in [0, 1] per step (None where the step has no label)
     first_error: int
     extra: dict = field(default_factory=dict)
+    # the rule's own probability that ``first_error`` is the true first error (changepoint: its posterior);
+    # None: the rule makes no such statement, and callers read the row's stored posterior (confidence_of)
+    confidence: float | None = None
 
 
 # ------------------------------------------------------------------ intervals and posteriors
@@ -284,7 +287,7 @@ def changepoint(steps, solution_correct=None, params: RuleParams | None = None) 
         acc += post[i + 1]
     scores: list[float | None] = list(reversed(alive_after))
     scores = [s if lab is not None else None for s, lab in zip(scores, labels)]
-    return RuleResult(labels, scores, fe, {"confidence": best, "ties": ties})
+    return RuleResult(labels, scores, fe, {"ties": ties}, confidence=best)
 
 
 RULES: dict[str, Callable[..., RuleResult]] = {

@@ -14,6 +14,8 @@ def default_base_model(corpus: str, version: int | None = None) -> str:
     """The model that labeled ``corpus`` (its manifest's config), the bundled model when that is the default;
     an error when the corpus was labeled through an OpenAI-compatible server (no local weights)."""
     from pipeline.storage.corpus import open_manifest
+    from pipeline.training.score import STRATEGY as SCORED
+    from rollouts.registry import BACKENDS
 
     _, m = open_manifest(corpus, version)
     cfg = m.get("config") or {}
@@ -25,11 +27,11 @@ def default_base_model(corpus: str, version: int | None = None) -> str:
             flat[k] = v
     backend = flat.get("backend")
     model = flat.get("model") or ""
-    if m.get("strategy") == "prm":
+    if m.get("strategy") == SCORED:
         raise TrainError(f"{corpus} was written by `mcprm score` (PRM scores, not Monte Carlo labels); train on a "
                          "labeled corpus, or pass --base-model and accept the PRM's own labels as targets")
-    if backend == "openai":
-        raise TrainError(f"{corpus} was labeled through an OpenAI-compatible server (model {model!r}), which has "
+    if backend in BACKENDS and not BACKENDS[backend].local_model:  # e.g. an OpenAI-compatible server
+        raise TrainError(f"{corpus} was labeled by the {backend!r} backend (model {model!r} on a server), which has "
                          "no local weights here: pass --base-model PATH_OR_HUB_NAME (a causal LM).")
     if not model:
         from pipeline import bundled

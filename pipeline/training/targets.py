@@ -26,8 +26,8 @@ def row_targets(row: dict, rule: str, targets: str = "hard") -> tuple[list[float
 
     ``outcome``: every step gets the solution's own final answer (1.0 right, 0.0 wrong; None when unknown) —
     an outcome reward model's labels. Any rule of :mod:`pipeline.labeling.rules`: hard targets are its labels
-    (None stays None), soft targets its scores. The confidence is the changepoint posterior of the first error
-    under ``changepoint``, else :func:`row_confidence` of the rule's first error."""
+    (None stays None), soft targets its scores. The confidence is :func:`row_confidence` of the rule's first
+    error."""
     from pipeline.labeling.rules import apply_rule
 
     n = len(row["steps"])
@@ -41,18 +41,19 @@ def row_targets(row: dict, rule: str, targets: str = "hard") -> tuple[list[float
         t = [None if s is None else float(s) for s in res.scores]
     else:
         t = [None if lab is None else (1.0 if lab else 0.0) for lab in res.labels]
-    return t, res.first_error, row_confidence(row, rule, res)
+    return t, res.first_error, row_confidence(row, res)
 
 
-def row_confidence(row: dict, rule: str, res) -> float:
-    """How sure the rule's first error is: the changepoint rule's own posterior; else the row's stored posterior
-    of that first error (schema 4, :func:`pipeline.labeling.rules.confidence_of`), else the stored
+def row_confidence(row: dict, res) -> float:
+    """How sure the rule's first error is (``res``: the rule's result): the rule's own statement
+    (:attr:`RuleResult.confidence`, the changepoint posterior); else the row's stored posterior of that first
+    error (schema 4, :func:`pipeline.labeling.rules.confidence_of`), else the stored
     ``first_error_confidence`` when the rule's first error is the stored one; otherwise (and for a row without
     rollouts, labeled by its own answer) certain."""
     from pipeline.labeling.rules import confidence_of
 
-    if rule == "changepoint" and res.extra.get("confidence") is not None:
-        return float(res.extra["confidence"])
+    if res.confidence is not None:  # the rule's own (changepoint)
+        return float(res.confidence)
     c = confidence_of(row, res.first_error)
     if c is not None:
         return float(c)

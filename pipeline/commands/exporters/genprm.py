@@ -111,4 +111,4 @@ def _labels(row: dict, rule: str) -> tuple[list[bool | None], float | None]:
     from pipeline.training.targets import row_confidence
 
     res = apply_rule(row, rule)
-    return list(res.labels), row_confidence(row, rule, res)
+    return list(res.labels), row_confidence(row, res)

@@ -103,7 +103,7 @@ def test_changepoint_by_hand():
     assert post == pytest.approx([0.0, 0.02 / 0.52, 0.5 / 0.52])
     r = changepoint(steps, False)
     assert r.labels == [True, False] and r.first_error == 1
-    assert r.extra["confidence"] == pytest.approx(0.5 / 0.52) and r.extra["ties"] == 1
+    assert r.confidence == pytest.approx(0.5 / 0.52) and r.extra["ties"] == 1
     # a 0-of-8 step followed by a live one is not the first error (hard says step 0)
     r = changepoint(STEPS, False)
     assert r.first_error == 2 and r.labels == [True, True, False, None]
