@@ -290,19 +290,31 @@ def changepoint(steps, solution_correct=None, params: RuleParams | None = None) 
     return RuleResult(labels, scores, fe, {"ties": ties}, confidence=best)
 
 
-RULES: dict[str, Callable[..., RuleResult]] = {
-    "hard": hard,
-    "threshold": threshold,
-    "soft": soft,
-    "relative": relative,
-    "ratio": ratio,
-    "advantage": advantage,
-    "er-prm": er_prm,
-    "changepoint": changepoint,
+@dataclass(frozen=True)
+class Rule:
+    """A label rule of the registry: ``rule(steps, solution_correct, params)`` and what it reads. ``own_draws``:
+    it reads only each step's own draws, independent across steps (:func:`row_steps` with ``own=True``)."""
+
+    fn: Callable[..., RuleResult]
+    own_draws: bool = False
+
+    def __call__(self, steps, solution_correct=None, params: RuleParams | None = None) -> RuleResult:
+        return self.fn(steps, solution_correct, params)
+
+
+RULES: dict[str, Rule] = {
+    "hard": Rule(hard),
+    "threshold": Rule(threshold),
+    "soft": Rule(soft),
+    "relative": Rule(relative),
+    "ratio": Rule(ratio),
+    "advantage": Rule(advantage),
+    "er-prm": Rule(er_prm),
+    "changepoint": Rule(changepoint, own_draws=True),
 }
 
 
-def get_rule(name: str) -> Callable[..., RuleResult]:
+def get_rule(name: str) -> Rule:
     try:
         return RULES[name]
     except KeyError:
@@ -326,8 +338,9 @@ def row_steps(row: dict, own: bool = False) -> list[StepCount]:
 
 def apply_rule(row: dict, name: str, params: RuleParams | None = None) -> RuleResult:
     """Labels of one corpus row under rule ``name`` (``hard`` reproduces per-step's labels from the counts;
-    ``changepoint`` reads the steps' own, independent draws)."""
-    return get_rule(name)(row_steps(row, own=name == "changepoint"), row.get("solution_correct"), params)
+    a rule with ``own_draws`` (changepoint) reads the steps' own, independent draws)."""
+    rule = get_rule(name)
+    return rule(row_steps(row, own=rule.own_draws), row.get("solution_correct"), params)
 
 
 def uncertain_steps(row: dict, t: float = DEFAULT_THRESHOLD) -> int:

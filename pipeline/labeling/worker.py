@@ -18,6 +18,7 @@ from pipeline.labeling.types import Solution
 from pipeline.storage.schema import to_table
 from pipeline.storage.store import CorpusStore
 from rollouts.base import SamplingConfig
+from rollouts.prompts import PromptFormat
 
 
 def source_where(source: str) -> str:
@@ -74,7 +75,7 @@ def build_backend(cfg: LabelConfig):
     return cfg.backend_spec.build(cfg.model_ref(), cfg.backend_options)
 
 
-def build_prompt_format(cfg: LabelConfig):
+def build_prompt_format(cfg: LabelConfig) -> PromptFormat:
     from rollouts.prompts import make_prompt_format
 
     return make_prompt_format(
@@ -85,8 +86,8 @@ def build_prompt_format(cfg: LabelConfig):
     )
 
 
-def sampling_config(cfg: LabelConfig, prompt=None) -> SamplingConfig:
-    stop = tuple(getattr(prompt, "stop", ()) or ())
+def sampling_config(cfg: LabelConfig, prompt: PromptFormat | None = None) -> SamplingConfig:
+    stop = prompt.stop if prompt is not None else ()
     return SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
                           stop=stop, ignore_eos=cfg.ignore_eos)
 

@@ -39,5 +39,5 @@ def describe_storage_failure(e: BaseException) -> str:
         return "permission denied"
     if "AccessDenied" in text or "Forbidden" in text or "403" in text:
         return f"permission denied ({e})"
-    what = getattr(e, "strerror", None) or str(e)
+    what = (e.strerror if isinstance(e, OSError) else None) or str(e)
     return f"{type(e).__name__}: {what}" if what else type(e).__name__

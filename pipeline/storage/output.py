@@ -50,7 +50,7 @@ def storage_message(output: str, e: BaseException) -> BaseException:
         versions = CorpusStore(output).versions()
     except Exception:  # noqa: BLE001 - the storage itself is failing
         versions = []
-    where = getattr(e, "filename", None) or output
+    where = (e.filename if isinstance(e, OSError) else None) or output
     if what.endswith(str(where)):
         what = what[: -len(str(where))].rstrip()
     state = (f"the previous corpus version is intact (version {max(versions)})" if versions
