@@ -181,10 +181,8 @@ def _seed(seed: int, key: str) -> int:
 def _sampling(s: JudgeSettings):
     from rollouts.base import SamplingConfig
 
-    t = s.temperature
-    if t == 0 and s.backend == "hf":
-        t = 1e-6  # the hf backend samples (softmax(logits / T)): this is greedy up to exact ties
-    return SamplingConfig(temperature=t, top_p=s.top_p, max_new_tokens=s.max_new_tokens)
+    # temperature 0 is greedy on every backend (rollouts.hf decodes by argmax)
+    return SamplingConfig(temperature=s.temperature, top_p=s.top_p, max_new_tokens=s.max_new_tokens)
 
 
 def backend_options(s: JudgeSettings, **options: Any):
