@@ -105,7 +105,7 @@ def judge_cmd(
                        max_model_len=max_model_len)
         spec, _ = J.backend_options(settings, **options)  # an unknown backend, a missing --base-url: said first
         from pipeline.config import ConfigError
-        from rollouts.devices import backend_problem
+        from rollouts.registry import backend_problem
 
         if why := backend_problem(backend, device):  # issue 25: a device or GPU this machine lacks, said first
             raise ConfigError(why)

@@ -103,7 +103,7 @@ def preflight(cfg: LabelConfig, output: bool = True, backend: bool = True) -> No
     output folder is not a file. Raises a :class:`ConfigError` (or ``OutputIsAFile``) that says what to do."""
     import os
 
-    from rollouts.devices import backend_problem
+    from rollouts.registry import backend_problem
 
     if backend:
         why = backend_problem(cfg.backend, cfg.device,

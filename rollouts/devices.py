@@ -61,18 +61,12 @@ def device_problem(device: str) -> str | None:
     return None
 
 
-def backend_problem(backend: str, device: str = "cpu", remote: bool = False) -> str | None:
-    """Why ``backend`` cannot run on this machine, or None. ``remote``: the workers run on a Ray cluster
-    (``--ray-address``), whose machines are not this one, so nothing is checked here."""
-    if remote:
-        return None
-    if backend == "hf":
-        return device_problem(device)
-    if backend == "vllm":
-        if nvidia_gpus() == 0:
-            return ("--backend vllm runs on NVIDIA GPUs, and this machine has none (no NVIDIA device found). "
-                    "Use --backend hf (the default; CPU, or --device cuda on one GPU), --backend openai with a "
-                    "server, or run on a GPU machine or a Ray cluster with GPUs (--ray-address)")
-        if importlib.util.find_spec("vllm") is None:
-            return "--backend vllm: vllm is not installed. Install it with: pip install 'vllm==0.26.0'"
+def vllm_problem(device: str = "cpu") -> str | None:
+    """Why the vllm backend cannot run on this machine (``device`` is not its choice: NVIDIA GPUs), or None."""
+    if nvidia_gpus() == 0:
+        return ("--backend vllm runs on NVIDIA GPUs, and this machine has none (no NVIDIA device found). "
+                "Use --backend hf (the default; CPU, or --device cuda on one GPU), --backend openai with a "
+                "server, or run on a GPU machine or a Ray cluster with GPUs (--ray-address)")
+    if importlib.util.find_spec("vllm") is None:
+        return "--backend vllm: vllm is not installed. Install it with: pip install 'vllm==0.26.0'"
     return None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import DEFAULT_VLLM_ENGINE, VLLM_ENGINES
+from .devices import device_problem, vllm_problem
 
 
 def option(default: Any = dataclasses.MISSING, help: str = "", *, factory: Callable[[], Any] | None = None,
@@ -125,6 +126,8 @@ class BackendSpec:
     # False (a server that returns text only): no reuse
     token_ids: bool = True
     prepare_worker: Callable[[Any, float], None] = lambda opts, cpus: None  # before build, in the worker process
+    # why it cannot run on this machine with --device DEVICE, or None (rollouts.devices; issue 25)
+    machine_problem: Callable[[str], str | None] = lambda device: None
 
 
 def _hf_class():
@@ -206,13 +209,14 @@ def _openai_build(m: ModelRef, o: OpenAIOptions):
 BACKENDS: dict[str, BackendSpec] = {
     s.name: s
     for s in (
-        BackendSpec("hf", "transformers, CPU or GPU", HFOptions, _hf_class, _hf_build, prepare_worker=_hf_prepare),
+        BackendSpec("hf", "transformers, CPU or GPU", HFOptions, _hf_class, _hf_build, prepare_worker=_hf_prepare,
+                    machine_problem=device_problem),
         BackendSpec("vllm", "GPUs", VLLMOptions, _vllm_class, _vllm_build,
                     gpus=lambda o: float(o.tensor_parallel_size),
                     streaming=lambda o: o.vllm_engine != "offline",
                     # vLLM's engine takes the requests of two shards at once (no idle tail between shards);
                     # the hf backend is not thread-safe, so its worker runs one shard at a time.
-                    shards_per_worker=2, prepare_worker=_vllm_prepare),
+                    shards_per_worker=2, prepare_worker=_vllm_prepare, machine_problem=vllm_problem),
         BackendSpec("openai", "an OpenAI-compatible server, --base-url", OpenAIOptions, _openai_class,
                     _openai_build, local_model=False, token_ids=False),
     )
@@ -224,3 +228,11 @@ def backend_spec(name: str) -> BackendSpec:
         return BACKENDS[name]
     except KeyError:
         raise ValueError(f"Unknown rollout backend {name!r}; choose one of {', '.join(BACKENDS)}.") from None
+
+
+def backend_problem(backend: str, device: str = "cpu", remote: bool = False) -> str | None:
+    """Why ``backend`` cannot run on this machine (its :attr:`BackendSpec.machine_problem`), or None; None for
+    a name the registry does not know (said where the backend is built). ``remote``: the workers run on a Ray
+    cluster (``--ray-address``), whose machines are not this one, so nothing is checked here."""
+    spec = BACKENDS.get(backend)
+    return None if remote or spec is None else spec.machine_problem(device)

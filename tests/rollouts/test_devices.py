@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rollouts.devices import backend_problem, device_problem, nvidia_gpus
+from rollouts.devices import device_problem, nvidia_gpus
+from rollouts.registry import backend_problem
 
 
 def test_cpu_is_always_fine_and_a_ray_cluster_is_not_checked_here():
