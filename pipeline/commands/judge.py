@@ -123,15 +123,17 @@ class JudgeSettings:
 
 def resolve_format(s: JudgeSettings):
     """The :class:`rollouts.PromptFormat` the judge prompt goes through: ``chat`` with the judge tokenizer's chat
-    template (hf / vllm: ``--tokenizer`` or the model's; openai: only with ``--tokenizer``), ``plain`` otherwise
+    template (a backend with a local model: ``--tokenizer`` or the model's; a server: only with ``--tokenizer``), ``plain`` otherwise
     (``auto``), or what ``--prompt-format`` says."""
     from rollouts.prompts import make_prompt_format
+    from rollouts.registry import BACKENDS
 
-    tok = s.tokenizer or (s.model if s.backend in ("hf", "vllm") else None)
+    spec = BACKENDS.get(s.backend)  # an unknown name is refused where the backend is built (backend_options)
+    tok = s.tokenizer or (s.model if spec is not None and spec.local_model else None)
     if s.prompt_format == "plain" or (s.prompt_format == "auto" and tok is None):
         return make_prompt_format("plain", template="{problem}\n\n", separator="\n")
     if s.prompt_format == "chat" and tok is None:
-        raise JudgeError("--prompt-format chat with --backend openai needs --tokenizer (the judge model's "
+        raise JudgeError(f"--prompt-format chat with --backend {s.backend} needs --tokenizer (the judge model's "
                          "tokenizer, for its chat template)")
     try:
         return make_prompt_format("chat", tok)
