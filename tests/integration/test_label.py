@@ -26,7 +26,7 @@ def test_schema_rows_and_readers(reference_run):
 
     assert [re.sub(r"\.[0-9a-f]+\.parquet$", ".parquet", s["path"]) for s in m["shards"]] == [
         f"data/v00001/part-{i:05d}.parquet" for i in range(3)]
-    assert m["first_error_model"]["model"] == "changepoint-eb-2" and m["first_error_model"]["rows"] > 0
+    assert m["first_error_model"]["model"] == "changepoint-eb-3" and m["first_error_model"]["rows"] > 0
     assert m["versions"]["grader"] and m["identity_fields"]["k"] == 2
     assert m["counts"]["rollouts"] == sum(r["rollouts"] for r in rows.values()) > 0
     # every reused draw is in some step's mc_total and in the manifest's count; the bundled model often copies the
