@@ -181,6 +181,14 @@ def _degrees_as_radians(gold: str, answer: str, g_norm: str, a_norm: str) -> tup
     return g_norm, a_norm
 
 
+@runtime_checkable
+class ChecksGolds(Protocol):
+    """A grader that can say, before any rollout, which gold answers it cannot read (the sympy grader:
+    :func:`check_golds`). Input validation runs it on every row's gold (pipeline.run.gold_check)."""
+
+    def check_golds(self, golds: Sequence[str], config: GraderConfig | None = None) -> list[str | None]: ...
+
+
 class SympyGrader:
     """The default grader: in-process fast path, then sympy in killable worker processes.
 
@@ -190,6 +198,9 @@ class SympyGrader:
 
     name = "sympy"
     version = SYMPY_GRADER_VERSION
+
+    def check_golds(self, golds: Sequence[str], config: GraderConfig | None = None) -> list[str | None]:
+        return check_golds(golds, config)
 
     def warm(self, workers: int) -> None:
         """Start the ``workers`` grader processes now: they load sympy in the background."""

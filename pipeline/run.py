@@ -74,15 +74,18 @@ def _prompt_check(cfg: LabelConfig):
 
 @functools.lru_cache(maxsize=4)
 def gold_check(grader: str, timeout_s: float):
-    """The check of gold answers made during input validation, before any rollout: ``graders.check_golds``
-    for the default sympy grader (one memo for all passes over the input); None for other graders, which may
-    read gold answers differently."""
-    if grader != "sympy":
+    """The check of gold answers made during input validation, before any rollout, where the grader has one
+    (``graders.registry.ChecksGolds``: the default sympy grader; one memo for all passes over the input); None
+    for other graders, which may read gold answers differently."""
+    from graders import GraderConfig, get_grader
+    from graders.registry import ChecksGolds
+
+    g = get_grader(grader)
+    if not isinstance(g, ChecksGolds):
         return None
-    from graders import GraderConfig, check_golds
     from pipeline.input import GoldCheck
 
-    return GoldCheck(functools.partial(check_golds, config=GraderConfig(timeout_s=timeout_s)))
+    return GoldCheck(functools.partial(g.check_golds, config=GraderConfig(timeout_s=timeout_s)))
 
 
 from pipeline.execution.progress import LiveProgress as _Progress  # noqa: E402 - issue 25: phases, ETA, one final line
