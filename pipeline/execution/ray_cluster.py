@@ -91,7 +91,11 @@ def task_cause(e) -> BaseException:
 
     if isinstance(e.cause, McprmError | OSError | MissingDependency):
         return e.cause
-    return RemoteTaskError(e.cause, e.traceback_str)
+    try:
+        detail = e.traceback_str
+    except AttributeError:  # Ray's class for a cause type (RayTaskError(ValueError)) may not carry it
+        detail = str(e)  # Ray's text: the worker's whole traceback
+    return RemoteTaskError(e.cause, detail)
 
 
 def cpus_per_gpu(ray) -> float | None:

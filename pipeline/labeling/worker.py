@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from pipeline.config import LabelConfig
+from pipeline.config import ConfigError, LabelConfig
 from pipeline.errors import RowError
 from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SolutionFailure
 from pipeline.labeling.strategies import StrategyParams
@@ -143,8 +143,8 @@ class ShardWorker:
                 return
             if (cfg.model_ref(), cfg.prompting.backend, cfg.backend_options) != (
                     self.cfg.model_ref(), self.cfg.prompting.backend, self.cfg.backend_options):
-                raise ValueError("this worker's backend was built for another model or backend options; start "
-                                 "new workers for this run")
+                raise ConfigError("this worker's backend was built for another model or backend options; start "
+                                  "new workers for this run")
         self.cfg = cfg
         self.prompt = build_prompt_format(cfg)
         self.grade = grade_callable(cfg, self.cpus)
