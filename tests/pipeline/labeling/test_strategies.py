@@ -11,21 +11,28 @@ from pipeline.labeling.strategies import ProbeResult, StrategyParams, _probe_poi
 
 def drive(name, alive, solution_correct, **kw):
     """Run a strategy where prefix i succeeds on every sample iff alive[i]. Returns (outcome, rollouts, probes)."""
-    p = StrategyParams(**kw)
-    gen = make_strategy(name, len(alive), solution_correct, p)
-    rollouts = 0
-    rounds = 0
+    return _drive_draws(name, len(alive), solution_correct, lambda j, _i: alive[j], **kw)
+
+
+def _drive_draws(name, m, solution_correct, outcome, **kw):
+    """Run a strategy where the i-th own draw at step j succeeds iff ``outcome(j, i)``: a step's draws are the
+    same whenever they are made. Returns (outcome, draws, rounds)."""
+    gen = make_strategy(name, m, solution_correct, StrategyParams(**kw))
+    made = [0] * m
+    draws = rounds = 0
     try:
         probes = next(gen)
         while True:
             rounds += 1
             res = []
             for pr in probes:
-                rollouts += pr.n
-                res.append(ProbeResult(pr.step, pr.n, pr.n if alive[pr.step] else 0, 0, 10 * pr.n))
+                c = sum(outcome(pr.step, made[pr.step] + i) for i in range(pr.n))
+                made[pr.step] += pr.n
+                draws += pr.n
+                res.append(ProbeResult(pr.step, pr.n, c, 0, 10 * pr.n))
             probes = gen.send(res)
     except StopIteration as stop:
-        return stop.value, rollouts, rounds
+        return stop.value, draws, rounds
 
 
 def test_per_step_counts_and_labels():
@@ -232,27 +239,6 @@ def test_relative_drop_keeps_a_slow_but_steady_prefix_alive():
     at = [12] * 6 + [None] * 4
     oc, _ = _drive_rates(at, 10, k=20, wave_size=1, relative_drop=0.25, bisect_fraction=0.6)
     assert oc.first_error == 6
-
-
-def _drive_draws(name, m, solution_correct, outcome, **kw):
-    """Run a strategy where the i-th own draw at step j succeeds iff ``outcome(j, i)``: a step's draws are the
-    same whenever they are made. Returns (outcome, draws, rounds)."""
-    gen = make_strategy(name, m, solution_correct, StrategyParams(**kw))
-    made = [0] * m
-    draws = rounds = 0
-    try:
-        probes = next(gen)
-        while True:
-            rounds += 1
-            res = []
-            for pr in probes:
-                c = sum(outcome(pr.step, made[pr.step] + i) for i in range(pr.n))
-                made[pr.step] += pr.n
-                draws += pr.n
-                res.append(ProbeResult(pr.step, pr.n, c, 0, 10 * pr.n))
-            probes = gen.send(res)
-    except StopIteration as stop:
-        return stop.value, draws, rounds
 
 
 @pytest.mark.parametrize("growth", [1.0, 2.0])
