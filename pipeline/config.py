@@ -181,6 +181,11 @@ class LabelConfig:
         return getattr(self, self.prompting.backend)
 
     @property
+    def worker_shards(self) -> int:
+        """Shards one worker labels at once: ``--shards-per-worker`` if given, else its backend's."""
+        return self.execution.shards_per_worker or self.backend_spec.shards_per_worker
+
+    @property
     def worker_gpus(self) -> float:
         """GPUs one worker holds: ``--gpus-per-worker`` if given, else what its backend needs (vllm: the
         tensor-parallel size; hf, openai: 0)."""

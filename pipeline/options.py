@@ -270,6 +270,11 @@ class ExecutorConfig:
                                                  "processes).",
                                            shown="hf/openai: 1; vllm: the node's CPUs per GPU, at most 8")
     gpus_per_worker: float = option(0.0, "GPUs per worker.", shown="vllm: --tensor-parallel-size; hf: 0")
+    # issue 29: an adaptive strategy's shard ends with its slowest solution; more shards at once keep a GPU
+    # engine full through those tails (solutions in flight per worker = this x --shard-size)
+    shards_per_worker: int | None = option(None, "Shards one worker labels at once (solutions in flight per "
+                                                 "worker: this x --shard-size).",
+                                           shown="the backend's: vllm 2, hf/openai 1")
     # issue 29: a warm fleet of named detached Ray actors kept between runs (pipeline/execution/fleet.py)
     fleet: str | None = option(None, "ray: borrow the workers of the warm fleet NAME (`mcprm fleet up`) instead of "
                                      "starting new ones: no engine start; its engine options (backend, model, "
@@ -287,6 +292,7 @@ class ExecutorConfig:
         out: list[str] = []
         _one_of(out, "executor", self.executor, EXECUTORS)
         _at_least(out, "num_workers", self.num_workers, 1)
+        _at_least(out, "shards_per_worker", self.shards_per_worker, 1)
         if self.wait_for_resources < 0:
             out.append(f"--wait-for-resources must be >= 0 seconds, got {self.wait_for_resources}")
         if (self.cpus_per_worker is not None and self.cpus_per_worker <= 0) or self.gpus_per_worker < 0:

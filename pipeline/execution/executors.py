@@ -148,7 +148,7 @@ class RayExecutor:
         check_resources(ray, cfg, n, cpus, gpus)
         actor_cls = ray.remote(
             num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-            max_concurrency=cfg.backend_spec.shards_per_worker,  # shards an actor labels at once
+            max_concurrency=cfg.worker_shards,  # shards an actor labels at once
         )(_ShardActor)
         self.actor_cls = actor_cls
         self._track([actor_cls.remote(cfg, cpus) for _ in range(n)], cfg, max_shard_retries)
@@ -158,6 +158,8 @@ class RayExecutor:
         """Run state over ``actors`` (``cfg``: the settings they were built with; None: every shard is sent with
         its run's own, as for a warm fleet's actors: pipeline.execution.fleet)."""
         self.cfg = cfg
+        # shards each actor holds at once (its max_concurrency; a fleet's: the borrowing run's, see run())
+        self.shards_at_once = cfg.worker_shards if cfg is not None else 2
         self.actors = actors
         self.num_workers = len(actors)
         self.active = self.num_workers  # actors a run uses (the first ones): see borrow()
@@ -239,6 +241,8 @@ class RayExecutor:
         retry_queue: list[tuple[int, Sequence[Solution]]] = []
         it = iter(shards)
         exhausted = False
+        # a borrowed fleet's actors take the borrowing run's count (beyond their max_concurrency, Ray queues)
+        at_once = cfg.worker_shards if cfg is not None else self.shards_at_once
         t_run = time.perf_counter()
 
         def submit(shard: int, sols, free: list[int]) -> None:
@@ -249,11 +253,12 @@ class RayExecutor:
             load[a] += 1
 
         def per_actor() -> int:
-            """Shards an actor holds at once: two (it never idles between shards), but one each once no more
-            shards are left than actors up, so the last ones go to idle actors instead of queueing behind a
-            busy one's shard (``shards.left``: what the run still has to hand out, when it knows)."""
+            """Shards an actor holds at once: ``--shards-per-worker`` (vllm: two, so it never idles between
+            shards), but one each once no more shards are left than actors up, so the last ones go to idle actors
+            instead of queueing behind a busy one's shard (``shards.left``: what the run still has to hand out,
+            when it knows)."""
             left = shards.left
-            return 1 if left is not None and left + len(retry_queue) <= sum(up) else 2
+            return 1 if left is not None and left + len(retry_queue) <= sum(up) else at_once
 
         def fill() -> None:
             nonlocal exhausted

@@ -265,7 +265,7 @@ def start_fleet(cfg: LabelConfig, name: str, keep_warm_s: float) -> list[dict]:
     n, cpus, gpus = worker_shape(ray, cfg)
     check_resources(ray, cfg, n, cpus, gpus)
     cls = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-                     max_concurrency=cfg.backend_spec.shards_per_worker, concurrency_groups={CONTROL: 2})(_FleetActor)
+                     max_concurrency=cfg.worker_shards, concurrency_groups={CONTROL: 2})(_FleetActor)
     info = {"fleet": name, "size": n, "engine": engine_identity(cfg), "model_ref": [cfg.model, cfg.tokenizer],
             "keep_warm_s": float(keep_warm_s), "cpus": cpus, "gpus": gpus, "created_at": time.time()}
     actors = []

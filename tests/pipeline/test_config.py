@@ -14,6 +14,14 @@ def test_validation_names_the_option():
         LabelConfig(strategy="greedy").validate()
     with pytest.raises(ConfigError, match="--base-url"):
         LabelConfig(backend="openai").validate()
+    with pytest.raises(ConfigError, match="--shards-per-worker must be at least 1"):
+        LabelConfig(shards_per_worker=0).validate()
+
+
+def test_shards_per_worker_defaults_to_the_backends():
+    # vllm keeps two shards per worker (no idle tail between shards); hf one; the option overrides either
+    assert (LabelConfig(backend="vllm").worker_shards, LabelConfig().worker_shards) == (2, 1)
+    assert LabelConfig(backend="vllm", shards_per_worker=6).worker_shards == 6
 
 
 def test_run_file_and_overrides(tmp_path):
@@ -30,7 +38,8 @@ def test_run_file_and_overrides(tmp_path):
 
 def test_identity_ignores_performance_knobs_only():
     a = LabelConfig(model="m", k=8)
-    assert a.identity() == LabelConfig(model="m", k=8, num_workers=7, shard_size=3, ray_address="x").identity()
+    assert a.identity() == LabelConfig(model="m", k=8, num_workers=7, shard_size=3, ray_address="x",
+                                                shards_per_worker=5).identity()
     for change in (dict(k=4), dict(temperature=0.5), dict(seed=1), dict(strategy="adaptive"),
                    dict(model="other"), dict(max_new_tokens=10), dict(grader="exact")):
         assert LabelConfig(**{"model": "m", "k": 8, **change}).identity() != a.identity(), change
