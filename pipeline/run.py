@@ -17,6 +17,7 @@ Under the output's lock (one writer at a time), four steps, one function each:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -218,25 +219,77 @@ class _Run:
     done_shards: dict[int, dict] = field(default_factory=dict)  # finished shards of a killed run, verified
     owner: str | None = None  # the lock owner's id: in every shard name this run writes (fenced shard writes)
     fleet: dict | None = None  # the warm fleet this run borrowed (manifest execution.fleet; issue 29)
+    starter: _EarlyStart | None = None  # the Ray executor started while the input is read (issue 29)
+    events: dict[str, float] = field(default_factory=dict)  # wall-clock start-up events (manifest throughput)
 
     @property
     def vdir(self) -> str:
         return self.store.version_dir(self.version)
 
 
+class _EarlyStart:
+    """Issue 29: the Ray executor (its engines) started while the input is read, so that the engine load overlaps
+    reading and validation. It starts when the reading stages the first solution the corpus lacks (a re-run with
+    nothing new starts no engine) with one actor, one more per ``shard_size`` solutions staged, up to the
+    executor's worker count; :meth:`take` hands it to the run sized to its shards. Only for the Ray executor: the
+    local one loads its model in this process, which has nothing to overlap it with but the reading itself.
+    Whatever the run does not take (bad input, nothing to do, any error) :meth:`close` kills."""
+
+    def __init__(self, cfg: LabelConfig):
+        self.cfg, self.executor, self.started_at = cfg, None, None
+
+    @staticmethod
+    def wanted(cfg: LabelConfig, executor) -> bool:
+        from pipeline.execution.executors import choose_executor
+
+        return executor is None and not cfg.fleet and choose_executor(cfg)[0] == "ray"
+
+    def staged(self, n: int) -> None:
+        """``n`` solutions staged so far (called for each): start the executor at the first, grow it with them."""
+        want = -(-n // self.cfg.shard_size)
+        if self.executor is None:
+            from pipeline.execution.executors import RayExecutor
+
+            self.started_at = time.time()
+            self.executor = RayExecutor(self.cfg, start=want)  # Ray up, actors asked for; they load meanwhile
+        elif self.executor.num_workers < min(want, self.executor.max_workers):
+            self.executor.scale_to(want)
+
+    def take(self, shards: int):
+        """The started executor, with as many actors as ``shards`` can use (None: none was started)."""
+        ex, self.executor = self.executor, None
+        if ex is not None:
+            ex.scale_to(shards)
+        return ex
+
+    def close(self) -> None:
+        ex, self.executor = self.executor, None
+        if ex is not None:
+            ex.close()
+
+    def __enter__(self) -> _EarlyStart:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def _label(config: LabelConfig, executor=None) -> RunResult:
     from pipeline.faults import fault_point
 
-    t0 = time.perf_counter()
+    t0, t0_wall = time.perf_counter(), time.time()
     cfg = config.resolved()
     store = CorpusStore(cfg.output)
-    with corpus_lock(store) as lock:
+    starter = _EarlyStart(cfg) if _EarlyStart.wanted(cfg, executor) else None
+    # (leaving the block, the starter kills an engine the run did not take: bad input, nothing to do, an error)
+    with corpus_lock(store) as lock, starter or contextlib.nullcontext():
         # the number this run may commit, fixed when it got the lock: a run frozen past a takeover keeps to the
         # number its successor fenced (its folders), never the successor's
         version = store.next_version()
         fault_point("locked")
-        run = _plan(cfg, store, version)
+        run = _plan(cfg, store, version, starter)
         run.owner = lock.owner
+        run.events["run_started"] = t0_wall
         if not run.added and run.base is not None:
             prev_version = run.manifest["version"] if run.manifest else 0
             log.info("corpus %s is up to date (version %d): nothing new to label", cfg.output, prev_version)
@@ -248,9 +301,10 @@ def _label(config: LabelConfig, executor=None) -> RunResult:
         return _commit(run, lock, results, facts, t0)
 
 
-def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None) -> _Run:
+def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, starter: _EarlyStart | None = None
+          ) -> _Run:
     """Which version to build on and to commit (``version``: fixed when the lock was taken), what the input holds
-    that the corpus does not, in which shards."""
+    that the corpus does not, in which shards (``starter``: the executor to start as the first of them is read)."""
     identity = cfg.identity()
     manifest = current_manifest(store, repair=True)
     if manifest is not None:  # a run killed after its commit, before it removed its staged input
@@ -288,7 +342,7 @@ def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None) -> _
     version = version or next_version(store, manifest)
 
     base, existing = verified_base(store, base)
-    run = _Run(cfg, store, manifest, base, version, InputCounts(), None)
+    run = _Run(cfg, store, manifest, base, version, InputCounts(), None, starter=starter)
     shards, digest, stats = _read_input(run, existing)
     if not stats.solutions and base is None:
         raise ConfigError(f"no valid solutions in {', '.join(cfg.input)}; nothing to label")
@@ -330,10 +384,14 @@ def _read_input(run: _Run, known):
     workers = planned_workers(cfg)
     stager = Stager(store, run.vdir, cfg.shard_size, workers,
                     cost=solution_cost(cfg.strategy) if workers > 1 else None)
+    starter = run.starter
+    run.events["input_started"] = time.time()
     try:
         for key, sol in iter_keyed_solutions(input_spec(cfg), cfg.skip_bad, rejects, stats, limit=cfg.limit,
                                              known=known, on_solution=run.input_notes.observe):
             stager.add(key, sol)
+            if starter is not None:
+                starter.staged(stager.n)  # issue 29: the engines load while the rest is read
         shards, digest = stager.finish()
     except BaseException:
         stager.discard()
@@ -344,6 +402,7 @@ def _read_input(run: _Run, known):
         rejects.close()
     if not stats.rejected:
         store.delete(rejects_rel)  # a killed earlier attempt's, for an input fixed since
+    run.events["input_ended"] = time.time()
     return shards, digest, stats
 
 
@@ -422,10 +481,16 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
     progress = _Progress(todo, cfg.progress)
     t_run = time.perf_counter()
     worker_stats: list[dict] = []
+    own = executor is None  # started by this run (its start-up events are recorded)
     if todo > 0:
         from pipeline.execution.executors import make_executor
 
+        if executor is None and run.starter is not None:  # started while the input was read (issue 29)
+            executor = run.starter.take(len(plan["shards"]) - len(done_shards))
+            if executor is not None:
+                run.events["engine_started"] = run.starter.started_at
         if executor is None:
+            run.events["engine_started"] = time.time()
             executor = make_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
         try:
             def on_done(res: dict) -> None:
@@ -446,6 +511,8 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
         finally:
             progress.close()
             executor.close()
+        if own:
+            _worker_events(run, executor)
     run_seconds = time.perf_counter() - t_run
     missing = [sh["shard"] for sh in plan["shards"] if sh["shard"] not in results]
     if missing:
@@ -456,6 +523,41 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
         run_seconds=run_seconds, startup_seconds=min(run_seconds, executor.startup_seconds),
         workers=executor.num_workers, gpus=int(executor.num_workers * cfg.backend_spec.gpus(cfg.backend_options)),
         retried={str(k): v for k, v in executor.retried.items()}, worker_stats=worker_stats)
+
+
+def _worker_events(run: _Run, executor) -> None:
+    """When this run's first worker entered its constructor and had its backend ready (wall clock): the Ray actors'
+    own report (the earliest of each), the local executor's load."""
+    starts = list(getattr(executor, "actor_start", {}).values())
+    if starts:
+        run.events["first_worker_started"] = min(t for t, _ in starts)
+        run.events["first_worker_ready"] = min(t for _, t in starts)
+    elif "engine_started" in run.events:
+        run.events["first_worker_started"] = run.events["engine_started"]
+        run.events["first_worker_ready"] = run.events["engine_started"] + executor.startup_seconds
+
+
+def startup_facts(events: dict[str, float]) -> dict:
+    """The manifest's start-up fields (issue 29) from the run's wall-clock events: ``input_seconds`` (reading and
+    validating the input), ``engine_start_seconds`` (the engine start this run made: asked for until the first
+    worker was ready; absent for a caller's or a fleet's workers), ``startup_overlap_seconds`` (how much of that
+    start ran while the input was still being read) and ``startup_events`` (each event's seconds since the run
+    began)."""
+    ev, out = events, {}
+    if "input_started" in ev and "input_ended" in ev:
+        out["input_seconds"] = round(ev["input_ended"] - ev["input_started"], 3)
+    if "engine_started" in ev and "first_worker_ready" in ev:
+        begin, ready = ev["engine_started"], max(ev["engine_started"], ev["first_worker_ready"])
+        out["engine_start_seconds"] = round(ready - begin, 3)
+        hidden = min(ready, ev.get("input_ended", begin)) - max(begin, ev.get("input_started", begin))
+        out["startup_overlap_seconds"] = round(max(0.0, hidden), 3)
+    else:
+        out["startup_overlap_seconds"] = 0.0
+    t0 = ev.get("run_started")
+    if t0 is not None:
+        out["startup_events"] = {k: round(v - t0, 3) for k, v in sorted(ev.items(), key=lambda kv: kv[1])
+                                 if k != "run_started"}
+    return out
 
 
 def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: ExecutionFacts, t0: float) -> RunResult:
@@ -470,6 +572,7 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
     if run.fleet:  # borrowed workers: no engine start in this run, said where the executor is
         new_manifest["execution"] = {**new_manifest.get("execution", {}), "reason": run.fleet["reason"],
                                      "fleet": run.fleet}
+    new_manifest["throughput"].update(startup_facts(run.events))  # issue 29: input reading and engine start
     new_manifest["first_error_model"] = _first_error_model(store, new_manifest["shards"])
     store.commit(new_manifest, fence=lock.check)
     from pipeline.input.staging import STAGED

@@ -136,7 +136,10 @@ class RayExecutor:
 
     name = "ray"
 
-    def __init__(self, cfg: LabelConfig, max_shard_retries: int = 3, shards_hint: int | None = None):
+    def __init__(self, cfg: LabelConfig, max_shard_retries: int = 3, shards_hint: int | None = None,
+                 start: int | None = None):
+        """``start``: actors to start now, of the ``worker_shape`` count (None: all); :meth:`scale_to` starts
+        the others (an executor started while the input is still read grows with it: pipeline.run)."""
         from rollouts.base import require
 
         ray = require("ray", "pip install 'ray>=2.30'")
@@ -151,7 +154,9 @@ class RayExecutor:
             max_concurrency=cfg.worker_shards,  # shards an actor labels at once
         )(_ShardActor)
         self.actor_cls = actor_cls
-        self._track([actor_cls.remote(cfg, cpus) for _ in range(n)], cfg, max_shard_retries)
+        self._track([actor_cls.remote(cfg, cpus) for _ in range(max(1, min(n, start or n)))], cfg,
+                    max_shard_retries)
+        self.max_workers = n  # the checked shape: scale_to starts at most this many
         self.t_created = t_start
 
     def _track(self, actors: list, cfg: LabelConfig | None, max_shard_retries: int = 3) -> None:
@@ -172,6 +177,26 @@ class RayExecutor:
         self.actor_start: dict[int, tuple[float, float]] = {}  # actor -> (constructor entered, backend ready)
         self.timeline: list[dict] = []  # per shard: actor, submitted, started, ended (wall clock), rollouts, tokens
         self._node_of: dict[int, str] = {}
+        self.max_workers = len(actors)
+
+    def scale_to(self, n: int) -> int:
+        """Start or stop actors so that ``min(n, max_workers)`` (at least 1) run, before a run: an executor started
+        while the input is read grows as it shows more shards, and keeps no more actors than the run has shards
+        (the rest are killed, mid-load if need be). Returns the number running."""
+        n = max(1, min(int(n), self.max_workers))
+        while len(self.actors) < n:
+            self.actors.append(self.actor_cls.remote(self.cfg, self.cpus_per_worker))
+        for a in self.actors[n:]:
+            try:
+                self.ray.kill(a)
+            except Exception:  # pragma: no cover - already gone
+                pass
+        del self.actors[n:]
+        for d in (self.ready_at, self.actor_start, self._node_of):
+            for i in [i for i in d if i >= n]:
+                del d[i]
+        self.num_workers = self.active = n
+        return n
 
     def wait_ready(self) -> list[tuple[str, float, float]]:
         """Wait until every actor has built its backend (a run does not: it starts with the first ready one);
