@@ -156,7 +156,9 @@ def label_cmd(**options: Any) -> None:
         f"throughput: {t.get('generated_tokens_per_s') or 0:,.0f} generated tok/s, "
         f"{t.get('rollouts_per_s') or 0:,.1f} rollouts/s, prefix-cache hit rate "
         f"{'n/a' if t.get('prefix_cache_hit_rate') is None else format(t['prefix_cache_hit_rate'], '.1%')}, "
-        f"GPUs {t.get('gpus', 0)}, workers {t.get('workers', 0)} (model load {t.get('startup_seconds') or 0:.1f} s, "
+        f"GPUs {t.get('gpus', 0)}, workers {t.get('workers', 0)} (model load {t.get('startup_seconds') or 0:.1f} s"
+        + (f" after the input pass hid {t['startup_overlap_seconds']:.1f} s of it"
+           if t.get("startup_overlap_seconds") else "") + ", "
         f"labeling {t.get('labeling_seconds') or 0:.1f} s)"
         + (f"; {t['gpu_seconds']:,.0f} GPU-seconds ({t['gpu_seconds_per_solution']:.3f} per solution)"
            if t.get("gpu_seconds") and t.get("gpu_seconds_per_solution") else "")

@@ -229,11 +229,12 @@ class _Run:
 
 class _EarlyStart:
     """Issue 29: the Ray executor (its engines) started while the input is read, so that the engine load overlaps
-    reading and validation. It starts when the reading stages the first solution the corpus lacks (a re-run with
-    nothing new starts no engine) with one actor, one more per ``shard_size`` solutions staged, up to the
-    executor's worker count; :meth:`take` hands it to the run sized to its shards. Only for the Ray executor: the
-    local one loads its model in this process, which has nothing to overlap it with but the reading itself.
-    Whatever the run does not take (bad input, nothing to do, any error) :meth:`close` kills."""
+    reading and validation. For a new corpus (or ``--overwrite``) it starts before the input pass; for a refresh
+    when the pass stages the first solution the corpus lacks (a re-run with nothing new starts no engine). It
+    starts one actor, one more per ``shard_size`` solutions staged, up to the executor's worker count;
+    :meth:`take` hands it to the run sized to its shards. Only for the Ray executor: the local one loads its
+    model in this process, which has nothing to overlap it with but the reading itself. Whatever the run does not
+    take (bad input, nothing to do, any error) :meth:`close` kills."""
 
     def __init__(self, cfg: LabelConfig):
         self.cfg, self.executor, self.started_at = cfg, None, None
@@ -244,15 +245,21 @@ class _EarlyStart:
 
         return executor is None and not cfg.fleet and choose_executor(cfg)[0] == "ray"
 
-    def staged(self, n: int) -> None:
-        """``n`` solutions staged so far (called for each): start the executor at the first, grow it with them."""
-        want = -(-n // self.cfg.shard_size)
+    def start(self) -> None:
+        """Ray up (in this thread: Ray sets its SIGTERM handler from the main thread only) and one actor asked for:
+        it loads its model in its own process while this one goes on reading."""
         if self.executor is None:
             from pipeline.execution.executors import RayExecutor
 
             self.started_at = time.time()
-            self.executor = RayExecutor(self.cfg, start=want)  # Ray up, actors asked for; they load meanwhile
-        elif self.executor.num_workers < min(want, self.executor.max_workers):
+            self.executor = RayExecutor(self.cfg, start=1)
+
+    def staged(self, n: int) -> None:
+        """``n`` solutions staged so far (called for each): start at the first, one more actor per shard's worth."""
+        if self.executor is None:
+            self.start()
+        want = -(-n // self.cfg.shard_size)
+        if self.executor.num_workers < min(want, self.executor.max_workers):
             self.executor.scale_to(want)
 
     def take(self, shards: int):
@@ -343,6 +350,8 @@ def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, star
 
     base, existing = verified_base(store, base)
     run = _Run(cfg, store, manifest, base, version, InputCounts(), None, starter=starter)
+    if starter is not None and base is None:  # every valid row is new: the engines load during the whole pass
+        starter.start()
     shards, digest, stats = _read_input(run, existing)
     if not stats.solutions and base is None:
         raise ConfigError(f"no valid solutions in {', '.join(cfg.input)}; nothing to label")
