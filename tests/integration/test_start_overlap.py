@@ -132,3 +132,25 @@ def test_a_model_that_does_not_load_is_the_same_clear_error(small_input, tmp_pat
     assert len(started) == 1, started
     wait_for(lambda: _all_dead(started), 120, "the failed actor to be gone")
     assert not (out / "manifest.json").exists()
+
+
+def test_a_resume_with_every_shard_done_stops_the_engine_it_started(small_input, reference_run, tmp_path, own_ray):
+    """A run killed after its last shard, before its commit: the re-run (a new corpus: its engine starts before the
+    input pass) finds nothing left to label, commits the finished shards and stops the engine it started."""
+    from .fs_seam import run_killed
+
+    _, _, ref = reference_run
+    out = tmp_path / "out"
+    r = run_killed("label", "--input", small_input, "--output", str(out), "--k", "2", "--strategy", "per-step",
+                   "--max-new-tokens", "48", "--shard-size", "3", "--executor", "local", "-q",
+                   kill="before:link:*/versions/*:1")
+    assert r.returncode == -9, r.stdout + r.stderr
+    assert not (out / "manifest.json").exists()
+    res = label(make_cfg(small_input, str(out), executor="ray", num_workers=1))
+    assert res.shards_run == 0 and res.shards_resumed > 0
+    assert rows_by_key(read_corpus(str(out))) == ref
+    th = res.manifest["throughput"]
+    assert th["startup_overlap_seconds"] == 0 and "engine_start_seconds" not in th  # no engine served this run
+    started = set(_own_shard_actors()) - own_ray
+    assert len(started) == 1, started  # started at the lock...
+    wait_for(lambda: _all_dead(started), 120, "the unused actor to be stopped")  # ...and stopped, unused
