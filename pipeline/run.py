@@ -6,7 +6,8 @@ Under the output's lock (one writer at a time), four steps, one function each:
    rows stop the run, or with ``skip_bad`` go to ``rejects/vNNNNN.jsonl``), de-duplicate by content key,
    keep only solutions the corpus does not hold yet (a refresh labels what is new; the rest is reused), and
    stage them as deterministic shards (input order, sizes from ``shard_sizes``) beside the output
-   (:mod:`pipeline.input.staging`). The plan records per shard its staged file, count and key digest.
+   (:mod:`pipeline.input.staging`). The plan records per shard its staged file, count and key digest. The Ray
+   executor's engines start meanwhile (:class:`_EarlyStart`), so their load overlaps the pass (issue 29).
 2. :func:`_resume`: write the plan, or, if an uncommitted run of the same work exists (a killed run), take
    over its plan and its finished shards, each verified.
 3. :func:`_execute`: stream the remaining shards, read from their staged files (never the input again),
