@@ -15,28 +15,16 @@ and steps are dropped from the end until the sequence fits; a step is kept only 
 
 Targets per step are floats in [0, 1] (1 = the step is good) or None (no label: no loss there, the separator is
 still written so the row reads as it will be scored). Hard targets are 0.0 / 1.0.
-
-Pooling (``PrmFormat.pooling``): how a step's score is read from the per-token head.
-
-* ``sep``: the head at the step's ``SEP`` only (Qwen2.5-Math-PRM's reading);
-* ``min``: the least ``P(good)`` over every token of the step (its text, suffix and ``SEP``): a step is as good as
-  its worst token. A causal LM's hidden state at a token has seen that token and what the model expected there,
-  so a wrong number or a wrong choice of operation shows at the token where it is written; ``sep`` must instead
-  carry that across the whole step into one position, which a small model does not learn from a few thousand
-  step labels (BENCHMARKS.md, issue 28: the pooling study). The model and its output are the same
-  (``AutoModelForTokenClassification``); only which positions are read differs, recorded in the PRM's config.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 IGNORE_INDEX = -100
 DEFAULT_SEPARATOR = "<extra_0>"
 DEFAULT_HEADER = "Problem: {problem}\nSolution:\n"
-POOLINGS = ("min", "sep")
-DEFAULT_POOLING = "sep"  # "min" measured no better (BENCHMARKS.md, issue 28: the PRM recipe study)
 
 
 class CollateError(ValueError):
@@ -52,7 +40,6 @@ class PrmFormat:
     separator: str = DEFAULT_SEPARATOR  # one token; the head is read here
     max_length: int = 2048
     add_bos: bool = True  # the tokenizer's own special tokens around the header (e.g. BOS), if it adds any
-    pooling: str = "sep"  # sep | min (module doc); "sep" for PRMs written before the field existed
 
     def __post_init__(self):
         if self.header.count("{problem}") != 1:
@@ -61,16 +48,13 @@ class PrmFormat:
             raise CollateError("the step separator token must not be empty")
         if self.max_length < 8:
             raise CollateError(f"max_length must be at least 8, got {self.max_length}")
-        if self.pooling not in POOLINGS:
-            raise CollateError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> PrmFormat:
-        return cls(**{k: d[k] for k in ("header", "step_suffix", "separator", "max_length", "add_bos", "pooling")
-                     if k in d})
+        return cls(**{k: d[k] for k in ("header", "step_suffix", "separator", "max_length", "add_bos") if k in d})
 
     def text(self, problem: str, steps: Sequence[str]) -> str:
         """The whole input as text (for people and for tokenizing it in one go with a special separator)."""
@@ -108,11 +92,6 @@ class Encoded:
     input_ids: list[int]
     positions: list[int]  # index of each kept step's separator token
     kept: int  # steps kept (the rest were cut by max_length)
-    starts: list[int] = field(default_factory=list)  # index of each kept step's first token
-
-    def spans(self) -> list[tuple[int, int]]:
-        """Each kept step's tokens as [start, end): its text, suffix and separator."""
-        return [(a, p + 1) for a, p in zip(self.starts, self.positions, strict=True)]
 
 
 class PieceCache:
@@ -153,16 +132,14 @@ def encode(tokenizer, fmt: PrmFormat, sep_id: int, problem: str, steps: Sequence
         raise CollateError(f"the problem alone is {len(ids)} tokens, more than max_length {fmt.max_length} "
                            "leaves room for (raise --max-length)")
     positions: list[int] = []
-    starts: list[int] = []
     for s in steps:
         piece = pieces(s + fmt.step_suffix)
         if len(ids) + len(piece) + 1 > fmt.max_length:
             break
-        starts.append(len(ids))
         ids.extend(piece)
         ids.append(sep_id)
         positions.append(len(ids) - 1)
-    return Encoded(ids, positions, len(positions), starts)
+    return Encoded(ids, positions, len(positions))
 
 
 @dataclass
@@ -174,7 +151,6 @@ class Example:
     targets: list[float | None]  # one per position
     weights: list[float]  # one per position (0 where the target is None)
     group: str = ""  # problem hash (the split is by problem)
-    starts: list[int] | None = None  # each step's first token, for pooling "min" (None: read at the separator)
 
 
 def make_example(tokenizer, fmt: PrmFormat, sep_id: int, problem: str, steps: Sequence[str],
@@ -188,7 +164,7 @@ def make_example(tokenizer, fmt: PrmFormat, sep_id: int, problem: str, steps: Se
         if x is not None and not 0.0 <= x <= 1.0:
             raise CollateError(f"step target {x} outside [0, 1]")
     w = [0.0 if x is None else float(weight) for x in t]
-    return Example(enc.input_ids, enc.positions, t, w, group, enc.starts if fmt.pooling == "min" else None)
+    return Example(enc.input_ids, enc.positions, t, w, group)
 
 
 def targets_until_first_error(targets: Sequence[float | None], hard: Sequence[bool | None]) -> list[float | None]:
@@ -226,22 +202,8 @@ def collate(examples: Sequence[Example], pad_id: int) -> dict:
             labels[i, p] = int(y >= 0.5)
             soft[i, p] = float(y)
             weights[i, p] = float(w)
-    out = {"input_ids": ids, "attention_mask": mask, "labels": labels, "soft_labels": soft,
-           "label_weights": weights}
-    if any(e.starts is not None for e in examples):  # pooling "min": which step each token belongs to
-        n_steps = max(1, max(len(e.positions) for e in examples))
-        step_index = torch.full((b, n), -1, dtype=torch.long)
-        step_targets = torch.zeros((b, n_steps), dtype=torch.float32)
-        step_weights = torch.zeros((b, n_steps), dtype=torch.float32)
-        for i, e in enumerate(examples):
-            starts = e.starts if e.starts is not None else e.positions
-            for k, (a, p, y, w) in enumerate(zip(starts, e.positions, e.targets, e.weights, strict=True)):
-                step_index[i, a: p + 1] = k
-                if y is not None and w > 0:
-                    step_targets[i, k] = float(y)
-                    step_weights[i, k] = float(w)
-        out.update(step_index=step_index, step_targets=step_targets, step_weights=step_weights)
-    return out
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels, "soft_labels": soft,
+            "label_weights": weights}
 
 
 def step_loss(logits, soft_labels, label_weights, pos_weight: float = 1.0, neg_weight: float = 1.0):
@@ -261,34 +223,3 @@ def step_loss(logits, soft_labels, label_weights, pos_weight: float = 1.0, neg_w
     cls_w = pos_weight * y + neg_weight * (1 - y)
     denom = (w * cls_w).sum().clamp_min(1e-8)
     return (per * w).sum() / denom
-
-
-def pooled_step_loss(logits, step_index, step_targets, step_weights, pos_weight: float = 1.0,
-                     neg_weight: float = 1.0):
-    """:func:`step_loss` for pooling ``min``: each step's log-odds of ``good`` is the least over its tokens
-    (``step_index``: the step each token belongs to, -1 for none), then the same weighted cross-entropy against
-    ``step_targets`` / ``step_weights`` (one per step)."""
-    import torch
-    import torch.nn.functional as F
-
-    keep = step_weights > 0
-    if not bool(keep.any()):
-        return logits.float().sum() * 0.0
-    pooled = pool_min(logits, step_index, step_targets.shape[1])[keep]
-    y = step_targets[keep]
-    per = -(pos_weight * y * F.logsigmoid(pooled) + neg_weight * (1 - y) * F.logsigmoid(-pooled))
-    w = step_weights[keep]
-    cls_w = pos_weight * y + neg_weight * (1 - y)
-    return (per * w).sum() / (w * cls_w).sum().clamp_min(torch.finfo(torch.float32).tiny)
-
-
-def pool_min(logits, step_index, n_steps: int):
-    """(batch, n_steps) log-odds of ``good``: per step the least ``logit[1] - logit[0]`` over its tokens (+inf for
-    a step with no token). Float32 whatever the logits' dtype."""
-    import torch
-
-    d = (logits[..., 1].float() - logits[..., 0].float())  # (b, n)
-    steps = torch.arange(n_steps, device=d.device)
-    member = step_index.unsqueeze(1) == steps[None, :, None]  # (b, S, n)
-    inf = torch.tensor(float("inf"), device=d.device)
-    return torch.where(member, d.unsqueeze(1), inf).amin(dim=-1)

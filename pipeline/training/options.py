@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.errors import FatalError
-from pipeline.training.collate import DEFAULT_HEADER, DEFAULT_POOLING, DEFAULT_SEPARATOR, POOLINGS
+from pipeline.training.collate import DEFAULT_HEADER, DEFAULT_SEPARATOR
 
 PSEUDO_RULES = ("outcome",)  # every step labeled with the solution's own final answer (an ORM's labels)
 
@@ -38,7 +38,6 @@ class TrainConfig:
     separator: str = DEFAULT_SEPARATOR
     header: str = DEFAULT_HEADER
     step_suffix: str = "\n"
-    pooling: str = DEFAULT_POOLING  # min: a step's score is its worst token's; sep: the separator's (collate)
     bf16: str = "auto"  # auto (on a GPU that supports it) | on | off
     gradient_checkpointing: bool = False
     seed: int = 0
@@ -67,8 +66,6 @@ class TrainConfig:
             bad.append(f"--learning-rate must be positive, got {self.learning_rate}")
         if self.batch_size < 1 or self.grad_accum < 1:
             bad.append("--batch-size and --grad-accum must be at least 1")
-        if self.pooling not in POOLINGS:
-            bad.append(f"--pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         if self.bf16 not in ("auto", "on", "off"):
             bad.append(f"--bf16 must be auto, on or off, got {self.bf16!r}")
         if bad:

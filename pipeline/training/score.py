@@ -116,10 +116,7 @@ def predict_probs(model, tokenizer, fmt, sep_id: int, items: Sequence[tuple[str,
             probs = torch.softmax(logits, dim=-1)[..., 1].cpu()
             for r, i in enumerate(chunk):
                 e = encs[i]
-                if fmt.pooling == "min":  # a step's score is its worst token's (collate's module doc)
-                    got = [float(probs[r, a:b].min()) for a, b in e.spans()]
-                else:
-                    got = probs[r, e.positions].tolist() if e.positions else []
+                got = probs[r, e.positions].tolist() if e.positions else []
                 n_steps = len(items[i][1])
                 out[i] = [float(x) for x in got] + [None] * (n_steps - len(got))
     finally:

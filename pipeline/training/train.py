@@ -55,23 +55,17 @@ class _Examples:
 def _make_trainer_class(pos_weight: float, neg_weight: float):
     from transformers import Trainer
 
-    from pipeline.training.collate import pooled_step_loss, step_loss
+    from pipeline.training.collate import step_loss
 
     class PrmTrainer(Trainer):
-        """The HF Trainer with the loss on the steps' (soft) targets, weighted: at the separators
-        (collate.step_loss) or pooled over each step's tokens (collate.pooled_step_loss)."""
+        """The HF Trainer with the loss on the separators' (soft) targets, weighted (collate.step_loss)."""
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             soft = inputs.pop("soft_labels")
             weights = inputs.pop("label_weights")
             inputs.pop("labels", None)
-            pooled = {k: inputs.pop(k) for k in ("step_index", "step_targets", "step_weights") if k in inputs}
             out = model(**inputs)
-            if pooled:
-                loss = pooled_step_loss(out.logits, pooled["step_index"], pooled["step_targets"],
-                                        pooled["step_weights"], pos_weight, neg_weight)
-            else:
-                loss = step_loss(out.logits, soft, weights, pos_weight, neg_weight)
+            loss = step_loss(out.logits, soft, weights, pos_weight, neg_weight)
             return (loss, out) if return_outputs else loss
 
         def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
@@ -109,7 +103,7 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     base = cfg.base_model or default_base_model(cfg.corpus, cfg.version)
     try:
         fmt = PrmFormat(header=cfg.header, step_suffix=cfg.step_suffix, separator=cfg.separator,
-                        max_length=cfg.max_length, pooling=cfg.pooling)
+                        max_length=cfg.max_length)
     except CollateError as e:
         raise TrainError(str(e)) from None
 
