@@ -7,6 +7,9 @@ first-error F1 on another sample, at the PRM's own threshold (chosen on its vali
 optimistic bound, at the threshold best on the evaluation sample itself. ``--corpus`` trains on a labeled corpus's
 own labels (``--label-rule``) instead.
 
+The implicit-PRM row is a prototype that is not part of mcprm (:func:`train_implicit`): the same base model and
+labels, the step score read through the LM head instead of a new classification head.
+
 The reference row needs no training: the bundled model's own likelihood as a verifier (a step is wrong when one
 of its tokens had probability below t under the model that wrote it; t chosen on the training labels). It says
 how much of the truth the base model already holds, which the fine-tuned head does not recover.
@@ -125,6 +128,91 @@ def likelihood_scores(items: list[tuple[str, list[str]]]) -> list[list[float]]:
     return out
 
 
+def train_implicit(rows: list[dict], first_errors: list[int], epochs: int = 6, lr: float = 1e-4,
+                   val_fraction: float = 0.1, seed: int = 0, batch: int = 16):
+    """Prototype (not in mcprm): an implicit PRM (Yuan et al. 2024, "Free Process Rewards without Process
+    Labels") from the bundled model. Step k's log-odds of "the prefix up to k is good" is
+    ``sum over the tokens of steps 0..k of (log p_theta - log p_ref) + b``, p_ref the bundled model frozen,
+    p_theta a copy of it trained with class-balanced cross-entropy on the rows' step labels (up to the first
+    error). The score is read through the LM head, so what the model expected at every token counts. The
+    threshold is chosen on the validation problems. Returns (scorer(items) -> probs, threshold, seconds)."""
+    import random
+
+    import torch
+    import transformers
+
+    from pipeline import bundled
+    from pipeline.training.targets import problem_group
+
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    tok = transformers.AutoTokenizer.from_pretrained(bundled.model_dir())
+    ref = transformers.AutoModelForCausalLM.from_pretrained(bundled.model_dir()).eval()
+    pol = transformers.AutoModelForCausalLM.from_pretrained(bundled.model_dir())
+
+    def enc(problem, steps):
+        ids = tok.encode(PROMPT_TEMPLATE.format(problem=problem), add_special_tokens=False)
+        spans = []
+        for i, s in enumerate(steps):
+            a = len(ids)
+            ids += tok.encode(s + ("\n" if i < len(steps) - 1 else ""), add_special_tokens=False)
+            spans.append((a, len(ids)))
+        return ids, spans
+
+    def tok_lp(model, ids):
+        lp = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
+        return lp[:-1].gather(1, torch.tensor(ids[1:])[:, None])[:, 0]  # [i] = log p(ids[i + 1])
+
+    def q_values(lp_diff, spans, bias):
+        return torch.cumsum(torch.stack([lp_diff[a - 1: b - 1].sum() for a, b in spans]), 0) + bias
+
+    t0 = time.time()
+    train, val = [], []
+    for r, fe in zip(rows, first_errors, strict=True):
+        steps = list(r["steps"])
+        ids, spans = enc(r["problem"], steps)
+        n = len(steps) if fe == -1 else fe + 1
+        y = torch.tensor([1.0] * n if fe == -1 else [1.0] * fe + [0.0])
+        if problem_group(r["problem"]) < val_fraction:
+            val.append((r["problem"], steps, fe))
+        else:
+            with torch.no_grad():
+                lref = tok_lp(ref, ids)
+            train.append((ids, spans[:n], lref, y))
+    n_pos = sum(float(d[3].sum()) for d in train)
+    n_neg = sum(float((1 - d[3]).sum()) for d in train)
+    pw, nw = (n_pos + n_neg) / (2 * n_pos), (n_pos + n_neg) / (2 * max(n_neg, 1.0))
+    bias = torch.zeros((), requires_grad=True)
+    opt = torch.optim.AdamW([*pol.parameters(), bias], lr=lr, weight_decay=0.0)
+    for _ in range(epochs):
+        rng.shuffle(train)
+        pol.train()
+        for i in range(0, len(train), batch):
+            loss, wsum = 0.0, 0.0
+            for ids, spans, lref, y in train[i: i + batch]:
+                q = q_values(tok_lp(pol, ids) - lref, spans, bias)
+                w = pw * y + nw * (1 - y)
+                loss = loss + (w * torch.nn.functional.binary_cross_entropy_with_logits(q, y, reduction="none")).sum()
+                wsum += float(w.sum())
+            opt.zero_grad()
+            (loss / wsum).backward()
+            opt.step()
+    pol.eval()
+
+    def scorer(items):
+        out = []
+        with torch.no_grad():
+            for problem, steps in items:
+                ids, spans = enc(problem, list(steps))
+                out.append(torch.sigmoid(q_values(tok_lp(pol, ids) - tok_lp(ref, ids), spans, bias)).tolist())
+        return out
+
+    threshold = 0.5
+    if val:
+        threshold, _ = choose_threshold(scorer([(p, s) for p, s, _ in val]), [fe for _, _, fe in val])
+    return scorer, threshold, time.time() - t0
+
+
 def measure(probs, truth, threshold) -> dict:
     m = first_error_f1([first_error_at(p, threshold) for p in probs], truth)
     best_t, best = choose_threshold(probs, truth)
@@ -143,6 +231,8 @@ def main(argv=None) -> None:
     ap.add_argument("--corpus", help="train on this labeled corpus's labels instead (sizes ignored)")
     ap.add_argument("--label-rule", default="hard")
     ap.add_argument("--no-likelihood", action="store_true", help="skip the likelihood reference row")
+    ap.add_argument("--implicit-epochs", type=int, default=6,
+                    help="epochs of the implicit-PRM prototype row (0: skip it)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", help="folder for corpora and PRMs (default: a temporary one)")
     ap.add_argument("--append", action="store_true", help="append the table to BENCHMARKS.md")
@@ -189,18 +279,25 @@ def main(argv=None) -> None:
                    "seconds": round(time.time() - t0), **measure(probs, truth, prm.threshold)}
             results.append(row)
             print(json.dumps(row), flush=True)
-    if not a.no_likelihood:
-        from pipeline.labeling.rules import apply_rule
-        from pipeline.storage.corpus import iter_corpus
+    from pipeline.labeling.rules import apply_rule
+    from pipeline.storage.corpus import iter_corpus
 
-        if a.corpus:
-            rows = [r for b in iter_corpus(a.corpus) for r in b.to_pylist()]
-            fit_truth = [apply_rule(r, a.label_rule).first_error for r in rows]
-            what = f"{a.corpus} ({a.label_rule})"
-        else:
-            rows = train_rows[: sizes[0]]
-            fit_truth = [check_steps(r["problem"], r["steps"]).first_error for r in rows]
-            what = f"exact, {sizes[0]}"
+    if a.corpus:
+        rows = [r for b in iter_corpus(a.corpus) for r in b.to_pylist()]
+        fit_truth = [apply_rule(r, a.label_rule).first_error for r in rows]
+        what = f"{a.corpus} ({a.label_rule})"
+    else:
+        rows = train_rows[: sizes[0]]
+        fit_truth = [check_steps(r["problem"], r["steps"]).first_error for r in rows]
+        what = f"exact, {sizes[0]}"
+    if a.implicit_epochs:
+        scorer, thr, secs = train_implicit(rows, fit_truth, epochs=a.implicit_epochs, seed=a.seed)
+        row = {"variant": f"implicit PRM (prototype, {a.implicit_epochs} epochs at 1e-4)", "train": what,
+               "train_rows": len(rows), "train_steps": None, "seconds": round(secs),
+               **measure(scorer(items), truth, thr)}
+        results.append(row)
+        print(json.dumps(row), flush=True)
+    if not a.no_likelihood:
         t0 = time.time()
         t_fit, _ = choose_threshold(likelihood_scores([(r["problem"], list(r["steps"])) for r in rows]), fit_truth)
         row = {"variant": "reference: the base model's own likelihood (no training)", "train": what,
