@@ -22,6 +22,10 @@ def train_cmd(
              "bundled model for the default); required for a corpus labeled through an OpenAI-compatible "
              "server.")] = None,
     version: Version = None,
+    kind: Annotated[str, typer.Option(
+        help="head: a 2-class token head read at a separator after each step (Qwen2.5-Math-PRM); implicit: "
+             "the step score read through the LM's own head, its log-likelihood ratio against the frozen base "
+             "(Yuan et al. 2024), saved as two causal LMs (docs/training.md).")] = "head",
     label_rule: Annotated[str, typer.Option(
         help="Targets from the stored counts: hard, threshold, soft, relative, advantage, er-prm, changepoint "
              "(any rule `mcprm eval --label-rule` knows), or outcome (every step = the solution's own answer: "
@@ -39,18 +43,21 @@ def train_cmd(
     val_fraction: Annotated[float, typer.Option(
         help="Share of problems held out (split by a hash of the problem text); the first-error threshold "
              "is chosen on them.")] = 0.1,
-    epochs: Annotated[float | None, typer.Option(help="Epochs (default: 3; 10 for a model under 50 M "
-                                                      "parameters, e.g. the bundled one).")] = None,
-    learning_rate: Annotated[float | None, typer.Option(help="Peak learning rate (default: 1e-5; 1e-3 under "
-                                                             "50 M parameters).")] = None,
+    epochs: Annotated[float | None, typer.Option(help="Epochs (default: head 3, implicit 1; under 50 M "
+                                                      "parameters, e.g. the bundled model: head 10, implicit "
+                                                      "6).")] = None,
+    learning_rate: Annotated[float | None, typer.Option(help="Peak learning rate (default: head 1e-5, implicit "
+                                                             "1e-6; under 50 M parameters: head 1e-3, implicit "
+                                                             "1e-4).")] = None,
     batch_size: Annotated[int, typer.Option(help="Solutions per device per step.")] = 16,
     grad_accum: Annotated[int, typer.Option(help="Gradient accumulation steps.")] = 1,
     max_length: Annotated[int, typer.Option(help="Most tokens per solution; later steps are cut.")] = 2048,
-    separator: Annotated[str, typer.Option(help="The step separator token the head is read at (added to the "
-                                                "tokenizer when it is not one token).")] = "<extra_0>",
-    step_suffix: Annotated[str, typer.Option(help="Text after each step, before the separator ('\\n' is a "
-                                                  "newline; '' with --separator '\\n' reads the head at the "
-                                                  "newline itself).")] = "\\n",
+    separator: Annotated[str | None, typer.Option(
+        help="The step separator token the PRM is read at (added to the tokenizer when it is not one token). "
+             "Default: head '<extra_0>'; implicit '\\n' (the newline itself).")] = None,
+    step_suffix: Annotated[str | None, typer.Option(
+        help="Text after each step, before the separator ('\\n' is a newline). Default: head '\\n'; "
+             "implicit ''.")] = None,
     bf16: Annotated[str, typer.Option(help="auto (on a GPU that supports it) | on | off")] = "auto",
     gradient_checkpointing: Annotated[bool, typer.Option(help="Trade compute for memory (large models).")] = False,
     save_steps: Annotated[int, typer.Option(help="Checkpoint every N optimizer steps (0: every epoch).")] = 0,
@@ -67,13 +74,14 @@ def train_cmd(
     from pipeline.training.train import TrainConfig, train
 
     with user_errors(extra=(ValueError,)):
-        cfg = TrainConfig(corpus=corpus, output=output, base_model=base_model, version=version,
+        cfg = TrainConfig(corpus=corpus, output=output, base_model=base_model, version=version, kind=kind,
                           label_rule=label_rule, targets=targets, min_confidence=min_confidence,
                           weight_by_confidence=weight_by_confidence, class_balance=class_balance,
                           drop_after_first_error=drop_after_first_error, val_fraction=val_fraction, epochs=epochs,
                           learning_rate=learning_rate, batch_size=batch_size, grad_accum=grad_accum,
-                          max_length=max_length, separator=_unescape(separator),
-                          step_suffix=_unescape(step_suffix), bf16=bf16,
+                          max_length=max_length,
+                          separator=None if separator is None else _unescape(separator),
+                          step_suffix=None if step_suffix is None else _unescape(step_suffix), bf16=bf16,
                           gradient_checkpointing=gradient_checkpointing, save_steps=save_steps, resume=resume,
                           overwrite=overwrite, seed=seed, limit=limit, progress=progress)
         res = train(cfg)

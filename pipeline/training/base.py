@@ -54,9 +54,10 @@ def resolve_bf16(cfg: TrainConfig) -> bool:
     return bool(cuda and torch.cuda.is_bf16_supported())
 
 
-def load_base(base: str, separator: str):
-    """(model, tokenizer, separator id): the causal LM under a fresh 2-class token head, the separator token
-    added to the tokenizer (and the embeddings grown) when it lacks it."""
+def load_base(base: str, separator: str, kind: str = "head"):
+    """(model, tokenizer, separator id, added): the causal LM under a fresh 2-class token head (``kind`` head),
+    or the causal LM and a frozen copy as an implicit PRM (``kind`` implicit, :mod:`pipeline.training.implicit`);
+    the separator token added to the tokenizer (and the embeddings grown) when it lacks it."""
     from rollouts.base import require
 
     torch = require("torch", "pip install torch")
@@ -75,6 +76,10 @@ def load_base(base: str, separator: str):
     sep_id, added = ensure_separator(tok, separator)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else separator
+    if kind == "implicit":
+        from pipeline.training.implicit import load_base_implicit
+
+        return load_base_implicit(base, tok, sep_id, torch.float32), tok, sep_id, added
     with _quiet_head_warning(transformers):
         try:
             # float32 master weights: bf16 is autocast by the Trainer (--bf16), never pure-bf16 AdamW

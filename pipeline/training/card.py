@@ -33,7 +33,7 @@ def build_card(cfg: TrainConfig, *, base: str, n_params: int, manifest: dict, fm
         "corpus": {"path": cfg.corpus, "version": manifest["version"], "identity": manifest.get("identity"),
                    "strategy": manifest.get("strategy"), "k": manifest.get("k"),
                    "schema_version": manifest.get("schema_version")},
-        "label_rule": cfg.label_rule, "targets": cfg.targets, "min_confidence": cfg.min_confidence,
+        "kind": cfg.kind, "label_rule": cfg.label_rule, "targets": cfg.targets, "min_confidence": cfg.min_confidence,
         "weight_by_confidence": cfg.weight_by_confidence, "class_balance": cfg.class_balance,
         "drop_after_first_error": cfg.drop_after_first_error, "val_fraction": cfg.val_fraction,
         "separator": fmt.separator, "separator_id": sep_id, "separator_added": added,
@@ -97,6 +97,25 @@ def card_markdown(card: dict) -> str:
         f"{f(v.get('acc_correct'))}; at 0.5: {f(v.get('f1_at_0.5'))}) against {v.get('against', 'n/a')} |",
         f"| train loss / best validation loss | {f(card['training']['train_loss'])} / "
         f"{f(card['training']['best_eval_loss'])} (the checkpoint kept) |", "",
+        *(_implicit_use() if card.get("kind") == "implicit" else _head_use()),
+        "```", "", "Or `mcprm score DIR --input SOLUTIONS.jsonl --output SCORED`.", "",
+    ]
+    return "\n".join(lines)
+
+
+def _implicit_use() -> list[str]:
+    return [
+        "## Use (an implicit PRM: two causal LMs)", "", "```python",
+        "from transformers import AutoModelForCausalLM, AutoTokenizer",
+        "pol = AutoModelForCausalLM.from_pretrained(DIR); ref = AutoModelForCausalLM.from_pretrained(DIR + "
+        "'/reference')",
+        "# q_k = sum over the solution's tokens up to step k's separator (header and separators left out) of",
+        "#       log p_pol(token) - log p_ref(token), + pol.config.mcprm_prm['bias']; P(step k good) = sigmoid(q_k)",
+    ]
+
+
+def _head_use() -> list[str]:
+    return [
         "## Use", "", "```python",
         "from transformers import AutoModelForTokenClassification, AutoTokenizer",
         "m = AutoModelForTokenClassification.from_pretrained(DIR); t = AutoTokenizer.from_pretrained(DIR)",
@@ -105,6 +124,4 @@ def card_markdown(card: dict) -> str:
         "for s in steps)",
         "# P(step good) = softmax(logits)[..., 1] at each separator token; first error = first step below "
         "m.config.mcprm_prm['threshold']",
-        "```", "", "Or `mcprm score DIR --input SOLUTIONS.jsonl --output SCORED`.", "",
     ]
-    return "\n".join(lines)

@@ -92,6 +92,7 @@ class Encoded:
     input_ids: list[int]
     positions: list[int]  # index of each kept step's separator token
     kept: int  # steps kept (the rest were cut by max_length)
+    start: int = 0  # where the solution begins (after the header): what an implicit PRM sums from
 
 
 class PieceCache:
@@ -128,6 +129,7 @@ def encode(tokenizer, fmt: PrmFormat, sep_id: int, problem: str, steps: Sequence
     """Token ids of one solution and the positions of its separators (one per kept step)."""
     pieces = pieces or PieceCache(tokenizer)
     ids = list(_header_ids(tokenizer, fmt, problem, pieces))
+    start = len(ids)
     if len(ids) + 1 >= fmt.max_length:
         raise CollateError(f"the problem alone is {len(ids)} tokens, more than max_length {fmt.max_length} "
                            "leaves room for (raise --max-length)")
@@ -139,7 +141,7 @@ def encode(tokenizer, fmt: PrmFormat, sep_id: int, problem: str, steps: Sequence
         ids.extend(piece)
         ids.append(sep_id)
         positions.append(len(ids) - 1)
-    return Encoded(ids, positions, len(positions))
+    return Encoded(ids, positions, len(positions), start)
 
 
 @dataclass
@@ -151,6 +153,7 @@ class Example:
     targets: list[float | None]  # one per position
     weights: list[float]  # one per position (0 where the target is None)
     group: str = ""  # problem hash (the split is by problem)
+    start: int = 0  # Encoded.start
 
 
 def make_example(tokenizer, fmt: PrmFormat, sep_id: int, problem: str, steps: Sequence[str],
@@ -164,7 +167,7 @@ def make_example(tokenizer, fmt: PrmFormat, sep_id: int, problem: str, steps: Se
         if x is not None and not 0.0 <= x <= 1.0:
             raise CollateError(f"step target {x} outside [0, 1]")
     w = [0.0 if x is None else float(weight) for x in t]
-    return Example(enc.input_ids, enc.positions, t, w, group)
+    return Example(enc.input_ids, enc.positions, t, w, group, enc.start)
 
 
 def targets_until_first_error(targets: Sequence[float | None], hard: Sequence[bool | None]) -> list[float | None]:
@@ -203,7 +206,7 @@ def collate(examples: Sequence[Example], pad_id: int) -> dict:
             soft[i, p] = float(y)
             weights[i, p] = float(w)
     return {"input_ids": ids, "attention_mask": mask, "labels": labels, "soft_labels": soft,
-            "label_weights": weights}
+            "label_weights": weights, "response_start": torch.tensor([e.start for e in examples], dtype=torch.long)}
 
 
 def step_loss(logits, soft_labels, label_weights, pos_weight: float = 1.0, neg_weight: float = 1.0):

@@ -8,7 +8,11 @@ from dataclasses import dataclass, field
 from pipeline.errors import FatalError
 from pipeline.training.collate import DEFAULT_HEADER, DEFAULT_SEPARATOR
 
-PSEUDO_RULES = ("outcome",)  # every step labeled with the solution's own final answer (an ORM's labels)
+PSEUDO_RULES = ("outcome",)
+# head: a 2-class token head read at each step's separator (Qwen2.5-Math-PRM); implicit: the step score read
+# through the LM's own head, log-likelihood ratio against the frozen base (pipeline.training.implicit)
+KINDS = ("head", "implicit")
+KIND_LAYOUT = {"head": (DEFAULT_SEPARATOR, "\n"), "implicit": ("\n", "")}  # (separator, step suffix) by kind  # every step labeled with the solution's own final answer (an ORM's labels)
 
 
 class TrainError(FatalError, ValueError):
@@ -21,6 +25,7 @@ class TrainConfig:
     output: str
     base_model: str | None = None  # default: the model that labeled the corpus (manifest), else the bundled one
     version: int | None = None
+    kind: str = "head"  # KINDS
     label_rule: str = "hard"  # any of pipeline.labeling.rules.RULES, or "outcome"
     targets: str = "hard"  # hard: the rule's labels (0/1); soft: the rule's scores in [0, 1]
     min_confidence: float | None = None  # drop rows whose first-error confidence is below this
@@ -28,16 +33,18 @@ class TrainConfig:
     class_balance: bool = True  # weight the two classes inversely to their frequency in the training steps
     drop_after_first_error: bool = True  # no loss on steps after the first negative one
     val_fraction: float = 0.1  # of problems (hash of the problem text), for the threshold and metrics
-    epochs: float | None = None  # auto: 3, or 10 for a small model (< 50 M parameters)
-    learning_rate: float | None = None  # auto: 1e-5, or 1e-3 for a small model
+    epochs: float | None = None  # auto: train.auto_schedule (by kind and model size)
+    learning_rate: float | None = None  # auto: train.auto_schedule
     batch_size: int = 16
     grad_accum: int = 1
     warmup_ratio: float = 0.05
     weight_decay: float = 0.0
     max_length: int = 2048
-    separator: str = DEFAULT_SEPARATOR
+    # None: by kind (layout): head reads a reserved token after each step's newline (Qwen2.5-Math-PRM);
+    # implicit reads the newline itself, so the LM sees its own text format with no token it never saw
+    separator: str | None = None
     header: str = DEFAULT_HEADER
-    step_suffix: str = "\n"
+    step_suffix: str | None = None
     bf16: str = "auto"  # auto (on a GPU that supports it) | on | off
     gradient_checkpointing: bool = False
     seed: int = 0
@@ -48,12 +55,20 @@ class TrainConfig:
     limit: int | None = None  # train on the first N rows only (tests, quick looks)
     extra: dict = field(default_factory=dict)
 
+    def layout(self) -> tuple[str, str]:
+        """(separator, step suffix): the given ones, else the kind's (:data:`KIND_LAYOUT`)."""
+        sep, suffix = KIND_LAYOUT.get(self.kind, KIND_LAYOUT["head"])
+        return (self.separator if self.separator is not None else sep,
+                self.step_suffix if self.step_suffix is not None else suffix)
+
     def validate(self) -> None:
         from pipeline.labeling.rules import RULES
 
         bad = []
         if self.label_rule not in RULES and self.label_rule not in PSEUDO_RULES:
             bad.append(f"--label-rule must be one of {', '.join([*RULES, *PSEUDO_RULES])}, got {self.label_rule!r}")
+        if self.kind not in KINDS:
+            bad.append(f"--kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.targets not in ("hard", "soft"):
             bad.append(f"--targets must be 'hard' or 'soft', got {self.targets!r}")
         if self.min_confidence is not None and not 0 <= self.min_confidence <= 1:

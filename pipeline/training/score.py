@@ -68,12 +68,20 @@ def load_prm(path: str, device: str | None = None) -> LoadedPrm:
     dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if dev.startswith("cuda") and torch.cuda.is_bf16_supported() else torch.float32
     tok = transformers.AutoTokenizer.from_pretrained(path)
-    model = transformers.AutoModelForTokenClassification.from_pretrained(path, dtype=dtype).to(dev).eval()
     try:
         fmt = PrmFormat.from_dict(prm["format"])
         sep = separator_id(tok, fmt.separator)
     except CollateError as e:
         raise ScoreError(f"{path}: {e}") from None
+    if prm.get("kind", "head") == "implicit":
+        from pipeline.training import implicit
+
+        try:
+            model = implicit.load(path, prm, sep, dtype, dev)
+        except FileNotFoundError as e:
+            raise ScoreError(str(e)) from None
+    else:
+        model = transformers.AutoModelForTokenClassification.from_pretrained(path, dtype=dtype).to(dev).eval()
     return LoadedPrm(model, tok, fmt, sep, float(prm.get("threshold", 0.5)), str(path), card, dev)
 
 
@@ -111,8 +119,11 @@ def predict_probs(model, tokenizer, fmt, sep_id: int, items: Sequence[tuple[str,
                 e = encs[i]
                 ids[r, : len(e.input_ids)] = torch.tensor(e.input_ids)
                 mask[r, : len(e.input_ids)] = 1
+            extra = {}
+            if getattr(model, "wants_response_start", False):  # an implicit PRM (pipeline.training.implicit)
+                extra["response_start"] = torch.tensor([encs[i].start for i in chunk], device=dev)
             with torch.no_grad():
-                logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev)).logits.float()
+                logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev), **extra).logits.float()
             probs = torch.softmax(logits, dim=-1)[..., 1].cpu()
             for r, i in enumerate(chunk):
                 e = encs[i]

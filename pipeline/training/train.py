@@ -40,6 +40,16 @@ log = logging.getLogger("mcprm")
 TINY_PARAMS = 50_000_000  # below this, the auto learning rate / epochs are those of a small model trained from scratch
 
 
+def auto_schedule(kind: str, n_params: int) -> tuple[float, float]:
+    """(epochs, learning rate) when not given. head: 10 at 1e-3 for a model under TINY_PARAMS (a new head on a
+    small body), else 3 at 1e-5. implicit: 6 at 1e-4 for a small model (the recipe study, BENCHMARKS.md issue
+    28), else 1 at 1e-6 (PRIME's implicit PRM learning rate; not measured by mcprm at that size)."""
+    tiny = n_params < TINY_PARAMS
+    if kind == "implicit":
+        return (6.0, 1e-4) if tiny else (1.0, 1e-6)
+    return (10.0, 1e-3) if tiny else (3.0, 1e-5)
+
+
 # ------------------------------------------------------------------ training
 class _Examples:
     def __init__(self, examples):
@@ -52,7 +62,7 @@ class _Examples:
         return self.examples[i]
 
 
-def _make_trainer_class(pos_weight: float, neg_weight: float):
+def _make_trainer_class(pos_weight: float, neg_weight: float, implicit: bool = False):
     from transformers import Trainer
 
     from pipeline.training.collate import step_loss
@@ -64,9 +74,29 @@ def _make_trainer_class(pos_weight: float, neg_weight: float):
             soft = inputs.pop("soft_labels")
             weights = inputs.pop("label_weights")
             inputs.pop("labels", None)
+            start = inputs.pop("response_start", None)
+            if implicit:  # the implicit PRM sums its log-ratios from where the solution starts
+                inputs["response_start"] = start
             out = model(**inputs)
             loss = step_loss(out.logits, soft, weights, pos_weight, neg_weight)
             return (loss, out) if return_outputs else loss
+
+        def _save(self, output_dir=None, state_dict=None):
+            if not implicit:
+                return super()._save(output_dir, state_dict)
+            # an implicit PRM is no PreTrainedModel: its checkpoint is the trained part's state dict (the frozen
+            # reference is rebuilt from the base model), tied tensors written apart (safetensors refuses shared
+            # memory); the Trainer loads it back non-strictly (best model, --resume)
+            import os
+
+            import safetensors.torch
+
+            out = output_dir or self.args.output_dir
+            if self.args.should_save:
+                os.makedirs(out, exist_ok=True)
+                sd = state_dict if state_dict is not None else self.accelerator.unwrap_model(self.model).state_dict()
+                sd = {k: v.detach().clone().contiguous() for k, v in sd.items() if not k.startswith("reference.")}
+                safetensors.torch.save_file(sd, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
 
         def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
             import torch
@@ -102,7 +132,8 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
         has_ckpt = False
     base = cfg.base_model or default_base_model(cfg.corpus, cfg.version)
     try:
-        fmt = PrmFormat(header=cfg.header, step_suffix=cfg.step_suffix, separator=cfg.separator,
+        separator, step_suffix = cfg.layout()
+        fmt = PrmFormat(header=cfg.header, step_suffix=step_suffix, separator=separator,
                         max_length=cfg.max_length)
     except CollateError as e:
         raise TrainError(str(e)) from None
@@ -120,13 +151,13 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    model, tok, sep_id, added = load_base(base, cfg.separator)
+    model, tok, sep_id, added = load_base(base, fmt.separator, cfg.kind)
     prep = prepare(cfg, tok, fmt, sep_id, targets_fn)
     c = prep.counts
-    n_params = sum(p.numel() for p in model.parameters())
-    tiny = n_params < TINY_PARAMS
-    epochs = cfg.epochs if cfg.epochs is not None else (10.0 if tiny else 3.0)
-    lr = cfg.learning_rate if cfg.learning_rate is not None else (1e-3 if tiny else 1e-5)
+    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    auto_epochs, auto_lr = auto_schedule(cfg.kind, n_params)
+    epochs = cfg.epochs if cfg.epochs is not None else auto_epochs
+    lr = cfg.learning_rate if cfg.learning_rate is not None else auto_lr
     pos_w = neg_w = 1.0
     if cfg.class_balance and c["train_positive"] > 0 and c["train_negative"] > 0:
         tot = c["train_positive"] + c["train_negative"]
@@ -170,7 +201,7 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
 
         return collate(batch, pad)
 
-    trainer = _make_trainer_class(pos_w, neg_w)(
+    trainer = _make_trainer_class(pos_w, neg_w, implicit=cfg.kind == "implicit")(
         model=model, args=args, train_dataset=_Examples(prep.train),
         eval_dataset=_Examples(prep.val) if prep.val else None, data_collator=collator)
     trainer.train(resume_from_checkpoint=True if (cfg.resume and has_ckpt) else None)
@@ -212,12 +243,17 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
                        "against": f"the corpus's own labels under --label-rule {cfg.label_rule}"}
     _, manifest = open_manifest(cfg.corpus, cfg.version)
     prm_cfg = {"format": fmt.to_dict(), "separator_id": sep_id, "threshold": threshold, "positive_label": 1,
-               "label_rule": cfg.label_rule, "targets": cfg.targets}
-    model.config.mcprm_prm = prm_cfg
+               "label_rule": cfg.label_rule, "targets": cfg.targets, "kind": cfg.kind}
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
+    if cfg.kind == "implicit":
+        from pipeline.training import implicit
+
+        implicit.save(model, tok, out, prm_cfg)
+    else:
+        model.config.mcprm_prm = prm_cfg
+        model.save_pretrained(out)
+        tok.save_pretrained(out)
     card = build_card(cfg, base=base, n_params=n_params, manifest=manifest, fmt=fmt, sep_id=sep_id, added=added,
                       threshold=threshold, counts=prep.counts, hyper=hyper, state=trainer.state,
                       seconds=time.perf_counter() - t0, validation=val_metrics)

@@ -3,8 +3,8 @@ on held-out problems its step scores rank good steps above wrong ones better tha
 
 Real parts: the bundled model and sample, the exact checker's labels, a real Parquet corpus, the HF Trainer on
 CPU. Train on 200 solutions, measure on the 100 others (disjoint problems). The truth is the exact checker's.
-A PRM whose labels were misaligned with its separators, or whose head read the wrong positions, ranks no better
-than position (BENCHMARKS.md, issue 28: the PRM recipe study, where such a PRM reaches step AUC ~0.8 against
+Both kinds (a head at the separator; an implicit PRM read through the LM's head). A PRM whose labels were
+misaligned with its separators, or whose head read the wrong positions, ranks no better than position (BENCHMARKS.md, issue 28: the PRM recipe study, where such a PRM reaches step AUC ~0.8 against
 ~0.7 for position at 300 solutions)."""
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def _auc(scores, good) -> float:
     return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
 
 
-def test_trained_prm_ranks_held_out_steps_better_than_their_position(tmp_path):
+@pytest.mark.parametrize("kind", ["head", "implicit"])
+def test_trained_prm_ranks_held_out_steps_better_than_their_position(tmp_path, kind):
     from pipeline.training.options import TrainConfig
     from pipeline.training.score import load_prm, predict_probs
     from pipeline.training.train import train
@@ -56,7 +57,8 @@ def test_trained_prm_ranks_held_out_steps_better_than_their_position(tmp_path):
     assert not {r["problem"] for r in train_rows} & {r["problem"] for r in held}
     _exact_corpus(train_rows, tmp_path / "corpus")
     torch.set_num_threads(1)
-    train(TrainConfig(corpus=str(tmp_path / "corpus"), output=str(tmp_path / "prm"), progress=False, seed=0))
+    train(TrainConfig(corpus=str(tmp_path / "corpus"), output=str(tmp_path / "prm"), progress=False, seed=0,
+                      kind=kind))
     prm = load_prm(str(tmp_path / "prm"), device="cpu")
     probs = predict_probs(prm.model, prm.tokenizer, prm.fmt, prm.sep_id, [(r["problem"], r["steps"]) for r in held])
     scores, position, good = [], [], []
