@@ -73,7 +73,7 @@ class InputConfig:
     id_field: str = option("id", "Input field holding the row id (optional; default: a content hash).")
     splitter: str = option("blank-line", "How a solution text is cut into steps; gsm8k: lines, without <<...>> "
                                          "annotations and the #### answer line.", choices=SPLIT_MODES)
-    split_regex: str | None = option(None, "--splitter regex: the separator regex between steps.")
+    split_regex: str | None = option(None, "--splitter regex: the regex between steps.")
     input_format: str | None = option(None, "Input file format.", choices=FORMATS, shown="by file extension")
     answer_extract: str | None = option(None, "Take the gold answer out of a worked answer field (gsm8k: after "
                                               "####; boxed: the last \\boxed{}).", choices=ANSWER_EXTRACTORS,
@@ -272,9 +272,8 @@ class ExecutorConfig:
     gpus_per_worker: float = option(0.0, "GPUs per worker.", shown="vllm: --tensor-parallel-size; hf: 0")
     # issue 29: an adaptive strategy's shard ends with its slowest solution; more shards at once keep a GPU
     # engine full through those tails (solutions in flight per worker = this x --shard-size)
-    shards_per_worker: int | None = option(None, "Shards one worker labels at once (solutions in flight per "
-                                                 "worker: this x --shard-size).",
-                                           shown="the backend's: vllm 2, hf/openai 1")
+    shards_per_worker: int | None = option(None, "Shards a worker labels at once (x --shard-size: solutions "
+                                                 "in flight).", shown="vllm 2, else 1")
     # issue 29: a warm fleet of named detached Ray actors kept between runs (pipeline/execution/fleet.py)
     fleet: str | None = option(None, "ray: borrow the workers of the warm fleet NAME (`mcprm fleet up`) instead of "
                                      "starting new ones: no engine start; its engine options (backend, model, "

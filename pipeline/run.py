@@ -7,7 +7,7 @@ Under the output's lock (one writer at a time), four steps, one function each:
    keep only solutions the corpus does not hold yet (a refresh labels what is new; the rest is reused), and
    stage them as deterministic shards (input order, sizes from ``shard_sizes``) beside the output
    (:mod:`pipeline.input.staging`). The plan records per shard its staged file, count and key digest. The Ray
-   executor's engines start meanwhile (:class:`_EarlyStart`), so their load overlaps the pass (issue 29).
+   executor's engines start meanwhile (:class:`EarlyStart`), so their load overlaps the pass (issue 29).
 2. :func:`_resume`: write the plan, or, if an uncommitted run of the same work exists (a killed run), take
    over its plan and its finished shards, each verified.
 3. :func:`_execute`: stream the remaining shards, read from their staged files (never the input again),
@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pipeline.config import ConfigError, LabelConfig
 from pipeline.execution.executors import CountedShards
 from pipeline.execution.sizing import planned_workers, solution_cost
+from pipeline.execution.startup import EarlyStart, startup_facts, worker_events
+from pipeline.input.staging import resume_shards
 from pipeline.storage.integrity import current_manifest, next_version, verified_base
 from pipeline.storage.lock import OutputLock, corpus_lock
 from pipeline.storage.manifest import ExecutionFacts, InputCounts, build_manifest
@@ -168,40 +170,6 @@ def _label_or_storage_error(config: LabelConfig, executor=None) -> RunResult:
 
 
 # ---- integrity (issue 13): recovered manifest, verified shards, fencing; see pipeline.storage.integrity
-def _resume_shards(store: CorpusStore, plan: dict, version: int, owner: str | None, committed: int) -> dict[int, dict]:
-    """Finished shards of an unfinished run, each verified in full against its checksum and the keys of its
-    staged file (else relabeled), and adopted under this owner's name (``kept_shard``). Looked for in this
-    version's folder and in those of numbers fenced since the committed version (a takeover from a run that
-    may still be running claims its number: its finished work is in that number's folder)."""
-    from pipeline.input.staging import staged_keys
-    from pipeline.storage.integrity import kept_shard
-
-    vdir = store.version_dir(version)
-    found: dict[int, list[str]] = {}
-    for v in range(version, committed, -1):
-        if v != version:  # a fenced number's folder: only the same work (identity) is adopted
-            try:
-                other = store.read_json(f"{store.version_dir(v)}/_plan.json")
-            except RuntimeError:
-                other = None
-            if not other or other.get("identity") != plan["identity"]:
-                continue
-        for i, rels in store.shard_files(v).items():
-            found.setdefault(i, []).extend(rels)
-    done: dict[int, dict] = {}
-    for sh in plan["shards"]:
-        rels = found.get(sh["shard"])
-        if not rels:
-            continue
-        keys = staged_keys(store, vdir, sh)
-        into = store.shard_rel(Fenced(version, owner), sh["shard"]) if owner else None
-        for rel in rels:
-            got = kept_shard(store, rel, keys, into=into)
-            if got is not None:
-                done[sh["shard"]] = dict(got, shard=sh["shard"])
-                break
-    return done
-# ---- end integrity
 
 
 @dataclass
@@ -220,66 +188,12 @@ class _Run:
     done_shards: dict[int, dict] = field(default_factory=dict)  # finished shards of a killed run, verified
     owner: str | None = None  # the lock owner's id: in every shard name this run writes (fenced shard writes)
     fleet: dict | None = None  # the warm fleet this run borrowed (manifest execution.fleet; issue 29)
-    starter: _EarlyStart | None = None  # the Ray executor started while the input is read (issue 29)
+    starter: EarlyStart | None = None  # the Ray executor started while the input is read (issue 29)
     events: dict[str, float] = field(default_factory=dict)  # wall-clock start-up events (manifest throughput)
 
     @property
     def vdir(self) -> str:
         return self.store.version_dir(self.version)
-
-
-class _EarlyStart:
-    """Issue 29: the Ray executor (its engines) started while the input is read, so that the engine load overlaps
-    reading and validation. For a new corpus (or ``--overwrite``) it starts before the input pass; for a refresh
-    when the pass stages the first solution the corpus lacks (a re-run with nothing new starts no engine). It
-    starts one actor, one more per ``shard_size`` solutions staged, up to the executor's worker count;
-    :meth:`take` hands it to the run sized to its shards. Only for the Ray executor: the local one loads its
-    model in this process, which has nothing to overlap it with but the reading itself. Whatever the run does not
-    take (bad input, nothing to do, any error) :meth:`close` kills."""
-
-    def __init__(self, cfg: LabelConfig):
-        self.cfg, self.executor, self.started_at = cfg, None, None
-
-    @staticmethod
-    def wanted(cfg: LabelConfig, executor) -> bool:
-        from pipeline.execution.executors import choose_executor
-
-        return executor is None and not cfg.fleet and choose_executor(cfg)[0] == "ray"
-
-    def start(self) -> None:
-        """Ray up (in this thread: Ray sets its SIGTERM handler from the main thread only) and one actor asked for:
-        it loads its model in its own process while this one goes on reading."""
-        if self.executor is None:
-            from pipeline.execution.executors import RayExecutor
-
-            self.started_at = time.time()
-            self.executor = RayExecutor(self.cfg, start=1)
-
-    def staged(self, n: int) -> None:
-        """``n`` solutions staged so far (called for each): start at the first, one more actor per shard's worth."""
-        if self.executor is None:
-            self.start()
-        want = -(-n // self.cfg.shard_size)
-        if self.executor.num_workers < min(want, self.executor.max_workers):
-            self.executor.scale_to(want)
-
-    def take(self, shards: int):
-        """The started executor, with as many actors as ``shards`` can use (None: none was started)."""
-        ex, self.executor = self.executor, None
-        if ex is not None:
-            ex.scale_to(shards)
-        return ex
-
-    def close(self) -> None:
-        ex, self.executor = self.executor, None
-        if ex is not None:
-            ex.close()
-
-    def __enter__(self) -> _EarlyStart:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _label(config: LabelConfig, executor=None) -> RunResult:
@@ -288,7 +202,7 @@ def _label(config: LabelConfig, executor=None) -> RunResult:
     t0, t0_wall = time.perf_counter(), time.time()
     cfg = config.resolved()
     store = CorpusStore(cfg.output)
-    starter = _EarlyStart(cfg) if _EarlyStart.wanted(cfg, executor) else None
+    starter = EarlyStart(cfg) if EarlyStart.wanted(cfg, executor) else None
     # (leaving the block, the starter kills an engine the run did not take: bad input, nothing to do, an error)
     with corpus_lock(store) as lock, starter or contextlib.nullcontext():
         # the number this run may commit, fixed when it got the lock: a run frozen past a takeover keeps to the
@@ -309,7 +223,7 @@ def _label(config: LabelConfig, executor=None) -> RunResult:
         return _commit(run, lock, results, facts, t0)
 
 
-def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, starter: _EarlyStart | None = None
+def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, starter: EarlyStart | None = None
           ) -> _Run:
     """Which version to build on and to commit (``version``: fixed when the lock was taken), what the input holds
     that the corpus does not, in which shards (``starter``: the executor to start as the first of them is read)."""
@@ -454,7 +368,7 @@ def _resume(run: _Run) -> None:
         store.write_bytes(f"{vdir}/_plan.json", json.dumps(plan, separators=(",", ":")).encode() + b"\n")
         fault_point("plan-written")
     if old_plan is not None or run.version > committed + 1:  # (numbers fenced since the commit: their work)
-        run.done_shards = _resume_shards(store, plan, run.version, run.owner, committed)
+        run.done_shards = resume_shards(store, plan, run.version, run.owner, committed)
         if run.done_shards:
             log.info("resuming: %d of %d shards already done", len(run.done_shards), len(plan["shards"]))
     _drop_staged(store, vdir, staged - {sh["staged"] for sh in plan["shards"]})
@@ -522,7 +436,7 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
             progress.close()
             executor.close()
         if own:
-            _worker_events(run, executor)
+            worker_events(run.events, executor)
     run_seconds = time.perf_counter() - t_run
     missing = [sh["shard"] for sh in plan["shards"] if sh["shard"] not in results]
     if missing:
@@ -533,41 +447,6 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
         run_seconds=run_seconds, startup_seconds=min(run_seconds, executor.startup_seconds),
         workers=executor.num_workers, gpus=int(executor.num_workers * cfg.backend_spec.gpus(cfg.backend_options)),
         retried={str(k): v for k, v in executor.retried.items()}, worker_stats=worker_stats)
-
-
-def _worker_events(run: _Run, executor) -> None:
-    """When this run's first worker entered its constructor and had its backend ready (wall clock): the Ray actors'
-    own report (the earliest of each), the local executor's load."""
-    starts = list(getattr(executor, "actor_start", {}).values())
-    if starts:
-        run.events["first_worker_started"] = min(t for t, _ in starts)
-        run.events["first_worker_ready"] = min(t for _, t in starts)
-    elif "engine_started" in run.events:
-        run.events["first_worker_started"] = run.events["engine_started"]
-        run.events["first_worker_ready"] = run.events["engine_started"] + executor.startup_seconds
-
-
-def startup_facts(events: dict[str, float]) -> dict:
-    """The manifest's start-up fields (issue 29) from the run's wall-clock events: ``input_seconds`` (reading and
-    validating the input), ``engine_start_seconds`` (the engine start this run made: asked for until the first
-    worker was ready; absent for a caller's or a fleet's workers), ``startup_overlap_seconds`` (how much of that
-    start ran while the input was still being read) and ``startup_events`` (each event's seconds since the run
-    began)."""
-    ev, out = events, {}
-    if "input_started" in ev and "input_ended" in ev:
-        out["input_seconds"] = round(ev["input_ended"] - ev["input_started"], 3)
-    if "engine_started" in ev and "first_worker_ready" in ev:
-        begin, ready = ev["engine_started"], max(ev["engine_started"], ev["first_worker_ready"])
-        out["engine_start_seconds"] = round(ready - begin, 3)
-        hidden = min(ready, ev.get("input_ended", begin)) - max(begin, ev.get("input_started", begin))
-        out["startup_overlap_seconds"] = round(max(0.0, hidden), 3)
-    else:
-        out["startup_overlap_seconds"] = 0.0
-    t0 = ev.get("run_started")
-    if t0 is not None:
-        out["startup_events"] = {k: round(v - t0, 3) for k, v in sorted(ev.items(), key=lambda kv: kv[1])
-                                 if k != "run_started"}
-    return out
 
 
 def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: ExecutionFacts, t0: float) -> RunResult:
