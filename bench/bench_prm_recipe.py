@@ -7,8 +7,9 @@ first-error F1 on another sample, at the PRM's own threshold (chosen on its vali
 optimistic bound, at the threshold best on the evaluation sample itself. ``--corpus`` trains on a labeled corpus's
 own labels (``--label-rule``) instead.
 
-The implicit-PRM row is a prototype that is not part of mcprm (:func:`train_implicit`): the same base model and
-labels, the step score read through the LM head instead of a new classification head.
+The implicit-PRM row is the prototype (:func:`train_implicit`) of what became ``mcprm train --kind implicit``
+(pipeline/training/implicit.py): the same base model and labels, the step score read through the LM head instead
+of a new classification head. The rows of the recipe study in BENCHMARKS.md were measured with this prototype.
 
 The reference row needs no training: the bundled model's own likelihood as a verifier (a step is wrong when one
 of its tokens had probability below t under the model that wrote it; t chosen on the training labels). It says
@@ -130,7 +131,7 @@ def likelihood_scores(items: list[tuple[str, list[str]]]) -> list[list[float]]:
 
 def train_implicit(rows: list[dict], first_errors: list[int], epochs: int = 6, lr: float = 1e-4,
                    val_fraction: float = 0.1, seed: int = 0, batch: int = 16):
-    """Prototype (not in mcprm): an implicit PRM (Yuan et al. 2024, "Free Process Rewards without Process
+    """The prototype of ``mcprm train --kind implicit`` (kept so the study's rows can be rerun): an implicit PRM (Yuan et al. 2024, "Free Process Rewards without Process
     Labels") from the bundled model. Step k's log-odds of "the prefix up to k is good" is
     ``sum over the tokens of steps 0..k of (log p_theta - log p_ref) + b``, p_ref the bundled model frozen,
     p_theta a copy of it trained with class-balanced cross-entropy on the rows' step labels (up to the first
