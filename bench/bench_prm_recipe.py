@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_label_rules_prm import exact_targets, f1_se  # noqa: E402
 
-from pipeline.bundled.synthetic import PROMPT_TEMPLATE, check_steps  # noqa: E402
+from pipeline.bundled.synthetic import PROMPT_TEMPLATE, check_steps, exact_corpus  # noqa: E402
 from pipeline.training.metrics import choose_threshold, first_error_at, first_error_f1  # noqa: E402
 
 # name -> (TrainConfig fields, extra layers on the base model)
@@ -58,27 +58,6 @@ VARIANTS: dict[str, tuple[dict, int]] = {
 
 def load_jsonl(path: str) -> list[dict]:
     return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
-
-
-def exact_corpus(rows: list[dict], path: Path) -> str:
-    """A corpus of ``rows`` whose stored labels are the exact checker's (no rollouts)."""
-    from pipeline.labeling.types import LabeledSolution, Solution, StepStats
-    from pipeline.storage.schema import to_table
-    from pipeline.storage.store import CorpusStore
-
-    labeled = []
-    for r in rows:
-        fe = check_steps(r["problem"], r["steps"]).first_error
-        n = len(r["steps"])
-        labels = [True] * n if fe == -1 else [True] * fe + [False] * (n - fe)
-        sol = Solution(id=r["id"], problem=r["problem"], answer=r["answer"], steps=tuple(r["steps"]))
-        labeled.append(LabeledSolution(sol, labels, [StepStats() for _ in range(n)], fe, fe == -1, rollouts=0,
-                                       rollout_tokens=0, strategy="per-step"))
-    store = CorpusStore(str(path))
-    store.write_table("data/v00001/part-00000.parquet", to_table(labeled, 0))
-    store.commit({"version": 1, "strategy": "per-step", "k": 0, "schema_version": 4,
-                  "shards": [{"path": "data/v00001/part-00000.parquet", "rows": len(labeled)}]})
-    return str(path)
 
 
 def expanded_base(src: str, extra: int, out: Path) -> str:

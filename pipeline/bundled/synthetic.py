@@ -409,3 +409,26 @@ def prefix_prompt(problem: str, steps: list[str] | tuple[str, ...], upto: int) -
 def split_completion(text: str) -> list[str]:
     """Split generated text into steps (non-empty lines, stripped)."""
     return [line.strip() for line in text.split(STEP_SEPARATOR) if line.strip()]
+
+
+def exact_corpus(rows: list[dict], path) -> str:
+    """A one-version corpus at ``path`` of bundled-task ``rows`` (``problem``, ``answer``, ``steps``, ``id``) whose
+    stored labels are the exact checker's (:func:`check_steps`), no rollouts: what a PRM trained on perfect labels
+    is trained from (the ceiling of bench/bench_prm_recipe.py, tests/pipeline/training). Returns ``path``."""
+    from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+    from pipeline.storage.schema import to_table
+    from pipeline.storage.store import CorpusStore
+
+    labeled = []
+    for r in rows:
+        fe = check_steps(r["problem"], r["steps"]).first_error
+        n = len(r["steps"])
+        labels = [True] * n if fe == -1 else [True] * fe + [False] * (n - fe)
+        sol = Solution(id=r["id"], problem=r["problem"], answer=r["answer"], steps=tuple(r["steps"]))
+        labeled.append(LabeledSolution(sol, labels, [StepStats() for _ in range(n)], fe, fe == -1, rollouts=0,
+                                       rollout_tokens=0, strategy="per-step"))
+    store = CorpusStore(str(path))
+    store.write_table("data/v00001/part-00000.parquet", to_table(labeled, 0))
+    store.commit({"version": 1, "strategy": "per-step", "k": 0, "schema_version": 4,
+                  "shards": [{"path": "data/v00001/part-00000.parquet", "rows": len(labeled)}]})
+    return str(path)

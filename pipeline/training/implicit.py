@@ -21,12 +21,14 @@ forward passes.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 REFERENCE_DIR = "reference"
 
 
-def _module():
+@cache
+def _module():  # the class, defined once torch is needed (light imports)
     import torch
 
     class ImplicitPrm(torch.nn.Module):

@@ -63,13 +63,13 @@ def test_score_is_the_cumulative_log_ratio_over_the_solution_tokens():
 
 
 def test_trains_saves_as_two_causal_lms_and_scores_the_same_after_loading(tmp_path):
+    from pipeline.bundled.synthetic import exact_corpus
     from pipeline.training.options import TrainConfig
     from pipeline.training.score import load_prm, predict_probs
     from pipeline.training.train import train
-    from tests.pipeline.training.test_learns import _exact_corpus
 
     rows = [json.loads(x) for x in (DATA_DIR / "sample.jsonl").read_text().splitlines() if x.strip()][:60]
-    _exact_corpus(rows, tmp_path / "corpus")
+    exact_corpus(rows, tmp_path / "corpus")
     torch.set_num_threads(1)
     res = train(TrainConfig(corpus=str(tmp_path / "corpus"), output=str(tmp_path / "prm"), kind="implicit",
                             epochs=1, progress=False, seed=0))

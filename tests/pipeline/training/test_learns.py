@@ -18,26 +18,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 from pipeline.bundled import DATA_DIR  # noqa: E402
-from pipeline.bundled.synthetic import check_steps  # noqa: E402
-
-
-def _exact_corpus(rows, path):
-    from pipeline.labeling.types import LabeledSolution, Solution, StepStats
-    from pipeline.storage.schema import to_table
-    from pipeline.storage.store import CorpusStore
-
-    labeled = []
-    for r in rows:
-        fe = check_steps(r["problem"], r["steps"]).first_error
-        n = len(r["steps"])
-        labels = [True] * n if fe == -1 else [True] * fe + [False] * (n - fe)
-        sol = Solution(id=r["id"], problem=r["problem"], answer=r["answer"], steps=tuple(r["steps"]))
-        labeled.append(LabeledSolution(sol, labels, [StepStats() for _ in range(n)], fe, fe == -1, rollouts=0,
-                                       rollout_tokens=0, strategy="per-step"))
-    store = CorpusStore(str(path))
-    store.write_table("data/v00001/part-00000.parquet", to_table(labeled, 0))
-    store.commit({"version": 1, "strategy": "per-step", "k": 0, "schema_version": 4,
-                  "shards": [{"path": "data/v00001/part-00000.parquet", "rows": len(labeled)}]})
+from pipeline.bundled.synthetic import check_steps, exact_corpus  # noqa: E402
 
 
 def _auc(scores, good) -> float:
@@ -55,7 +36,7 @@ def test_trained_prm_ranks_held_out_steps_better_than_their_position(tmp_path, k
     rows = [json.loads(x) for x in (DATA_DIR / "sample.jsonl").read_text().splitlines() if x.strip()]
     train_rows, held = rows[:200], rows[200:]
     assert not {r["problem"] for r in train_rows} & {r["problem"] for r in held}
-    _exact_corpus(train_rows, tmp_path / "corpus")
+    exact_corpus(train_rows, tmp_path / "corpus")
     torch.set_num_threads(1)
     train(TrainConfig(corpus=str(tmp_path / "corpus"), output=str(tmp_path / "prm"), progress=False, seed=0,
                       kind=kind))
