@@ -8,6 +8,9 @@ from typing import Annotated
 import typer
 
 from cli.common import CORPUS_DEFAULT, Corpus, Version, echo, user_errors
+from pipeline.training.options import TrainConfig
+
+_D = TrainConfig(corpus="", output="")  # the defaults, declared once (pipeline.training.options)
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +28,7 @@ def train_cmd(
     kind: Annotated[str, typer.Option(
         help="head: a 2-class token head read at a separator after each step (Qwen2.5-Math-PRM); implicit: "
              "the step score read through the LM's own head, its log-likelihood ratio against the frozen base "
-             "(Yuan et al. 2024), saved as two causal LMs (docs/training.md).")] = "head",
+             "(Yuan et al. 2024), saved as two causal LMs (docs/training.md).")] = _D.kind,
     label_rule: Annotated[str, typer.Option(
         help="Targets from the stored counts: hard, threshold, soft, relative, advantage, er-prm, changepoint "
              "(any rule `mcprm eval --label-rule` knows), or outcome (every step = the solution's own answer: "
@@ -35,7 +38,7 @@ def train_cmd(
     min_confidence: Annotated[float | None, typer.Option(
         help="Leave out rows whose first-error confidence is below this.")] = None,
     weight_by_confidence: Annotated[bool, typer.Option(
-        help="Weight each row's steps by its first-error confidence.")] = False,
+        help="Weight each row's steps by its first-error confidence (a row without one weighs 1).")] = _D.weight_by_confidence,
     class_balance: Annotated[bool, typer.Option(
         help="Weight the two classes inversely to their share of the training steps.")] = True,
     drop_after_first_error: Annotated[bool, typer.Option(
@@ -58,7 +61,7 @@ def train_cmd(
     step_suffix: Annotated[str | None, typer.Option(
         help="Text after each step, before the separator ('\\n' is a newline). Default: head '\\n'; "
              "implicit ''.")] = None,
-    bf16: Annotated[str, typer.Option(help="auto (on a GPU that supports it) | on | off")] = "auto",
+    bf16: Annotated[str, typer.Option(help="auto (on a GPU that supports it; float32 for the implicit kind) | on | off")] = "auto",
     gradient_checkpointing: Annotated[bool, typer.Option(help="Trade compute for memory (large models).")] = False,
     save_steps: Annotated[int, typer.Option(help="Checkpoint every N optimizer steps (0: every epoch).")] = 0,
     resume: Annotated[bool, typer.Option("--resume", help="Go on from the last checkpoint in DIR/checkpoints.")] = False,

@@ -51,6 +51,8 @@ def resolve_bf16(cfg: TrainConfig) -> bool:
         return True
     if cfg.bf16 == "off":
         return False
+    if cfg.kind == "implicit":  # auto: float32. The score is a sum of log-ratios of two models whose weights
+        return False            # differ by less than bf16 resolves (score.py reads it in float32 too)
     return bool(cuda and torch.cuda.is_bf16_supported())
 
 

@@ -12,6 +12,9 @@ PSEUDO_RULES = ("outcome",)
 # head: a 2-class token head read at each step's separator (Qwen2.5-Math-PRM); implicit: the step score read
 # through the LM's own head, log-likelihood ratio against the frozen base (pipeline.training.implicit)
 KINDS = ("head", "implicit")
+# the default kind: implicit. On the bundled task it reaches 0.78-0.97x the Monte Carlo labels' first-error F1 where
+# the head gets 0.28-0.34x (BENCHMARKS.md, issue 28); on the real 1.5B model see BENCHMARKS.md (issue 28, fourth session)
+DEFAULT_KIND = "implicit"
 KIND_LAYOUT = {"head": (DEFAULT_SEPARATOR, "\n"), "implicit": ("\n", "")}  # (separator, step suffix) by kind  # every step labeled with the solution's own final answer (an ORM's labels)
 
 
@@ -25,11 +28,12 @@ class TrainConfig:
     output: str
     base_model: str | None = None  # default: the model that labeled the corpus (manifest), else the bundled one
     version: int | None = None
-    kind: str = "head"  # KINDS
+    kind: str = DEFAULT_KIND  # KINDS
     label_rule: str = "hard"  # any of pipeline.labeling.rules.RULES, or "outcome"
     targets: str = "hard"  # hard: the rule's labels (0/1); soft: the rule's scores in [0, 1]
     min_confidence: float | None = None  # drop rows whose first-error confidence is below this
-    weight_by_confidence: bool = False  # weight each row's steps by its first-error confidence
+    # weight each row's steps by its first-error confidence (+0.05 held-out F1 on two seeds; BENCHMARKS.md, issue 28)
+    weight_by_confidence: bool = True
     class_balance: bool = True  # weight the two classes inversely to their frequency in the training steps
     drop_after_first_error: bool = True  # no loss on steps after the first negative one
     val_fraction: float = 0.1  # of problems (hash of the problem text), for the threshold and metrics
