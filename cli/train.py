@@ -52,6 +52,8 @@ def train_cmd(
     learning_rate: Annotated[float | None, typer.Option(help="Peak learning rate (default: head 1e-5, implicit "
                                                              "1e-6; under 50 M parameters: head 1e-3, implicit "
                                                              "1e-4).")] = None,
+    beta: Annotated[float | None, typer.Option(help="implicit: the score's scale, beta x (summed log-ratio) + bias "
+                                                     "(default: 0.05; under 50 M parameters: 1).")] = None,
     batch_size: Annotated[int, typer.Option(help="Solutions per device per step.")] = 16,
     grad_accum: Annotated[int, typer.Option(help="Gradient accumulation steps.")] = 1,
     max_length: Annotated[int, typer.Option(help="Most tokens per solution; later steps are cut.")] = 2048,
@@ -81,7 +83,7 @@ def train_cmd(
                           label_rule=label_rule, targets=targets, min_confidence=min_confidence,
                           weight_by_confidence=weight_by_confidence, class_balance=class_balance,
                           drop_after_first_error=drop_after_first_error, val_fraction=val_fraction, epochs=epochs,
-                          learning_rate=learning_rate, batch_size=batch_size, grad_accum=grad_accum,
+                          learning_rate=learning_rate, beta=beta, batch_size=batch_size, grad_accum=grad_accum,
                           max_length=max_length,
                           separator=None if separator is None else _unescape(separator),
                           step_suffix=None if step_suffix is None else _unescape(step_suffix), bf16=bf16,

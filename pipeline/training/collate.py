@@ -82,6 +82,10 @@ def separator_id(tokenizer, separator: str) -> int:
     """The id of a separator that must already be one token (scoring: the PRM's saved tokenizer has it)."""
     vocab = tokenizer.get_vocab()
     if separator not in vocab:
+        # a byte-level BPE keeps '\n' as 'Ċ': one token by encoding, as ensure_separator found it at training
+        ids = tokenizer.encode(separator, add_special_tokens=False)
+        if len(ids) == 1 and tokenizer.decode(ids) == separator:
+            return int(ids[0])
         raise CollateError(f"the PRM's tokenizer has no token {separator!r} (the separator its config names); "
                            "was the folder written by `mcprm train`?")
     return int(vocab[separator])

@@ -4,9 +4,10 @@ without Process Labels"; PRIME), trained here on mcprm's step labels.
 Two copies of the base causal LM: the *policy* (trained) and the *reference* (frozen). Step ``k``'s log-odds of
 "the solution is good up to step k" is
 
-    q_k = sum over the solution's tokens up to step k's separator of (log p_policy - log p_reference) + b
+    q_k = beta x sum over the solution's tokens up to step k's separator of (log p_policy - log p_reference) + b
 
-(the header with the problem and the separator tokens themselves left out; ``b`` one trained scalar). So the
+(the header with the problem and the separator tokens themselves left out; ``b`` one trained scalar; ``beta``
+fixed, TrainConfig.beta). So the
 score is read from what the model expected at every token of every step, not from one hidden state at the
 separator: on the bundled task a token-classification head on the 1M-parameter model never learned to compare
 what was written with what it expected, while the model's own likelihood finds the first error at F1 0.80
@@ -36,7 +37,7 @@ def _module():  # the class, defined once torch is needed (light imports)
 
         wants_response_start = True  # forward takes where each row's solution starts (after its header)
 
-        def __init__(self, policy, reference, sep_id: int, bias: float = 0.0):
+        def __init__(self, policy, reference, sep_id: int, bias: float = 0.0, beta: float = 1.0):
             super().__init__()
             self.policy = policy
             self.reference = reference
@@ -44,6 +45,7 @@ def _module():  # the class, defined once torch is needed (light imports)
                 p.requires_grad_(False)
             self.reference.eval()
             self.sep_id = int(sep_id)
+            self.beta = float(beta)
             self.bias = torch.nn.Parameter(torch.tensor(float(bias)))
             self.config = policy.config  # what the Trainer reads from a model
             # the Trainer's checkpoints leave the frozen reference out (train.PrmTrainer._save); loading one back
@@ -80,7 +82,7 @@ def _module():  # the class, defined once torch is needed (light imports)
             keep = (attention_mask > 0) & (input_ids != self.sep_id)
             if response_start is not None:
                 keep = keep & (pos >= response_start.to(input_ids.device)[:, None])
-            q = torch.cumsum(d * keep, dim=1) + self.bias
+            q = self.beta * torch.cumsum(d * keep, dim=1) + self.bias
             logits = torch.stack([torch.zeros_like(q), q], dim=-1)
             return _Out(logits)
 
@@ -91,9 +93,9 @@ def _module():  # the class, defined once torch is needed (light imports)
     return ImplicitPrm
 
 
-def build(policy, reference, sep_id: int, bias: float = 0.0):
+def build(policy, reference, sep_id: int, bias: float = 0.0, beta: float = 1.0):
     """An :class:`ImplicitPrm` over the two causal LMs."""
-    return _module()(policy, reference, sep_id, bias)
+    return _module()(policy, reference, sep_id, bias, beta)
 
 
 def load_base_implicit(base: str, tok, sep_id: int, dtype):
@@ -112,6 +114,7 @@ def load_base_implicit(base: str, tok, sep_id: int, dtype):
 def save(model, tok, out: Path, prm_cfg: dict) -> None:
     """The policy in ``out``, the reference in ``out/reference``; ``mcprm_prm`` on the policy's config."""
     model.policy.config.mcprm_prm = {**prm_cfg, "kind": "implicit", "bias": float(model.bias.detach().cpu()),
+                                     "beta": model.beta,
                                      "reference": REFERENCE_DIR}
     model.policy.save_pretrained(out)
     tok.save_pretrained(out)
@@ -131,4 +134,4 @@ def load(path: str, prm: dict, sep_id: int, dtype, device: str):
                                 "`mcprm train --kind implicit`)")
     pol = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     ref = transformers.AutoModelForCausalLM.from_pretrained(ref_dir, dtype=dtype)
-    return build(pol, ref, sep_id, float(prm.get("bias", 0.0))).to(device).eval()
+    return build(pol, ref, sep_id, float(prm.get("bias", 0.0)), float(prm.get("beta", 1.0))).to(device).eval()

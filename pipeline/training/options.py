@@ -39,6 +39,8 @@ class TrainConfig:
     val_fraction: float = 0.1  # of problems (hash of the problem text), for the threshold and metrics
     epochs: float | None = None  # auto: train.auto_schedule (by kind and model size)
     learning_rate: float | None = None  # auto: train.auto_schedule
+    # implicit: the score's scale, q = beta x (sum of log-ratios) + bias (auto: train.auto_schedule)
+    beta: float | None = None
     batch_size: int = 16
     grad_accum: int = 1
     warmup_ratio: float = 0.05
@@ -81,6 +83,8 @@ class TrainConfig:
             bad.append(f"--val-fraction must be in [0, 1), got {self.val_fraction}")
         if self.epochs is not None and self.epochs <= 0:
             bad.append(f"--epochs must be positive, got {self.epochs}")
+        if self.beta is not None and self.beta <= 0:
+            bad.append(f"--beta must be positive, got {self.beta}")
         if self.learning_rate is not None and self.learning_rate <= 0:
             bad.append(f"--learning-rate must be positive, got {self.learning_rate}")
         if self.batch_size < 1 or self.grad_accum < 1:

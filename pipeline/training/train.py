@@ -40,14 +40,15 @@ log = logging.getLogger("mcprm")
 TINY_PARAMS = 50_000_000  # below this, the auto learning rate / epochs are those of a small model trained from scratch
 
 
-def auto_schedule(kind: str, n_params: int) -> tuple[float, float]:
-    """(epochs, learning rate) when not given. head: 10 at 1e-3 for a model under TINY_PARAMS (a new head on a
-    small body), else 3 at 1e-5. implicit: 6 at 1e-4 for a small model (the recipe study, BENCHMARKS.md issue
-    28), else 1 at 1e-6 (PRIME's implicit PRM learning rate; not measured by mcprm at that size)."""
+def auto_schedule(kind: str, n_params: int) -> tuple[float, float, float]:
+    """(epochs, learning rate, implicit beta) when not given. head: 10 at 1e-3 for a model under TINY_PARAMS (a
+    new head on a small body), else 3 at 1e-5. implicit: 6 at 1e-4, beta 1, for a small model (the recipe study,
+    BENCHMARKS.md issue 28), else 1 at 1e-6 with beta 0.05 (PRIME's implicit PRM; at beta 1 the 1.5B model's
+    summed log-ratio saturated in 17 steps: BENCHMARKS.md, issue 28 fourth session)."""
     tiny = n_params < TINY_PARAMS
     if kind == "implicit":
-        return (6.0, 1e-4) if tiny else (1.0, 1e-6)
-    return (10.0, 1e-3) if tiny else (3.0, 1e-5)
+        return (6.0, 1e-4, 1.0) if tiny else (1.0, 1e-6, 0.05)
+    return (10.0, 1e-3, 1.0) if tiny else (3.0, 1e-5, 1.0)
 
 
 # ------------------------------------------------------------------ training
@@ -155,9 +156,12 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     prep = prepare(cfg, tok, fmt, sep_id, targets_fn)
     c = prep.counts
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    auto_epochs, auto_lr = auto_schedule(cfg.kind, n_params)
+    auto_epochs, auto_lr, auto_beta = auto_schedule(cfg.kind, n_params)
     epochs = cfg.epochs if cfg.epochs is not None else auto_epochs
     lr = cfg.learning_rate if cfg.learning_rate is not None else auto_lr
+    beta = cfg.beta if cfg.beta is not None else auto_beta
+    if cfg.kind == "implicit":
+        model.beta = beta
     pos_w = neg_w = 1.0
     if cfg.class_balance and c["train_positive"] > 0 and c["train_negative"] > 0:
         tot = c["train_positive"] + c["train_negative"]
@@ -211,7 +215,8 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
         if hasattr(model, "module"):
             model = model.module
         card = _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params,
-                       {"epochs": epochs, "learning_rate": lr, "pos_weight": pos_w, "neg_weight": neg_w,
+                       {"epochs": epochs, "learning_rate": lr, **({"beta": beta} if cfg.kind == "implicit" else {}),
+                        "pos_weight": pos_w, "neg_weight": neg_w,
                         "bf16": bf16, "world_size": args.world_size}, t0)
     trainer.accelerator.wait_for_everyone()
     return TrainResult(cfg.output, card, time.perf_counter() - t0)
