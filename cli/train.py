@@ -28,7 +28,8 @@ def train_cmd(
     kind: Annotated[str, typer.Option(
         help="head: a 2-class token head read at a separator after each step (Qwen2.5-Math-PRM); implicit: "
              "the step score read through the LM's own head, its log-likelihood ratio against the frozen base "
-             "(Yuan et al. 2024), saved as two causal LMs (docs/training.md).")] = _D.kind,
+             "(Yuan et al. 2024), saved as two causal LMs; auto: implicit under 50 M parameters (the bundled "
+             "model), head above (docs/training.md).")] = _D.kind,
     label_rule: Annotated[str, typer.Option(
         help="Targets from the stored counts: hard, threshold, soft, relative, advantage, er-prm, changepoint "
              "(any rule `mcprm eval --label-rule` knows), or outcome (every step = the solution's own answer: "
@@ -37,8 +38,9 @@ def train_cmd(
                                               "(cross-entropy against them).")] = "hard",
     min_confidence: Annotated[float | None, typer.Option(
         help="Leave out rows whose first-error confidence is below this.")] = None,
-    weight_by_confidence: Annotated[bool, typer.Option(
-        help="Weight each row's steps by its first-error confidence (a row without one weighs 1).")] = _D.weight_by_confidence,
+    weight_by_confidence: Annotated[bool | None, typer.Option(
+        help="Weight each row's steps by its first-error confidence (a row without one weighs 1). Default: "
+             "with the implicit kind.", show_default=False)] = _D.weight_by_confidence,
     class_balance: Annotated[bool, typer.Option(
         help="Weight the two classes inversely to their share of the training steps.")] = True,
     drop_after_first_error: Annotated[bool, typer.Option(

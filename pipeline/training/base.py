@@ -56,6 +56,29 @@ def resolve_bf16(cfg: TrainConfig) -> bool:
     return bool(cuda and torch.cuda.is_bf16_supported())
 
 
+def count_parameters(base: str) -> int:
+    """Parameters of the causal LM ``base``, counted on the meta device (no weights read)."""
+    from rollouts.base import require
+
+    torch = require("torch", "pip install torch")
+    transformers = require("transformers", "pip install transformers")
+    _check_exists(base)
+    try:
+        mcfg = transformers.AutoConfig.from_pretrained(base)
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(mcfg)
+    except (OSError, ValueError) as e:
+        raise TrainError(f"cannot load the base model {base!r} ({e}); pass --base-model with a causal LM "
+                         "(a local folder or a hub name)") from None
+    return sum(p.numel() for p in model.parameters())
+
+
+def _check_exists(base: str) -> None:
+    p = Path(base)
+    if not p.exists() and (base.startswith((".", "/", "~")) or os.sep in base and len(base.split("/")) != 2):
+        raise TrainError(f"base model {base!r} does not exist; pass --base-model with a local folder or a hub name")
+
+
 def load_base(base: str, separator: str, kind: str = "head"):
     """(model, tokenizer, separator id, added): the causal LM under a fresh 2-class token head (``kind`` head),
     or the causal LM and a frozen copy as an implicit PRM (``kind`` implicit, :mod:`pipeline.training.implicit`);
@@ -66,9 +89,7 @@ def load_base(base: str, separator: str, kind: str = "head"):
     transformers = require("transformers", "pip install transformers")
     from pipeline.training.collate import ensure_separator
 
-    p = Path(base)
-    if not p.exists() and (base.startswith((".", "/", "~")) or os.sep in base and len(base.split("/")) != 2):
-        raise TrainError(f"base model {base!r} does not exist; pass --base-model with a local folder or a hub name")
+    _check_exists(base)
     try:
         tok = transformers.AutoTokenizer.from_pretrained(base)
         mcfg = transformers.AutoConfig.from_pretrained(base)

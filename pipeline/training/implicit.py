@@ -36,6 +36,7 @@ def _module():  # the class, defined once torch is needed (light imports)
         """Policy + frozen reference + bias; ``forward`` gives ``logits`` of shape (batch, length, 2)."""
 
         wants_response_start = True  # forward takes where each row's solution starts (after its header)
+        logits_per_token = 2  # (vocab) float32 logits of two models per token: score.predict_probs's batch budget
 
         def __init__(self, policy, reference, sep_id: int, bias: float = 0.0, beta: float = 1.0):
             super().__init__()
@@ -65,9 +66,9 @@ def _module():  # the class, defined once torch is needed (light imports)
 
         @staticmethod
         def _token_logprobs(model, input_ids, attention_mask):
-            logits = model(input_ids=input_ids, attention_mask=attention_mask).logits.float()
-            lp = torch.log_softmax(logits[:, :-1], dim=-1)
-            got = lp.gather(-1, input_ids[:, 1:, None])[..., 0]  # [t] = log p(ids[t + 1] | ids[..t])
+            logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+            # [t] = log p(ids[t + 1] | ids[..t]); gather - logsumexp keeps no second (batch, length, vocab) tensor
+            got = logits.gather(-1, input_ids[:, 1:, None])[..., 0] - torch.logsumexp(logits, dim=-1)
             return torch.nn.functional.pad(got, (1, 0))  # aligned with input_ids: [t] = log p(ids[t])
 
         def forward(self, input_ids, attention_mask=None, response_start=None, **_):

@@ -11,10 +11,13 @@ from pipeline.training.collate import DEFAULT_HEADER, DEFAULT_SEPARATOR
 PSEUDO_RULES = ("outcome",)
 # head: a 2-class token head read at each step's separator (Qwen2.5-Math-PRM); implicit: the step score read
 # through the LM's own head, log-likelihood ratio against the frozen base (pipeline.training.implicit)
-KINDS = ("head", "implicit")
-# the default kind: implicit. On the bundled task it reaches 0.78-0.97x the Monte Carlo labels' first-error F1 where
-# the head gets 0.28-0.34x (BENCHMARKS.md, issue 28); on the real 1.5B model see BENCHMARKS.md (issue 28, fourth session)
-DEFAULT_KIND = "implicit"
+KINDS = ("head", "implicit", "auto")
+# auto (the default): implicit for a model under TINY_PARAMS, head above. On the bundled task (a 1M-parameter model)
+# the implicit kind reaches 0.78-0.97x the Monte Carlo labels' first-error F1 where the head gets 0.28-0.34x; on the
+# real 1.5B model both are level with majority vote at best-of-8 and the head scores 12x faster, in bf16
+# (BENCHMARKS.md, issue 28: the CPU bar, and the fourth session on one H100)
+DEFAULT_KIND = "auto"
+TINY_PARAMS = 50_000_000  # below this: the implicit kind, and the schedules of a small model (train.auto_schedule)
 KIND_LAYOUT = {"head": (DEFAULT_SEPARATOR, "\n"), "implicit": ("\n", "")}  # (separator, step suffix) by kind  # every step labeled with the solution's own final answer (an ORM's labels)
 
 
@@ -32,8 +35,10 @@ class TrainConfig:
     label_rule: str = "hard"  # any of pipeline.labeling.rules.RULES, or "outcome"
     targets: str = "hard"  # hard: the rule's labels (0/1); soft: the rule's scores in [0, 1]
     min_confidence: float | None = None  # drop rows whose first-error confidence is below this
-    # weight each row's steps by its first-error confidence (+0.05 held-out F1 on two seeds; BENCHMARKS.md, issue 28)
-    weight_by_confidence: bool = True
+    # weight each row's steps by its first-error confidence; None (auto): with the implicit kind, where it gave
+    # +0.05 held-out F1 on two seeds (BENCHMARKS.md, issue 28); not with the head (on the real 1.5B model it did
+    # not help the head: fourth session)
+    weight_by_confidence: bool | None = None
     class_balance: bool = True  # weight the two classes inversely to their frequency in the training steps
     drop_after_first_error: bool = True  # no loss on steps after the first negative one
     val_fraction: float = 0.1  # of problems (hash of the problem text), for the threshold and metrics
@@ -60,6 +65,14 @@ class TrainConfig:
     progress: bool = True
     limit: int | None = None  # train on the first N rows only (tests, quick looks)
     extra: dict = field(default_factory=dict)
+
+    def resolved(self, n_params: int) -> TrainConfig:
+        """This config with ``auto`` kind and weighting decided for a base model of ``n_params`` parameters."""
+        import dataclasses
+
+        kind = self.kind if self.kind != "auto" else ("implicit" if n_params < TINY_PARAMS else "head")
+        weight = self.weight_by_confidence if self.weight_by_confidence is not None else kind == "implicit"
+        return dataclasses.replace(self, kind=kind, weight_by_confidence=weight)
 
     def layout(self) -> tuple[str, str]:
         """(separator, step suffix): the given ones, else the kind's (:data:`KIND_LAYOUT`)."""

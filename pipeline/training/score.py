@@ -89,6 +89,9 @@ def load_prm(path: str, device: str | None = None) -> LoadedPrm:
     return LoadedPrm(model, tok, fmt, sep, float(prm.get("threshold", 0.5)), str(path), card, dev)
 
 
+LOGITS_BUDGET_BYTES = 8 << 30  # float32 logits one scoring batch may hold (the implicit kind's budget of tokens)
+
+
 def predict_probs(model, tokenizer, fmt, sep_id: int, items: Sequence[tuple[str, Sequence[str]]],
                   batch_size: int = 32, max_batch_tokens: int = 65_536) -> list[list[float | None]]:
     """P(step good) for every step of every (problem, steps) item, in order; None for a step cut by
@@ -108,6 +111,10 @@ def predict_probs(model, tokenizer, fmt, sep_id: int, items: Sequence[tuple[str,
     out: list[list[float | None]] = [[] for _ in encs]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     dev = next(model.parameters()).device
+    per_token = getattr(model, "logits_per_token", 0)  # an implicit PRM holds float32 vocab-wide logits per token
+    if per_token:
+        vocab = model.config.vocab_size
+        max_batch_tokens = min(max_batch_tokens, max(1, LOGITS_BUDGET_BYTES // (4 * vocab * per_token)))
     was_training = model.training
     model.eval()
     try:

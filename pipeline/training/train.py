@@ -29,15 +29,14 @@ import math
 import time
 from pathlib import Path
 
-from pipeline.training.base import default_base_model, load_base, resolve_bf16
+from pipeline.training.base import count_parameters, default_base_model, load_base, resolve_bf16
 from pipeline.training.card import CARD
 from pipeline.training.collate import CollateError, PrmFormat
-from pipeline.training.options import TrainConfig, TrainError, TrainResult
+from pipeline.training.options import TINY_PARAMS, TrainConfig, TrainError, TrainResult
 from pipeline.training.targets import prepare
 
 log = logging.getLogger("mcprm")
 
-TINY_PARAMS = 50_000_000  # below this, the auto learning rate / epochs are those of a small model trained from scratch
 
 
 def auto_schedule(kind: str, n_params: int) -> tuple[float, float, float]:
@@ -110,6 +109,22 @@ def _make_trainer_class(pos_weight: float, neg_weight: float, implicit: bool = F
     return PrmTrainer
 
 
+def _check_resumed_kind(cfg: TrainConfig, ckpt_dir: Path) -> None:
+    """--resume with another kind than the checkpoints' is a clear error, not an optimizer-state mismatch."""
+    import json
+
+    last = max(ckpt_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]) if p.name.split("-")[-1]
+               .isdigit() else -1)
+    try:
+        arch = " ".join(json.loads((last / "config.json").read_text()).get("architectures") or [])
+    except (OSError, ValueError):
+        return
+    was = "head" if "TokenClassification" in arch else "implicit"
+    if was != cfg.kind:
+        raise TrainError(f"{ckpt_dir} holds checkpoints of a --kind {was} training, this one is --kind {cfg.kind}; "
+                         f"resume with --kind {was}, or start again with --overwrite")
+
+
 def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     """Train a PRM on ``cfg.corpus`` into ``cfg.output``; see the module doc. ``targets_fn(row) -> (targets,
     first_error, confidence)`` replaces the label rule (benchmarks: the exact checker's labels)."""
@@ -132,6 +147,9 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
         shutil.rmtree(ckpt_dir)
         has_ckpt = False
     base = cfg.base_model or default_base_model(cfg.corpus, cfg.version)
+    cfg = cfg.resolved(count_parameters(base))  # auto kind and weighting, by the base model's size
+    if cfg.resume and has_ckpt:
+        _check_resumed_kind(cfg, ckpt_dir)
     try:
         separator, step_suffix = cfg.layout()
         fmt = PrmFormat(header=cfg.header, step_suffix=step_suffix, separator=separator,

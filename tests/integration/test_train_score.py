@@ -35,9 +35,28 @@ def labeled(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(labeled):
     d, inp = labeled
-    mcprm("train", str(d / "corpus"), "--output", str(d / "prm"), "--epochs", "1", "--batch-size", "8",
-          "--val-fraction", "0.3", "--no-progress")
+    # the head kind (a token-classification model); the default kind for the bundled model is implicit
+    # (tests/pipeline/training/test_implicit.py, and test_default_kind_is_resolved_by_model_size below)
+    mcprm("train", str(d / "corpus"), "--output", str(d / "prm"), "--kind", "head", "--epochs", "1",
+          "--batch-size", "8", "--val-fraction", "0.3", "--no-progress")
     return d / "prm"
+
+
+def test_default_kind_is_resolved_by_model_size():
+    from pipeline.bundled import MODEL_DIR
+    from pipeline.training.base import count_parameters
+    from pipeline.training.options import TINY_PARAMS, TrainConfig
+
+    n = count_parameters(str(MODEL_DIR))
+    assert 0 < n < TINY_PARAMS
+    cfg = TrainConfig(corpus="c", output="o")
+    assert cfg.kind == "auto" and cfg.weight_by_confidence is None
+    small, large = cfg.resolved(n), cfg.resolved(TINY_PARAMS)
+    assert (small.kind, small.weight_by_confidence) == ("implicit", True)
+    assert (large.kind, large.weight_by_confidence) == ("head", False)
+    given = TrainConfig(corpus="c", output="o", kind="head", weight_by_confidence=True).resolved(n)
+    assert (given.kind, given.weight_by_confidence) == ("head", True)  # what the user gave wins
+    assert TrainConfig(corpus="c", output="o").resolved(n).layout() == ("\n", "")  # implicit reads the newline
 
 
 def test_trained_prm_loads_with_plain_transformers_and_has_its_card(labeled, trained):
@@ -142,6 +161,9 @@ def test_resume_goes_on_from_the_last_checkpoint(labeled, trained, tmp_path):
             "--no-progress", "--epochs", "2")
     r = mcprm(*args, ok=False)
     assert r.returncode == 1 and "--overwrite" in r.stderr  # a finished PRM is not replaced silently
+    r = mcprm(*args, "--resume", ok=False)  # the default kind for the bundled model is implicit, these are head's
+    assert r.returncode == 1 and "resume with --kind head" in r.stderr and "Traceback" not in r.stderr
+    args = (*args, "--kind", "head")
     mcprm(*args, "--resume")
     card = json.loads((out / "mcprm_card.json").read_text())
     assert card["training"]["steps"] == 2 * first["training"]["steps"]  # one more epoch, not two
