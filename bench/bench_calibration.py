@@ -41,6 +41,35 @@ def calibration(rows: list[dict], truth: dict[str, int], bins: int = 5) -> dict:
                       "right": t[2] / t[0] if t[0] else None} for i, t in enumerate(table)]}
 
 
+def noise_floor(rows: list[dict], bins: int = 5, sims: int = 4000, observed: float | None = None,
+                seed: int = 0) -> dict:
+    """The ECE a *perfectly calibrated* confidence would show on these rows: each row right with exactly its
+    stated probability, redrawn ``sims`` times. Its mean and 95th percentile say how far under the bar's 0.05 an
+    ECE can be read at this many rows; ``p`` (with ``observed``) is the share of draws at or above the observed
+    ECE, the test of "calibrated" against the truth."""
+    import random
+
+    rng = random.Random(seed)
+    cs = [r["first_error_confidence"] for r in rows
+          if r["rollouts"] > 0 and r["first_error_confidence"] is not None]
+    if not cs:
+        return {"rows": 0}
+    eces = []
+    for _ in range(sims):
+        table = [[0, 0.0, 0] for _ in range(bins)]
+        for c in cs:
+            t = table[min(bins - 1, int(c * bins))]
+            t[0] += 1
+            t[1] += c
+            t[2] += rng.random() < c
+        eces.append(sum(abs(t[1] - t[2]) for t in table) / len(cs))
+    eces.sort()
+    out = {"rows": len(cs), "mean": sum(eces) / sims, "p95": eces[int(0.95 * sims)]}
+    if observed is not None:
+        out["p"] = sum(e >= observed for e in eces) / sims
+    return out
+
+
 def f1(rows: list[dict], truth: dict[str, int]) -> dict:
     err = [r for r in rows if truth[r["id"]] != -1]
     ok = [r for r in rows if truth[r["id"]] == -1]
@@ -100,6 +129,7 @@ def main(argv=None) -> None:
                 truth[d["id"]] = d["reference_first_error"]
     rows = _rows(a.corpus, a.refit)
     out = {"calibration": calibration(rows, truth), "quality": f1(rows, truth)}
+    out["noise_floor"] = noise_floor(rows, observed=out["calibration"]["ece"])
     if a.per_step:
         base = _rows(a.per_step, a.refit)
         out["soft"] = soft_ratio(rows, base)
@@ -108,7 +138,9 @@ def main(argv=None) -> None:
         print(json.dumps(out, indent=1))
         return
     c = out["calibration"]
-    print(f"{c['rows']} rows decided by rollouts; ECE {c['ece']:.3f}")
+    nf = out["noise_floor"]
+    print(f"{c['rows']} rows decided by rollouts; ECE {c['ece']:.3f} (a perfectly calibrated confidence on these rows: "
+          f"ECE {nf['mean']:.3f} on average, 95th percentile {nf['p95']:.3f}; p = {nf['p']:.3f})")
     print("| stated | rows | mean stated | right |\n|---|---:|---:|---:|")
     for b in c["bins"]:
         st = "-" if b["stated"] is None else f"{b['stated']:.3f}"

@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.time()
     solutions = sample_solutions(args.model, rows, seed=args.seed)
     elapsed = time.time() - t0
+    args.out_dir.mkdir(parents=True, exist_ok=True)
     with open(args.out_dir / "problems.jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps({"id": r["id"], "problem": r["problem"], "answer": r["answer"]}) + "\n")
