@@ -86,3 +86,48 @@ def test_prm_selection_and_standard_errors_against_simulation():
     sd = (sum((x - sum(prm) / 40) ** 2 for x in prm) / 39) ** 0.5
     mean_reported = sum(r["prm-min"][1] for r in reps) / 40
     assert 0.7 < mean_reported / sd < 1.3
+
+
+def _population(rng, n):
+    """Solutions of 2-8 steps; a step's score is noisy around 0.6 (good) or 0.35 (the first bad one and after),
+    so the F1-best threshold is in between and a small sample's F1 curve is ragged."""
+    probs, truth = [], []
+    for _ in range(n):
+        m = rng.randint(2, 8)
+        fe = rng.randrange(m) if rng.random() < 0.55 else -1
+        probs.append([min(1.0, max(0.0, rng.gauss(0.35 if fe != -1 and i >= fe else 0.6, 0.12)))
+                      for i in range(m)])
+        truth.append(fe)
+    return probs, truth
+
+
+def test_bagged_threshold_does_better_on_fresh_data_than_the_argmax_of_a_small_split():
+    from pipeline.training.metrics import bagged_threshold
+
+    rng = random.Random(11)
+    big_p, big_t = _population(rng, 4000)  # the fresh data both thresholds are judged on
+
+    def fresh_f1(t):
+        return first_error_f1([first_error_at(p, t) for p in big_p], big_t)["f1"]
+
+    best = max(fresh_f1(t / 100) for t in range(1, 100))
+    arg, bag = [], []
+    for k in range(40):  # 40 small validation splits (28 rows, as the bundled corpus's)
+        p, t = _population(rng, 28)
+        arg.append(fresh_f1(choose_threshold(p, t)[0]))
+        bag.append(fresh_f1(bagged_threshold(p, t, seed=k, boots=100)[0]))
+    mean_arg, mean_bag = sum(arg) / len(arg), sum(bag) / len(bag)
+    assert mean_bag > mean_arg  # less lost to a ragged split, on data neither saw
+    assert best - mean_bag < best - mean_arg
+    assert min(bag) >= min(arg) - 1e-9  # and its worst split is no worse
+
+
+def test_bagged_threshold_resamples_problems_and_is_deterministic():
+    from pipeline.training.metrics import bagged_threshold
+
+    p, t = _population(random.Random(3), 30)
+    groups = [i // 2 for i in range(30)]  # two solutions per problem
+    a = bagged_threshold(p, t, groups=groups, seed=1, boots=50)
+    assert a == bagged_threshold(p, t, groups=groups, seed=1, boots=50)
+    assert 0 < a[0] < 1 and a[1]["solutions"] == 30
+    assert bagged_threshold([], [])[0] == 0.5
