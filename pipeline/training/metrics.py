@@ -1,5 +1,5 @@
 """The PRM's measures: first-error F1 (ProcessBench) from per-step probabilities, and the threshold that
-maximizes it on validation rows (bagged over bootstrap resamples of the validation problems). Pure Python."""
+maximizes it on validation rows. Pure Python."""
 
 from __future__ import annotations
 
@@ -46,50 +46,4 @@ def choose_threshold(probs: Sequence[Sequence[float | None]], truth: Sequence[in
         if best is None or key > best:
             best = key
     t = best[2] if best is not None else 0.5
-    return t, first_error_f1([first_error_at(p, t) for p in probs], truth)
-
-
-def bagged_threshold(probs: Sequence[Sequence[float | None]], truth: Sequence[int],
-                     groups: Sequence[object] | None = None, boots: int = 200, seed: int = 0,
-                     grid: Sequence[float] | None = None) -> tuple[float, dict]:
-    """The median, over ``boots`` bootstrap resamples of the validation *problems* (``groups``: one key per row;
-    default every row its own), of :func:`choose_threshold`'s F1-best threshold. Returns (threshold, metrics of
-    all rows at it).
-
-    Why: on a small validation split the F1-best threshold jumps. On the bundled task (28 validation rows) three
-    training seeds of the same PRM chose 0.45, 0.32 and 0.33, while the threshold that is best on fresh samples
-    was 0.42-0.48 for all three (BENCHMARKS.md, issue 28 fourth session); bagging it is the usual cure."""
-    import random
-
-    grid = list(grid) if grid is not None else [i / 100 for i in range(1, 100)]
-    n = len(truth)
-    boots = max(5, min(boots, 250_000 // max(1, n)))  # a large split needs fewer (and costs n x grid each)
-    if n == 0:
-        return 0.5, first_error_f1([], [])
-    keys = list(groups) if groups is not None else list(range(n))
-    by_group: dict[object, list[int]] = {}
-    for i, k in enumerate(keys):
-        by_group.setdefault(k, []).append(i)
-    members = list(by_group.values())
-    # per row and threshold: (is an error row, hit); then a resample's F1 at t is a sum over its rows
-    err = [t != -1 for t in truth]
-    hit = [[first_error_at(p, t) == truth[i] for t in grid] for i, p in enumerate(probs)]
-    rng = random.Random(seed)
-    chosen = []
-    for _ in range(boots):
-        rows = [i for _ in range(len(members)) for i in members[rng.randrange(len(members))]]
-        n_err = sum(err[i] for i in rows)
-        n_ok = len(rows) - n_err
-        best = None
-        for j, t in enumerate(grid):
-            he = sum(hit[i][j] for i in rows if err[i])
-            ho = sum(hit[i][j] for i in rows if not err[i])
-            ae, ac = (he / n_err if n_err else 0.0), (ho / n_ok if n_ok else 0.0)
-            f1 = 2 * ae * ac / (ae + ac) if ae + ac else 0.0
-            key = (f1, -abs(t - 0.5), t)
-            if best is None or key > best:
-                best = key
-        chosen.append(best[2])
-    chosen.sort()
-    t = chosen[len(chosen) // 2]
     return t, first_error_f1([first_error_at(p, t) for p in probs], truth)

@@ -248,7 +248,7 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
     """Choose the threshold on the validation problems, save model + tokenizer + card (rank 0)."""
     from pipeline.storage.corpus import open_manifest
     from pipeline.training.card import build_card, write_card
-    from pipeline.training.metrics import bagged_threshold, first_error_at, first_error_f1
+    from pipeline.training.metrics import choose_threshold, first_error_at, first_error_f1
     from pipeline.training.score import predict_probs
 
     model.eval()
@@ -258,11 +258,9 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
         probs = predict_probs(model, tok, fmt, sep_id, [(r["problem"], r["steps"]) for r in prep.val_rows],
                               batch_size=max(cfg.batch_size, 32))
         truth = [r["first_error"] for r in prep.val_rows]
-        threshold, at_best = bagged_threshold(probs, truth, groups=[r["problem"] for r in prep.val_rows],
-                                              seed=cfg.seed)
+        threshold, at_best = choose_threshold(probs, truth)
         at_half = first_error_f1([first_error_at(p, 0.5) for p in probs], truth)
-        val_metrics = {"threshold": threshold, "threshold_method": "median over 200 bootstrap resamples of the "
-                       "validation problems of the F1-best threshold", "f1": at_best["f1"], "acc_error": at_best["acc_error"],
+        val_metrics = {"threshold": threshold, "f1": at_best["f1"], "acc_error": at_best["acc_error"],
                        "acc_correct": at_best["acc_correct"], "f1_at_0.5": at_half["f1"],
                        "solutions": at_best["solutions"], "solutions_with_error": at_best["solutions_with_error"],
                        "against": f"the corpus's own labels under --label-rule {cfg.label_rule}"}
