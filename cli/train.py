@@ -106,6 +106,8 @@ def train_cmd(
              f"threshold {card['threshold']:.2f} (against the corpus's own labels)")
     else:
         echo(f"  no validation rows with both kinds of solutions: threshold {card['threshold']:.2f}")
+    if v.get("threshold_from"):
+        echo(f"  threshold {card['threshold']:.2f} from {v['threshold_from']}")
     if d["skipped"]:
         echo(f"  rows left out: {d['skipped']}")
     nf = card["training"].get("non_finite")

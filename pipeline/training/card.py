@@ -92,7 +92,7 @@ def card_markdown(card: dict) -> str:
         f"| rows left out | {d['skipped'] or 'none'} |",
         f"| training steps labeled | {d['train_steps']} (positive weight {f(d['train_positive'])}, negative "
         f"{f(d['train_negative'])}) |",
-        f"| first-error threshold | {f(card['threshold'])} (chosen on the validation problems) |",
+        f"| first-error threshold | {f(card['threshold'])} ({v.get('threshold_from', 'chosen on the validation problems')}) |",
         f"| validation first-error F1 | {f(v.get('f1'))} (acc_error {f(v.get('acc_error'))}, acc_correct "
         f"{f(v.get('acc_correct'))}; at 0.5: {f(v.get('f1_at_0.5'))}) against {v.get('against', 'n/a')} |",
         f"| train loss / best validation loss | {f(card['training']['train_loss'])} / "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pipeline.training.collate import CollateError, PrmFormat
 from pipeline.training.options import TrainConfig, TrainError
@@ -69,6 +69,12 @@ class Prepared:
     val: list  # Examples
     val_rows: list[dict]  # id, problem, steps, first_error (the labels' own) of the validation rows
     counts: dict
+    # problem, steps, solution_correct of up to OUTCOME_ROWS rows (train and validation) whose final answer was
+    # graded: what the threshold is read from (train._finish)
+    outcome_rows: list[dict] = field(default_factory=list)
+
+
+OUTCOME_ROWS = 2000  # rows the threshold is read from, at most (the lowest hashes of their ids)
 
 
 def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
@@ -80,7 +86,7 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
     open_manifest(cfg.corpus, cfg.version)  # a clear error for a folder that is no corpus
     fn = targets_fn or (lambda r: row_targets(r, cfg.label_rule, cfg.targets))
     pieces = PieceCache(tokenizer)
-    train, val, val_rows = [], [], []
+    train, val, val_rows, outcome_rows = [], [], [], []
     c = {"corpus_rows": 0, "rows": 0, "train_rows": 0, "val_rows": 0, "train_problems": 0, "val_problems": 0,
          "skipped": {}, "train_steps": 0, "train_positive": 0.0, "train_negative": 0.0, "steps_cut": 0}
     problems = {"train": set(), "val": set()}
@@ -120,6 +126,9 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
                 continue
             c["steps_cut"] += len(steps) - len(ex.positions)
             c["rows"] += 1
+            if r.get("solution_correct") is not None:
+                outcome_rows.append({"problem": r["problem"], "steps": steps, "key": problem_group(str(r["id"])),
+                                     "solution_correct": bool(r["solution_correct"])})
             if is_val:
                 val.append(ex)
                 problems["val"].add(r["problem"])
@@ -145,4 +154,5 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
         why = ", ".join(f"{k}: {v}" for k, v in c["skipped"].items()) or "every row went to validation"
         raise TrainError(f"{cfg.corpus}: no row is left to train on ({c['corpus_rows']} rows; {why}). Lower "
                          "--min-confidence or --val-fraction, or choose another --label-rule.")
-    return Prepared(train, val, val_rows, c)
+    outcome_rows.sort(key=lambda x: x["key"])
+    return Prepared(train, val, val_rows, c, outcome_rows[:OUTCOME_ROWS])

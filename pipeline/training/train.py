@@ -248,22 +248,37 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
     """Choose the threshold on the validation problems, save model + tokenizer + card (rank 0)."""
     from pipeline.storage.corpus import open_manifest
     from pipeline.training.card import build_card, write_card
-    from pipeline.training.metrics import choose_threshold, first_error_at, first_error_f1
+    from pipeline.training.metrics import choose_threshold, first_error_at, first_error_f1, outcome_threshold
     from pipeline.training.score import predict_probs
 
     model.eval()
     val_metrics: dict = {}
-    threshold = 0.5
+    threshold, source = 0.5, "default (no validation rows, no graded final answers)"
+    batch = max(cfg.batch_size, 32)
+    # the threshold: read from the final answers' grades (exact, every row) where the corpus has both kinds,
+    # else the F1-best one on the validation rows (metrics.outcome_threshold says why)
+    if prep.outcome_rows:
+        probs = predict_probs(model, tok, fmt, sep_id, [(r["problem"], r["steps"]) for r in prep.outcome_rows],
+                              batch_size=batch)
+        got = outcome_threshold(probs, [r["solution_correct"] for r in prep.outcome_rows])
+        if got is not None:
+            threshold = got[0]
+            source = (f"outcome: balanced accuracy {got[1]:.3f} of 'an error found' against 'final answer wrong' "
+                      f"on {len(prep.outcome_rows):,} graded rows")
     if prep.val_rows:
         probs = predict_probs(model, tok, fmt, sep_id, [(r["problem"], r["steps"]) for r in prep.val_rows],
-                              batch_size=max(cfg.batch_size, 32))
+                              batch_size=batch)
         truth = [r["first_error"] for r in prep.val_rows]
-        threshold, at_best = choose_threshold(probs, truth)
+        best_t, _ = choose_threshold(probs, truth)
+        if source.startswith("default"):
+            threshold, source = best_t, "validation: the F1-best threshold against the corpus's own labels"
+        at = first_error_f1([first_error_at(p, threshold) for p in probs], truth)
         at_half = first_error_f1([first_error_at(p, 0.5) for p in probs], truth)
-        val_metrics = {"threshold": threshold, "f1": at_best["f1"], "acc_error": at_best["acc_error"],
-                       "acc_correct": at_best["acc_correct"], "f1_at_0.5": at_half["f1"],
-                       "solutions": at_best["solutions"], "solutions_with_error": at_best["solutions_with_error"],
+        val_metrics = {"threshold": threshold, "f1": at["f1"], "acc_error": at["acc_error"],
+                       "acc_correct": at["acc_correct"], "f1_at_0.5": at_half["f1"], "f1_best_threshold": best_t,
+                       "solutions": at["solutions"], "solutions_with_error": at["solutions_with_error"],
                        "against": f"the corpus's own labels under --label-rule {cfg.label_rule}"}
+    val_metrics["threshold_from"] = source
     _, manifest = open_manifest(cfg.corpus, cfg.version)
     prm_cfg = {"format": fmt.to_dict(), "separator_id": sep_id, "threshold": threshold, "positive_label": 1,
                "label_rule": cfg.label_rule, "targets": cfg.targets, "kind": cfg.kind}
