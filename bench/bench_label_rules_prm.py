@@ -103,7 +103,8 @@ def main(argv=None) -> None:
         out = root / name.split(" ")[0].replace(",", "")
         t0 = time.time()
         res = train(TrainConfig(corpus=a.corpus, output=str(out), epochs=a.epochs, seed=a.seed, progress=False,
-                                overwrite=True, **opts), targets_fn=fn)
+                                overwrite=True, **{"kind": "head", "weight_by_confidence": False, **opts}),
+                    targets_fn=fn)  # the head kind, unweighted, as the recorded table (BENCHMARKS.md, issue 28)
         prm = load_prm(str(out), device="cpu")
         probs = predict_probs(prm.model, prm.tokenizer, prm.fmt, prm.sep_id, items)
         m = first_error_f1([first_error_at(p, prm.threshold) for p in probs], truth)

@@ -66,11 +66,10 @@ def load_prm(path: str, device: str | None = None) -> LoadedPrm:
                          "separator and threshold are unknown)")
     card = json.loads((p / CARD).read_text()) if (p / CARD).exists() else {}
     dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = torch.bfloat16 if dev.startswith("cuda") and torch.cuda.is_bf16_supported() else torch.float32
-    if prm.get("kind", "head") == "implicit":
-        # float32: the policy differs from its reference by fine-tuning steps smaller than bf16 resolves, and
-        # the score sums their log-ratio over every token
-        dtype = torch.float32
+    # the implicit kind in float32: its policy differs from its reference by fine-tuning steps smaller than bf16
+    # resolves, and the score sums their log-ratio over every token
+    bf16 = dev.startswith("cuda") and torch.cuda.is_bf16_supported() and prm.get("kind", "head") != "implicit"
+    dtype = torch.bfloat16 if bf16 else torch.float32
     tok = transformers.AutoTokenizer.from_pretrained(path)
     try:
         fmt = PrmFormat.from_dict(prm["format"])

@@ -127,7 +127,8 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
             c["steps_cut"] += len(steps) - len(ex.positions)
             c["rows"] += 1
             if r.get("solution_correct") is not None:
-                outcome_rows.append({"problem": r["problem"], "steps": steps, "key": problem_group(str(r["id"])),
+                outcome_rows.append({"id": r["id"], "problem": r["problem"], "steps": steps,
+                                     "key": problem_group(str(r["id"])),
                                      "solution_correct": bool(r["solution_correct"])})
             if is_val:
                 val.append(ex)

@@ -254,20 +254,21 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
     model.eval()
     val_metrics: dict = {}
     threshold, source = 0.5, "default (no validation rows, no graded final answers)"
-    batch = max(cfg.batch_size, 32)
+    # one scoring pass over the rows either choice reads (validation rows are often graded rows too)
+    rows = {r["id"]: r for r in (*prep.outcome_rows, *prep.val_rows)}
+    scored = dict(zip(rows, predict_probs(model, tok, fmt, sep_id, [(r["problem"], r["steps"]) for r in rows.values()],
+                                          batch_size=max(cfg.batch_size, 32)), strict=True))
     # the threshold: read from the final answers' grades (exact, every row) where the corpus has both kinds,
     # else the F1-best one on the validation rows (metrics.outcome_threshold says why)
     if prep.outcome_rows:
-        probs = predict_probs(model, tok, fmt, sep_id, [(r["problem"], r["steps"]) for r in prep.outcome_rows],
-                              batch_size=batch)
-        got = outcome_threshold(probs, [r["solution_correct"] for r in prep.outcome_rows])
+        got = outcome_threshold([scored[r["id"]] for r in prep.outcome_rows],
+                                [r["solution_correct"] for r in prep.outcome_rows])
         if got is not None:
             threshold = got[0]
             source = (f"outcome: balanced accuracy {got[1]:.3f} of 'an error found' against 'final answer wrong' "
                       f"on {len(prep.outcome_rows):,} graded rows")
     if prep.val_rows:
-        probs = predict_probs(model, tok, fmt, sep_id, [(r["problem"], r["steps"]) for r in prep.val_rows],
-                              batch_size=batch)
+        probs = [scored[r["id"]] for r in prep.val_rows]
         truth = [r["first_error"] for r in prep.val_rows]
         best_t, _ = choose_threshold(probs, truth)
         if source.startswith("default"):
