@@ -151,6 +151,8 @@ def label_cmd(**options: Any) -> None:
         f"{t.get('rollout_tokens', c.get('rollout_tokens', 0)):,} tokens in {res.seconds:.1f} s"
         + (f"; {c['reused_rollouts']:,} continuations also counted for a later step (rollout reuse)"
            if c.get("reused_rollouts") else "")
+        + (f"; {c['drawn_ahead_dropped']:,} drawn ahead and dropped (--tail-fill)" if c.get("drawn_ahead_dropped")
+           else "")
     )
     echo(
         f"throughput: {t.get('generated_tokens_per_s') or 0:,.0f} generated tok/s, "

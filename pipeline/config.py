@@ -186,6 +186,12 @@ class LabelConfig:
         return self.execution.shards_per_worker or self.backend_spec.shards_per_worker
 
     @property
+    def worker_tail_fill(self) -> int:
+        """Continuations in flight under which probes draw ahead: ``--tail-fill`` if given, else its backend's."""
+        t = self.execution.tail_fill
+        return self.backend_spec.tail_fill if t is None else t
+
+    @property
     def worker_gpus(self) -> float:
         """GPUs one worker holds: ``--gpus-per-worker`` if given, else what its backend needs (vllm: the
         tensor-parallel size; hf, openai: 0)."""

@@ -175,9 +175,8 @@ class StrategyConfig:
     wave_growth: float = option(DEFAULT_WAVE_GROWTH, "adaptive / binary-search: each wave of a probe is this many "
                                                      "times the one before (1 = equal waves).",
                                 identity="non-default", legacy=1.0, strategies=("binary-search", "adaptive"))
-    speculate: bool = option(True, "binary-search: each probe's first round also samples the first wave of both "
-                                   "prefixes the search may probe next (fewer rounds on a GPU's critical path, "
-                                   "~3% more tokens; the same labels).", strategies=("binary-search",))
+    speculate: bool = option(True, "binary-search: a probe's first round also samples both possible next "
+                                   "probes (fewer GPU rounds, ~3% more tokens, same labels).", strategies=("binary-search",))
     confidence_width: float | None = option(None, "adaptive: keep sampling a positive step until its 95% interval "
                                                   "is narrower than this.", identity=True,
                                             shown="off", strategies=("binary-search", "adaptive"))
@@ -274,6 +273,10 @@ class ExecutorConfig:
     # engine full through those tails (solutions in flight per worker = this x --shard-size)
     shards_per_worker: int | None = option(None, "Shards a worker labels at once (x --shard-size: solutions "
                                                  "in flight).", shown="vllm 2, else 1")
+    # issue 29: the end of a job on a GPU engine (pipeline.labeling.scheduler.Scheduler.tail_fill)
+    tail_fill: int | None = option(None, "Draw later waves ahead under N continuations in flight (same "
+                                         "labels).",
+                                   shown="vllm 256, else 0")
     # issue 29: a warm fleet of named detached Ray actors kept between runs (pipeline/execution/fleet.py)
     fleet: str | None = option(None, "ray: borrow the workers of the warm fleet NAME (`mcprm fleet up`) instead of "
                                      "starting new ones: no engine start; its engine options (backend, model, "
@@ -292,6 +295,7 @@ class ExecutorConfig:
         _one_of(out, "executor", self.executor, EXECUTORS)
         _at_least(out, "num_workers", self.num_workers, 1)
         _at_least(out, "shards_per_worker", self.shards_per_worker, 1)
+        _at_least(out, "tail_fill", self.tail_fill, 0)
         if self.wait_for_resources < 0:
             out.append(f"--wait-for-resources must be >= 0 seconds, got {self.wait_for_resources}")
         if (self.cpus_per_worker is not None and self.cpus_per_worker <= 0) or self.gpus_per_worker < 0:

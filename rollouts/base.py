@@ -74,6 +74,7 @@ class Counters:
     no_answer: int = 0  # continuations with no final answer (graded incorrect)
     unreadable: int = 0  # continuations whose answer the grader could not read (a failure by default)
     reused_rollouts: int = 0  # scheduler: continuations also credited to a later prefix (rollout reuse), no tokens
+    drawn_ahead_dropped: int = 0  # scheduler: continuations drawn ahead and dropped (Scheduler.tail_fill): tokens, no draw
     generate_seconds: float = 0.0
     grade_seconds: float = 0.0
     per_round_requests: list[int] = field(default_factory=list)
@@ -101,7 +102,7 @@ class Counters:
         return {k: getattr(self, k) for k in _SHARD_KEYS}
 
 
-_SHARD_KEYS = ("rollouts", "rollout_tokens", "reused_rollouts", "ungradable", "no_answer", "unreadable", "rounds", "generate_seconds", "grade_seconds")
+_SHARD_KEYS = ("rollouts", "rollout_tokens", "reused_rollouts", "drawn_ahead_dropped", "ungradable", "no_answer", "unreadable", "rounds", "generate_seconds", "grade_seconds")
 BackendStats = Counters  # the name backends and their tests have used
 
 

@@ -121,6 +121,9 @@ class BackendSpec:
     gpus: Callable[[Any], float] = lambda opts: 0.0  # GPUs one worker holds (0: CPU or a remote server)
     streaming: Callable[[Any], bool] = lambda opts: False  # has submit(): the scheduler streams rounds
     shards_per_worker: int = 1  # shards one worker labels at once (2: no idle tail between shards)
+    # continuations in flight under which a probe draws its later waves at once (Scheduler.tail_fill): an
+    # engine that batches (vLLM) generates them almost free when it has room; 0 where every token costs time
+    tail_fill: int = 0
     local_model: bool = True  # the model is loaded here (so its context and tokenizer can be checked)
     # completions carry token ids and the backend has encode_prompt(): rollout reuse can be exact (issue 24);
     # False (a server that returns text only): no reuse
@@ -216,7 +219,7 @@ BACKENDS: dict[str, BackendSpec] = {
                     streaming=lambda o: o.vllm_engine != "offline",
                     # vLLM's engine takes the requests of two shards at once (no idle tail between shards);
                     # the hf backend is not thread-safe, so its worker runs one shard at a time.
-                    shards_per_worker=2, prepare_worker=_vllm_prepare, machine_problem=vllm_problem),
+                    shards_per_worker=2, tail_fill=256, prepare_worker=_vllm_prepare, machine_problem=vllm_problem),
         BackendSpec("openai", "an OpenAI-compatible server, --base-url", OpenAIOptions, _openai_class,
                     _openai_build, local_model=False, token_ids=False),
     )

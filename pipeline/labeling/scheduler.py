@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -79,6 +80,25 @@ class _Live:
     deltas: list[str | None] | None = None
     # rollout reuse: the token ids of each sampled prefix's prompt (the backend's encode_prompt), on first use
     prompt_ids: list[tuple[int, ...]] | None = None
+    # per probe of this round: the waves drawn (the probe's own n, then any of Probe.later drawn ahead)
+    waves: list[tuple[int, ...]] | None = None
+
+
+class SequenceLoad:
+    """Continuations submitted to one engine and not finished, over every scheduler that shares it (the
+    shards a worker labels at once): what :attr:`Scheduler.tail_fill` compares with."""
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self._n += n
+
+    @property
+    def value(self) -> int:
+        return self._n
 
 
 def step_deltas(prefixes: Sequence[str]) -> list[str | None]:
@@ -128,6 +148,8 @@ class Scheduler:
         reuse: bool = False,
         encode: Callable[[str], Sequence[int]] | None = None,
         unreadable: str = "failure",
+        tail_fill: int = 0,
+        load: SequenceLoad | None = None,
     ):
         self.backend = backend
         self.grade_batch = grade_batch
@@ -149,6 +171,14 @@ class Scheduler:
         self.reuse = bool(reuse) and encode is not None
         self.encode = encode
         self.unreadable = unreadable  # last_step.outcome's policy for unreadable answers
+        # Drawing ahead (streaming only; LabelConfig.tail_fill): while fewer than ``tail_fill`` continuations are
+        # in flight on the engine (``load``: shared by the schedulers of one worker), a first-success probe also
+        # draws its later waves (Probe.later) in the same round, up to that many continuations. The waves after
+        # the first with a success are discarded (:meth:`_keep`), so every step's draws are the schedule's: the
+        # same labels and sampling design in fewer rounds, for tokens an engine with room generates almost free
+        # (the end of a job, where a few solutions' chains of rounds decide its length). 0 = off.
+        self.tail_fill = max(0, int(tail_fill))
+        self.load = load if load is not None else SequenceLoad()
 
     # -------------------------------------------------------------------------------------------------
     def label(self, solutions: Sequence[Solution]) -> list[LabeledSolution]:
@@ -208,6 +238,7 @@ class Scheduler:
         if any(p.n < 1 for p in probes):
             raise RuntimeError(f"strategy {self.strategy} asked for a probe with n < 1: {probes}")
         st.probes = probes
+        st.waves = None
         live[idx] = st
 
     def _requests(self, st: _Live) -> list[GenRequest]:
@@ -216,15 +247,33 @@ class Scheduler:
 
     def _requests1(self, st: _Live) -> list[GenRequest]:
         sol = st.sol
+        waves = st.waves or [(p.n,) for p in st.probes]
         return [
             GenRequest(
                 prompt=self.prompt.prefix(sol.problem, sol.steps[: p.step + 1]),
-                n=p.n,
+                n=sum(w),
                 seed=derive_seed(self.seed, sol.key, p.step, st.stats_seen[p.step].total),
                 group=sol.key,
             )
-            for p in st.probes
+            for p, w in zip(st.probes, waves)
         ]
+
+    def _draw_ahead(self, st: _Live) -> None:
+        """Choose this round's waves for ``st`` (:attr:`tail_fill`): each probe's own, then as many of its later
+        waves as fit under ``tail_fill`` continuations in flight (probes in order, whole waves only)."""
+        st.waves = [(p.n,) for p in st.probes]
+        if not self.tail_fill:
+            return
+        room = self.tail_fill - self.load.value - sum(p.n for p in st.probes)
+        for k, p in enumerate(st.probes):
+            take = []
+            for w in p.later:
+                if w > room:
+                    break
+                take.append(w)
+                room -= w
+            if take:
+                st.waves[k] = (p.n, *take)
 
     def _reuse_pairs(self, st: _Live, comps_per_probe: list) -> list[tuple[int, int, int, str]]:
         """``(probe index, completion index, later step, remainder)`` for every reusable continuation of one
@@ -254,11 +303,46 @@ class Scheduler:
                     out.append((k, ci, j, rem))
         return out
 
+    def _keep(self, st: _Live, comps_per_probe: list, verdicts: list, reused: Sequence) -> tuple:
+        """Split the probes drawn ahead (:meth:`_draw_ahead`) into their waves and drop the waves after the
+        first with a success: what the schedule would have drawn, as one probe per wave (the first wave stays
+        the step's first: its fraction is the unbiased ``mc_value``). The dropped continuations count as
+        generated (rollouts, tokens: they were paid for) but are no draw of any step; their reuse credits go
+        with them. Returns (completions per probe, verdicts, reuse credits, probes), renumbered."""
+        waves = st.waves or [(p.n,) for p in st.probes]
+        if all(len(w) == 1 for w in waves):
+            return comps_per_probe, verdicts, reused, st.probes
+        probes, comps_out, verdicts_out, where = [], [], [], {}
+        pos = 0
+        for k, (p, comps, ws) in enumerate(zip(st.probes, comps_per_probe, waves)):
+            vs = verdicts[pos : pos + len(comps)]
+            pos += len(comps)
+            start = 0
+            for w in ws:
+                for ci in range(start, start + w):
+                    where[(k, ci)] = (len(probes), ci - start)
+                probes.append(Probe(p.step, w))
+                comps_out.append(comps[start : start + w])
+                verdicts_out.extend(vs[start : start + w])
+                start += w
+                if any(outcome(v, self.unreadable) == CORRECT for v in vs[start - w : start]):
+                    break
+            dropped = comps[start:]
+            st.rollouts += len(dropped)
+            st.tokens += sum(c.num_tokens for c in dropped)
+            self.stats.rollouts += len(dropped)
+            self.stats.rollout_tokens += sum(c.num_tokens for c in dropped)
+            self.stats.drawn_ahead_dropped += len(dropped)
+            st.stats_seen[p.step].total += len(dropped)  # the seeds of later draws of this step stay new
+        kept = [(*where[(k, ci)], j, v) for k, ci, j, v in reused if (k, ci) in where]
+        return comps_out, verdicts_out, kept, probes
+
     def _account(self, st: _Live, comps_per_probe: list, verdicts: list,
                  reused: Sequence[tuple[int, int, int, object]] = ()) -> list[ProbeResult]:
         """Count the graded completions of one solution's round; returns its ProbeResults in probe order.
         ``reused``: ``(probe index, completion index, later step, verdict of the remainder)`` (rollout reuse).
         What each verdict counts as is :func:`pipeline.labeling.last_step.outcome`'s rule."""
+        comps_per_probe, verdicts, reused, probes = self._keep(st, comps_per_probe, verdicts, reused)
         credits: dict[int, dict[int, list[int]]] = {}
         deepest: dict[tuple[int, int], tuple[int, object]] = {}  # (probe, completion) -> (step, verdict)
         for k, ci, j, v in reused:
@@ -274,7 +358,7 @@ class Scheduler:
                 deepest[(k, ci)] = (j, v)
         results = []
         pos = 0
-        for k, (p, comps) in enumerate(zip(st.probes, comps_per_probe)):
+        for k, (p, comps) in enumerate(zip(probes, comps_per_probe)):
             vs = verdicts[pos : pos + len(comps)]
             pos += len(comps)
             outs = [outcome(v, self.unreadable) for v in vs]
@@ -367,14 +451,20 @@ class Scheduler:
         waiting: dict[int, list] = {}  # idx -> completions per probe (None until its future is done)
         outstanding: dict[int, int] = {}
 
+        def done(fut, idx: int, j: int, n: int) -> None:
+            self.load.add(-n)
+            finished.put((idx, j, n, fut))
+
         def launch(idx: int) -> None:
+            self._draw_ahead(live[idx])
             reqs = self._requests(live[idx])
             self.stats.requests += len(reqs)
             waiting[idx] = [None] * len(reqs)
             outstanding[idx] = len(reqs)
+            self.load.add(sum(r.n for r in reqs))
             futs = self.backend.submit(reqs, self.sampling)
             for j, (f, r) in enumerate(zip(futs, reqs)):
-                f.add_done_callback(lambda fut, idx=idx, j=j, n=r.n: finished.put((idx, j, n, fut)))
+                f.add_done_callback(lambda fut, idx=idx, j=j, n=r.n: done(fut, idx, j, n))
 
         for idx in sorted(live):
             launch(idx)

@@ -47,6 +47,11 @@ from pipeline.storage.rows import StepStats
 class Probe:
     step: int  # prefix = steps[0..step]
     n: int  # independent continuations wanted
+    # a first-success probe's next waves, should this one have no success (the rest of its schedule up to K):
+    # the scheduler may draw them in the same round when the engine has room (Scheduler.tail_fill); it then
+    # keeps the waves up to the first with a success and discards the rest, so the steps' draws are exactly
+    # those of the schedule (the same labels, estimates and intervals) in fewer rounds
+    later: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -196,14 +201,29 @@ def _estimate(step: int, stats: list[StepStats], p: StrategyParams, early_stop: 
             return False
         return p.confidence_width is None or 2 * _wilson_halfwidth(st.own_correct, st.own_graded) <= p.confidence_width
 
+    # a speculative first wave is one wave (drawing its later waves ahead would give a step the search may
+    # never probe more draws than the schedule: Probe.later is for the probe's own step)
     extra = [Probe(j, min(p.wave_size, p.k)) for j in ahead if stats[j].own_total == 0]
     while not decided():
         left = p.k - st.own_total
         n = left if not early_stop else min(next_wave(st.own_total, p.wave_size, p.wave_growth), left)
-        results = yield [Probe(step, n)] + extra
+        results = yield [Probe(step, n, _later_waves(st.own_total + n, p, early_stop))] + extra
         extra = []
         _add(stats, results)
     return _alive(st)
+
+
+def _later_waves(done: int, p: StrategyParams, early_stop: bool) -> tuple[int, ...]:
+    """The waves a first-success probe draws after ``done`` own draws if none of them succeeds, up to K
+    (:attr:`Probe.later`); none for a design that decides otherwise (fixed K, a confidence width)."""
+    if not early_stop or p.confidence_width is not None:
+        return ()
+    out = []
+    while done < p.k:
+        w = min(next_wave(done, p.wave_size, p.wave_growth), p.k - done)
+        out.append(w)
+        done += w
+    return tuple(out)
 
 
 def _early_design(p: StrategyParams, early_stop: bool = True) -> str:

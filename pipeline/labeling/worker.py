@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pipeline.config import ConfigError, LabelConfig
 from pipeline.errors import RowError
-from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SolutionFailure
+from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SequenceLoad, SolutionFailure
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.labeling.types import Solution
 from pipeline.storage.schema import to_table
@@ -132,6 +132,7 @@ class ShardWorker:
 
         warm_grader(cfg.grader, grader_workers(cfg, self.cpus))  # e.g. sympy's processes start while the model loads
         self.backend = backend if backend is not None else build_backend(cfg)
+        self.load = SequenceLoad()  # continuations in flight on this worker's engine, over its shards
         self.cfg = None
         self.use(cfg)
 
@@ -157,7 +158,7 @@ class ShardWorker:
                           streaming=self.cfg.backend_spec.streaming(self.cfg.backend_options),
                           reuse=self.cfg.reuse_rollouts,
                           encode=self.backend.encode_prompt if self.cfg.backend_spec.token_ids else None,
-                          unreadable=self.cfg.unreadable)
+                          unreadable=self.cfg.unreadable, tail_fill=self.cfg.worker_tail_fill, load=self.load)
         sched.on_solution = on_solution
         return sched.label(solutions), sched.stats
 

@@ -125,6 +125,8 @@ def build_manifest(cfg: LabelConfig, plan: dict, results: dict[int, dict], prev:
             "rollout_tokens": tokens,
             # continuations also counted as draws of a later prefix (rollout reuse): no tokens of their own
             "reused_rollouts": sum(r.get("reused_rollouts", 0) for r in results.values()),
+            # continuations drawn ahead at the end of a job and dropped (no draw of any step; in rollouts, tokens)
+            "drawn_ahead_dropped": sum(r.get("drawn_ahead_dropped", 0) for r in results.values()),
         },
         "totals": {
             "rollouts": prev_totals.get("rollouts", 0) + rollouts,
