@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pipeline.faults import fault_raise
+from pipeline.labeling.ahead import SequenceLoad, draw_ahead, keep_schedule
 from pipeline.labeling.last_step import (
     CORRECT,
     EXCLUDED,
@@ -82,23 +82,6 @@ class _Live:
     prompt_ids: list[tuple[int, ...]] | None = None
     # per probe of this round: the waves drawn (the probe's own n, then any of Probe.later drawn ahead)
     waves: list[tuple[int, ...]] | None = None
-
-
-class SequenceLoad:
-    """Continuations submitted to one engine and not finished, over every scheduler that shares it (the
-    shards a worker labels at once): what :attr:`Scheduler.tail_fill` compares with."""
-
-    def __init__(self) -> None:
-        self._n = 0
-        self._lock = threading.Lock()
-
-    def add(self, n: int) -> None:
-        with self._lock:
-            self._n += n
-
-    @property
-    def value(self) -> int:
-        return self._n
 
 
 def step_deltas(prefixes: Sequence[str]) -> list[str | None]:
@@ -259,21 +242,8 @@ class Scheduler:
         ]
 
     def _draw_ahead(self, st: _Live) -> None:
-        """Choose this round's waves for ``st`` (:attr:`tail_fill`): each probe's own, then as many of its later
-        waves as fit under ``tail_fill`` continuations in flight (probes in order, whole waves only)."""
-        st.waves = [(p.n,) for p in st.probes]
-        if not self.tail_fill:
-            return
-        room = self.tail_fill - self.load.value - sum(p.n for p in st.probes)
-        for k, p in enumerate(st.probes):
-            take = []
-            for w in p.later:
-                if w > room:
-                    break
-                take.append(w)
-                room -= w
-            if take:
-                st.waves[k] = (p.n, *take)
+        """This round's waves for ``st``: each probe's own, plus later waves that fit (:attr:`tail_fill`)."""
+        st.waves = draw_ahead(st.probes, self.tail_fill - self.load.value if self.tail_fill else 0)
 
     def _reuse_pairs(self, st: _Live, comps_per_probe: list) -> list[tuple[int, int, int, str]]:
         """``(probe index, completion index, later step, remainder)`` for every reusable continuation of one
@@ -304,38 +274,21 @@ class Scheduler:
         return out
 
     def _keep(self, st: _Live, comps_per_probe: list, verdicts: list, reused: Sequence) -> tuple:
-        """Split the probes drawn ahead (:meth:`_draw_ahead`) into their waves and drop the waves after the
-        first with a success: what the schedule would have drawn, as one probe per wave (the first wave stays
-        the step's first: its fraction is the unbiased ``mc_value``). The dropped continuations count as
-        generated (rollouts, tokens: they were paid for) but are no draw of any step; their reuse credits go
-        with them. Returns (completions per probe, verdicts, reuse credits, probes), renumbered."""
-        waves = st.waves or [(p.n,) for p in st.probes]
-        if all(len(w) == 1 for w in waves):
+        """:func:`pipeline.labeling.ahead.keep_schedule` for one solution's round; the dropped continuations
+        count as generated (rollouts, tokens: they were paid for), never as a draw of a step."""
+        if not st.waves or all(len(w) == 1 for w in st.waves):
             return comps_per_probe, verdicts, reused, st.probes
-        probes, comps_out, verdicts_out, where = [], [], [], {}
-        pos = 0
-        for k, (p, comps, ws) in enumerate(zip(st.probes, comps_per_probe, waves)):
-            vs = verdicts[pos : pos + len(comps)]
-            pos += len(comps)
-            start = 0
-            for w in ws:
-                for ci in range(start, start + w):
-                    where[(k, ci)] = (len(probes), ci - start)
-                probes.append(Probe(p.step, w))
-                comps_out.append(comps[start : start + w])
-                verdicts_out.extend(vs[start : start + w])
-                start += w
-                if any(outcome(v, self.unreadable) == CORRECT for v in vs[start - w : start]):
-                    break
-            dropped = comps[start:]
+        kept = keep_schedule(st.probes, st.waves, comps_per_probe,
+                             [outcome(v, self.unreadable) == CORRECT for v in verdicts], reused)
+        for step, dropped in kept.dropped:
+            tokens = sum(c.num_tokens for c in dropped)
             st.rollouts += len(dropped)
-            st.tokens += sum(c.num_tokens for c in dropped)
+            st.tokens += tokens
             self.stats.rollouts += len(dropped)
-            self.stats.rollout_tokens += sum(c.num_tokens for c in dropped)
+            self.stats.rollout_tokens += tokens
             self.stats.drawn_ahead_dropped += len(dropped)
-            st.stats_seen[p.step].total += len(dropped)  # the seeds of later draws of this step stay new
-        kept = [(*where[(k, ci)], j, v) for k, ci, j, v in reused if (k, ci) in where]
-        return comps_out, verdicts_out, kept, probes
+            st.stats_seen[step].total += len(dropped)  # the seeds of later draws of this step stay new
+        return kept.comps, [verdicts[i] for i in kept.verdict_index], kept.reused, kept.probes
 
     def _account(self, st: _Live, comps_per_probe: list, verdicts: list,
                  reused: Sequence[tuple[int, int, int, object]] = ()) -> list[ProbeResult]:

@@ -12,7 +12,8 @@ import random
 import pytest
 
 from graders.verdict import Verdict
-from pipeline.labeling.scheduler import Scheduler, SequenceLoad, _Live, derive_seed
+from pipeline.labeling.ahead import SequenceLoad
+from pipeline.labeling.scheduler import Scheduler, _Live, derive_seed
 from pipeline.labeling.strategies import Probe, StrategyParams
 from pipeline.labeling.types import Solution, StepStats
 from rollouts.base import BackendStats, Completion, SamplingConfig

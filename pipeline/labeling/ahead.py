@@ -1,0 +1,86 @@
+"""Drawing a probe's later waves ahead (issue 29: the end of a job on a GPU engine).
+
+A first-success probe (binary-search, adaptive: waves until the first success or K) waits one round per wave.
+At the end of a job a few solutions' chains of rounds decide its length while the engine has room: there the
+scheduler draws a probe's later waves (:attr:`pipeline.labeling.strategies.Probe.later`) in the same round and
+keeps only what the schedule would have drawn, the waves up to the first with a success
+(:func:`keep_schedule`). Draw d of a step is the same draw either way, so the labels, the first wave's
+unbiased ``mc_value`` and the intervals of the first-success design are exactly the plain schedule's; the
+dropped continuations cost tokens that an engine with room generates almost free.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.labeling.strategies import Probe
+
+
+class SequenceLoad:
+    """Continuations submitted to one engine and not finished, over every scheduler that shares it (the
+    shards a worker labels at once): what ``Scheduler.tail_fill`` compares with."""
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self._n += n
+
+    @property
+    def value(self) -> int:
+        return self._n
+
+
+def draw_ahead(probes: Sequence[Probe], room: int) -> list[tuple[int, ...]]:
+    """The waves each probe draws this round: its own ``n``, then as many of its later waves as fit in ``room``
+    continuations beyond the probes' own (probes in order, whole waves only)."""
+    room -= sum(p.n for p in probes)
+    out = []
+    for p in probes:
+        take = []
+        for w in p.later:
+            if w > room:
+                break
+            take.append(w)
+            room -= w
+        out.append((p.n, *take))
+    return out
+
+
+@dataclass
+class Kept:
+    probes: list[Probe]  # one per kept wave (a step's first wave stays its first ProbeResult)
+    comps: list[list]  # their completions
+    verdict_index: list[int]  # their verdicts: indices into the round's verdicts
+    reused: list[tuple]  # reuse credits of kept continuations, renumbered (probe, completion, step, verdict)
+    dropped: list[tuple[int, list]]  # (step, completions) drawn ahead and not kept
+
+
+def keep_schedule(probes: Sequence[Probe], waves: Sequence[tuple[int, ...]], comps_per_probe: Sequence[list],
+                  correct: Sequence[bool], reused: Sequence[tuple] = ()) -> Kept:
+    """Split each probe's completions into its waves and keep the waves up to the first with a success
+    (``correct``: one flag per completion of the round, in order). Reuse credits ``(probe, completion, step,
+    verdict)`` of dropped continuations go with them."""
+    out = Kept([], [], [], [], [])
+    where: dict[tuple[int, int], tuple[int, int]] = {}
+    pos = 0
+    for k, (p, comps, ws) in enumerate(zip(probes, comps_per_probe, waves, strict=True)):
+        start = 0
+        for w in ws:
+            for ci in range(start, start + w):
+                where[(k, ci)] = (len(out.probes), ci - start)
+            out.probes.append(Probe(p.step, w))
+            out.comps.append(list(comps[start : start + w]))
+            out.verdict_index.extend(range(pos + start, pos + start + w))
+            start += w
+            if any(correct[pos + start - w : pos + start]):
+                break
+        if start < len(comps):
+            out.dropped.append((p.step, list(comps[start:])))
+        pos += len(comps)
+    out.reused = [(*where[(k, ci)], j, v) for k, ci, j, v in reused if (k, ci) in where]
+    return out
