@@ -7,6 +7,8 @@
 # Each run labels into /tmp/cp/NAME (from scratch) and appends one JSON line to $OUT/critical_path.jsonl with the
 # manifest's throughput (startup, labeling seconds, tokens, GPU-seconds per solution) and the command's wall time.
 # The first run on a fresh machine is the cold start; later ones find vLLM's compile cache warm.
+# CP_PARALLEL=N (a machine with N GPUs): one Ray head with N GPUs, the runs at once, each with one worker (one GPU)
+# through --ray-address auto and its own compile cache (/tmp/cc_NAME: each run's start is a cold one).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/cp
 SNAP=${E2E_SNAP:-/tmp/mcprm}
@@ -15,14 +17,20 @@ export PYTHONPATH=/tmp/site:$SNAP VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED
 M=${E2E_MODEL:-/tmp/qwen}
 IN=${CP_INPUT:-$PWD/bench/gpu_e2e/solutions400.jsonl}
 TPL=$'Solve the following math problem step by step. Put the final answer in \\boxed{}.\n\n{problem}'
-for spec in "$@"; do
+PAR=${CP_PARALLEL:-0}
+if [ "$PAR" -gt 0 ]; then
+  ray start --head --num-gpus "$PAR" --disable-usage-stats > "$OUT/ray_start.log" 2>&1 || { cat "$OUT/ray_start.log"; exit 1; }
+fi
+one() {
+  local spec=$1 name opts par=()
   name=${spec%%:*}; opts=${spec#*:}
+  [ "$PAR" -gt 0 ] && par=(--ray-address auto --num-workers 1 --compile-cache "/tmp/cc_$name")
   rm -rf /tmp/cp/$name
   t0=$(date +%s.%N)
   # shellcheck disable=SC2086
   (cd "$SNAP" && python3 -m cli.main label --input "$IN" --output /tmp/cp/$name --backend vllm --model "$M" \
       --prompt-format chat --prompt-template "$TPL" --max-new-tokens 512 --max-model-len 4096 --no-progress \
-      $opts) > "$OUT/cp_$name.log" 2>&1
+      "${par[@]}" $opts) > "$OUT/cp_$name.log" 2>&1
   rc=$?
   t1=$(date +%s.%N)
   tail -n 3 "$OUT/cp_$name.log" | cut -c1-200
@@ -37,6 +45,7 @@ try:
                                       "gpus", "gpu_seconds", "labeling_gpu_seconds", "gpu_seconds_per_solution",
                                       "generated_tokens_per_s")})
     row["workers"] = t.get("workers")
+    row["drawn_ahead_dropped"] = m.get("counts", {}).get("drawn_ahead_dropped")
     from pipeline.storage.corpus import read_corpus
     rows = read_corpus(f"/tmp/cp/{name}", columns=["id", "first_error", "rollouts"]).to_pylist()
     row["first_error"] = {r["id"]: r["first_error"] for r in rows}
@@ -44,4 +53,11 @@ except Exception as e:  # noqa: BLE001
     row["error"] = repr(e)
 print(json.dumps(row))
 PY
-done
+}
+if [ "$PAR" -gt 0 ]; then
+  for spec in "$@"; do one "$spec" & done
+  wait
+  ray stop --force > /dev/null 2>&1
+else
+  for spec in "$@"; do one "$spec"; done
+fi
