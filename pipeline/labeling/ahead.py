@@ -6,7 +6,9 @@ scheduler draws a probe's later waves (:attr:`pipeline.labeling.strategies.Probe
 keeps only what the schedule would have drawn, the waves up to the first with a success
 (:func:`keep_schedule`). Draw d of a step is the same draw either way, so the labels, the first wave's
 unbiased ``mc_value`` and the intervals of the first-success design are exactly the plain schedule's; the
-dropped continuations cost tokens that an engine with room generates almost free.
+dropped continuations cost tokens that an engine with room generates almost free. Nothing is cancelled: every
+continuation drawn runs to its end, and what is kept depends on the outcomes of whole waves only, never on which
+continuation finished first (a cancelled wave would favour short continuations).
 """
 
 from __future__ import annotations
