@@ -29,6 +29,10 @@ def score_cmd(
     steps_field: Annotated[str, typer.Option(help="Input field holding the list of steps.")] = "steps",
     answer_field: Annotated[str, typer.Option(help="Input field holding the gold answer (optional).")] = "answer",
     id_field: Annotated[str, typer.Option(help="Input field holding the solution id (optional).")] = "id",
+    trust_correct: Annotated[bool | None, typer.Option(
+        "--trust-correct/--no-trust-correct",
+        help="With a gold answer: a solution whose final answer is right has no error (default: as the PRM's "
+             "training corpus was labeled; on for binary-search).")] = None,
 ) -> None:
     """Score every step of new solutions with a PRM (no rollouts) and write them as a corpus that `eval`,
     `export`, `stats` and `report` read; `prm_score` holds the probabilities."""
@@ -37,6 +41,6 @@ def score_cmd(
     with user_errors(extra=(ValueError,)):
         res = score(prm, input, output, threshold=threshold, batch_size=batch_size, overwrite=overwrite,
                     device=device, problem_field=problem_field, steps_field=steps_field,
-                    answer_field=answer_field, id_field=id_field)
+                    answer_field=answer_field, id_field=id_field, trust_correct=trust_correct)
     echo(f"{res.output} (version {res.version}): {res.solutions:,} solutions, {res.steps:,} steps scored in "
          f"{res.scoring_seconds:.1f} s; {res.with_error:,} with a first error at threshold {res.threshold:.2f}")

@@ -32,6 +32,7 @@ def build_card(cfg: TrainConfig, *, base: str, n_params: int, manifest: dict, fm
         "parameters": n_params,
         "corpus": {"path": cfg.corpus, "version": manifest["version"], "identity": manifest.get("identity"),
                    "strategy": manifest.get("strategy"), "k": manifest.get("k"),
+                   "trust_correct": (manifest.get("config") or {}).get("trust_correct"),
                    "schema_version": manifest.get("schema_version")},
         "kind": cfg.kind, "label_rule": cfg.label_rule, "targets": cfg.targets, "min_confidence": cfg.min_confidence,
         "weight_by_confidence": cfg.weight_by_confidence, "class_balance": cfg.class_balance,

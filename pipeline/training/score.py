@@ -221,13 +221,33 @@ def grade_own_answers(rows: Sequence[ScoreRow], timeout_s: float = 2.0) -> list[
 
 
 # ------------------------------------------------------------------ output corpus
-def labels_from_scores(probs: Sequence[float | None], threshold: float) -> tuple[list[bool | None], int]:
+def labels_from_scores(probs: Sequence[float | None], threshold: float, solution_correct: bool | None = None,
+                       trust_correct: bool = False) -> tuple[list[bool | None], int]:
+    """Step labels and the first error from the PRM's P(good) at ``threshold``, by the label pipeline's
+    conventions where the solution's own answer was graded (``solution_correct``): the last step (the answer) is
+    labeled by the grade (``last_step_label``), and with ``trust_correct`` a right answer makes every step
+    positive (the labels' ``--trust-correct``, on for the adaptive strategies)."""
+    from pipeline.labeling.last_step import last_step_label
+
+    if trust_correct and solution_correct is True:
+        return [True] * len(probs), -1
     labels = [None if p is None else p >= threshold for p in probs]
+    if labels and solution_correct is not None:
+        labels[-1] = last_step_label(solution_correct)
     fe = next((i for i, x in enumerate(labels) if x is False), -1)
     return labels, fe
 
 
-def _table(rows: Sequence[ScoreRow], probs, correct, threshold: float):
+def corpus_trusts_correct(card: dict) -> bool:
+    """Whether the corpus a PRM learned from labeled right answers error-free (its ``trust_correct``; for a card
+    written before that was recorded, the strategy's default: on for all but per-step)."""
+    corpus = card.get("corpus") or {}
+    if corpus.get("trust_correct") is not None:
+        return bool(corpus["trust_correct"])
+    return corpus.get("strategy") not in (None, "per-step", "prm")
+
+
+def _table(rows: Sequence[ScoreRow], probs, correct, threshold: float, trust_correct: bool = False):
     import pyarrow as pa
 
     from pipeline.labeling.types import LabeledSolution, Solution, StepStats
@@ -235,7 +255,7 @@ def _table(rows: Sequence[ScoreRow], probs, correct, threshold: float):
 
     labeled = []
     for r, p, sc in zip(rows, probs, correct, strict=True):
-        labels, fe = labels_from_scores(p, threshold)
+        labels, fe = labels_from_scores(p, threshold, sc, trust_correct)
         sol = Solution(r.id, r.problem, r.answer or "", tuple(r.steps), r.source)
         labeled.append(LabeledSolution(sol, labels, [StepStats() for _ in r.steps], fe, sc, 0, 0, STRATEGY,
                                        extra={"prm_score": list(p)}))
@@ -269,7 +289,7 @@ class ScoreResult:
 def score(prm: str, inputs: Sequence[str], output: str, *, threshold: float | None = None, batch_size: int = 32,
           shard_rows: int = 10_000, overwrite: bool = False, device: str | None = None,
           problem_field: str = "problem", steps_field: str = "steps", answer_field: str = "answer",
-          id_field: str = "id", grade: bool = True) -> ScoreResult:
+          id_field: str = "id", grade: bool = True, trust_correct: bool | None = None) -> ScoreResult:
     """Score the solutions of ``inputs`` with the PRM folder ``prm`` into the corpus ``output`` (a new corpus,
     or with ``overwrite`` a new version of an earlier scored one). Nothing is written before every row is read
     and scored; the version is committed atomically (``manifest.json`` last)."""
@@ -299,11 +319,13 @@ def score(prm: str, inputs: Sequence[str], output: str, *, threshold: float | No
                           [(r.problem, r.steps) for r in rows], batch_size=batch_size)
     scoring_s = time.perf_counter() - ts
     correct = grade_own_answers(rows) if grade else [None] * len(rows)
-    table = _table(rows, probs, correct, thr)
+    # a right final answer is error-free where the PRM's corpus labeled it so (its labels' convention), unless told
+    trust = corpus_trusts_correct(loaded.card) if trust_correct is None else bool(trust_correct)
+    table = _table(rows, probs, correct, thr, trust)
     version = _commit(store, table, shard_rows, {
         "prm": str(Path(prm).resolve()) if Path(prm).exists() else prm, "input": list(inputs),
         "threshold": thr, "prm_threshold": loaded.threshold, "prm_card": _card_summary(loaded.card),
-        "device": loaded.device, "batch_size": batch_size,
+        "device": loaded.device, "batch_size": batch_size, "trust_correct": trust,
     }, scoring_s, len(rows))
     fe = table.column("first_error").to_pylist()
     return ScoreResult(output, version, len(rows), sum(len(r.steps) for r in rows), thr,

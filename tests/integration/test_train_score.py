@@ -100,13 +100,29 @@ def test_score_writes_a_corpus_that_eval_stats_export_and_report_read(labeled, t
     t = read_corpus(str(out)).to_pylist()
     assert [x["id"] for x in t] == [x["id"] for x in rows]
     card = json.loads((trained / "mcprm_card.json").read_text())
+    # the labels' conventions: the answer's grade labels the last step; the fixture's corpus is per-step, which
+    # does not trust right answers, so neither does its PRM (--trust-correct below)
+    assert card["corpus"]["trust_correct"] is False
+    thr = card["threshold"]
     for x in t:
         assert x["strategy"] == "prm" and x["k"] == 0 and x["rollouts"] == 0
         assert len(x["prm_score"]) == len(x["steps"]) and all(0 <= p <= 1 for p in x["prm_score"])
-        assert x["labels"] == [p >= card["threshold"] for p in x["prm_score"]]
-        assert x["first_error"] == next((i for i, p in enumerate(x["prm_score"]) if p < card["threshold"]), -1)
+        want = [p >= thr for p in x["prm_score"]]
+        if x["solution_correct"] is not None:
+            want[-1] = x["solution_correct"]
+        assert x["labels"] == want
+        assert x["first_error"] == next((i for i, ok in enumerate(want) if not ok), -1)
         assert x["mc_value"] == [None] * len(x["steps"]) and x["first_error_confidence"] is None
+    trusted = tmp_path / "trusted"
+    mcprm("score", str(trained), "--input", str(fresh), "--output", str(trusted), "--trust-correct")
+    for x, y in zip(t, read_corpus(str(trusted)).to_pylist(), strict=True):
+        assert y["prm_score"] == pytest.approx(x["prm_score"], abs=1e-5)
+        if x["solution_correct"] is True:
+            assert y["labels"] == [True] * len(x["steps"]) and y["first_error"] == -1
+        else:
+            assert y["labels"] == x["labels"] and y["first_error"] == x["first_error"]
     assert t[0]["solution_correct"] is None and all(x["solution_correct"] is not None for x in t[1:])
+    assert {x["solution_correct"] for x in t[1:]} == {True, False}  # both kinds of graded rows are checked
     # the same probabilities as the PRM read in this process
     from pipeline.training.score import load_prm, predict_probs
 

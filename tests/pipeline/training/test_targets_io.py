@@ -96,6 +96,27 @@ def test_read_solutions_checks_every_row_and_names_it(tmp_path):
 def test_labels_from_scores():
     assert labels_from_scores([0.9, 0.3, None, 0.8], 0.5) == ([True, False, None, True], 1)
     assert labels_from_scores([0.9, 0.6], 0.5) == ([True, True], -1)
+    # the answer's grade labels the last step (the label pipeline's last_step_label): a wrong answer is an
+    # error even where the PRM saw none, a right one is not
+    assert labels_from_scores([0.9, 0.6, 0.7], 0.5, solution_correct=False) == ([True, True, False], 2)
+    assert labels_from_scores([0.9, 0.6, 0.2], 0.5, solution_correct=True) == ([True, True, True], -1)
+    assert labels_from_scores([0.9, 0.3, 0.2], 0.5, solution_correct=True) == ([True, False, True], 1)
+    # --trust-correct: a right answer is error-free, whatever the scores; a wrong one keeps the PRM's first error
+    assert labels_from_scores([0.9, 0.3, 0.2], 0.5, True, trust_correct=True) == ([True, True, True], -1)
+    assert labels_from_scores([0.9, 0.3, 0.8], 0.5, False, trust_correct=True) == ([True, False, False], 1)
+    assert labels_from_scores([0.9, 0.3, 0.8], 0.5, None, trust_correct=True) == ([True, False, True], 1)
+
+
+def test_scoring_follows_the_training_corpus_on_right_answers():
+    from pipeline.training.score import corpus_trusts_correct
+
+    assert corpus_trusts_correct({"corpus": {"strategy": "binary-search", "trust_correct": True}})
+    assert not corpus_trusts_correct({"corpus": {"strategy": "binary-search", "trust_correct": False}})
+    assert not corpus_trusts_correct({"corpus": {"strategy": "per-step", "trust_correct": None}})
+    # a card written before trust_correct was recorded: the strategy's default
+    assert corpus_trusts_correct({"corpus": {"strategy": "binary-search"}})
+    assert corpus_trusts_correct({"corpus": {"strategy": "adaptive"}})
+    assert not corpus_trusts_correct({"corpus": {"strategy": "per-step"}}) and not corpus_trusts_correct({})
 
 
 @pytest.mark.parametrize("fe", [-1, 0, 2])
