@@ -74,9 +74,9 @@ def _corpus(n: int, seed: int):
     return sols, table
 
 
-def _label(sols, table, params, tail_fill):
+def _label(sols, table, params, tail_fill, strategy="binary-search"):
     eng = TableEngine(table, [s.key for s in sols])
-    sched = Scheduler(eng, _grade, _Plain(), SamplingConfig(), "binary-search", params, seed=RUN_SEED,
+    sched = Scheduler(eng, _grade, _Plain(), SamplingConfig(), strategy, params, seed=RUN_SEED,
                       streaming=True, tail_fill=tail_fill)
     out = sched.label(sols)
     eng.close()
@@ -87,14 +87,15 @@ def _own(o):
     return o.labels, o.first_error, [(s.total, s.correct, s.first_n, s.first_correct) for s in o.stats]
 
 
-@pytest.mark.parametrize("params", [
-    StrategyParams(k=20, wave_size=2, wave_growth=2.0),  # the defaults' schedule (speculation, relative drop)
-    StrategyParams(k=8, wave_size=2, wave_growth=1.0, speculate=False, relative_drop=None),
+@pytest.mark.parametrize("strategy,params", [
+    ("binary-search", StrategyParams(k=20, wave_size=2, wave_growth=2.0)),  # the defaults' schedule
+    ("binary-search", StrategyParams(k=8, wave_size=2, wave_growth=1.0, speculate=False, relative_drop=None)),
+    ("adaptive", StrategyParams(k=12, wave_size=2, wave_growth=2.0)),
 ])
-def test_drawing_ahead_keeps_every_draw_and_label_and_takes_fewer_requests(params):
+def test_drawing_ahead_keeps_every_draw_and_label_and_takes_fewer_requests(strategy, params):
     sols, table = _corpus(150, seed=3)
-    plain, ps = _label(sols, table, params, tail_fill=0)
-    ahead, st = _label(sols, table, params, tail_fill=100_000)  # room for every later wave: each probe one round
+    plain, ps = _label(sols, table, params, tail_fill=0, strategy=strategy)
+    ahead, st = _label(sols, table, params, tail_fill=100_000, strategy=strategy)  # room for every later wave
     assert [_own(o) for o in ahead] == [_own(o) for o in plain]
     assert st.drawn_ahead_dropped > 0 and ps.drawn_ahead_dropped == 0
     # what was dropped was generated: rollouts and tokens are the kept draws plus the dropped ones
@@ -118,3 +119,16 @@ def test_drawing_ahead_stays_under_the_fill():
                     streaming=True, tail_fill=0)
     off._draw_ahead(st)
     assert st.waves == [(2,), (2,)]
+
+
+def test_later_waves_are_the_rest_of_the_schedule():
+    import dataclasses
+
+    from pipeline.labeling.strategies import _later_waves
+
+    p = StrategyParams(k=20, wave_size=2, wave_growth=2.0)
+    assert _later_waves(2, p, True) == (4, 8, 6)
+    assert _later_waves(6, p, True) == (8, 6)
+    assert _later_waves(20, p, True) == ()
+    assert _later_waves(2, p, False) == ()  # fixed K: one probe of K, nothing later
+    assert _later_waves(2, dataclasses.replace(p, confidence_width=0.2), True) == ()  # decided otherwise
