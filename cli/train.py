@@ -74,7 +74,8 @@ def train_cmd(
     limit: Annotated[int | None, typer.Option(help="Train on the first N corpus rows only.")] = None,
     progress: Annotated[bool, typer.Option(help="Progress bar.")] = True,
 ) -> None:
-    """Train a PRM (a token-classification head read at a separator after each step) on the corpus's labels.
+    """Train a PRM on the corpus's labels: a token-classification head read after each step, or an implicit PRM
+    (the LM's own log-likelihood ratio; the default kind for a base model under 50 M parameters).
 
     Several GPUs: `accelerate launch -m cli.main train ...` or `torchrun --nproc-per-node N -m cli.main train ...`
     (docs/training.md)."""

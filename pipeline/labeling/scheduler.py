@@ -154,12 +154,8 @@ class Scheduler:
         self.reuse = bool(reuse) and encode is not None
         self.encode = encode
         self.unreadable = unreadable  # last_step.outcome's policy for unreadable answers
-        # Drawing ahead (streaming only; LabelConfig.tail_fill): while fewer than ``tail_fill`` continuations are
-        # in flight on the engine (``load``: shared by the schedulers of one worker), a first-success probe also
-        # draws its later waves (Probe.later) in the same round, up to that many continuations. The waves after
-        # the first with a success are discarded (:meth:`_keep`), so every step's draws are the schedule's: the
-        # same labels and sampling design in fewer rounds, for tokens an engine with room generates almost free
-        # (the end of a job, where a few solutions' chains of rounds decide its length). 0 = off.
+        # Drawing ahead (streaming only, pipeline.labeling.ahead): under ``tail_fill`` continuations in flight on
+        # the engine (``load``: shared by the schedulers of one worker) probes draw their later waves too. 0 = off.
         self.tail_fill = max(0, int(tail_fill))
         self.load = load if load is not None else SequenceLoad()
 

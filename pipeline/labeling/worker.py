@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 from pipeline.config import ConfigError, LabelConfig
 from pipeline.errors import RowError
-from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SequenceLoad, SolutionFailure
+from pipeline.labeling.ahead import SequenceLoad
+from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SolutionFailure
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.labeling.types import Solution
 from pipeline.storage.schema import to_table

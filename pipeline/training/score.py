@@ -241,10 +241,13 @@ def labels_from_scores(probs: Sequence[float | None], threshold: float, solution
 def corpus_trusts_correct(card: dict) -> bool:
     """Whether the corpus a PRM learned from labeled right answers error-free (its ``trust_correct``; for a card
     written before that was recorded, the strategy's default: on for all but per-step)."""
+    from pipeline.options import STRATEGIES, StrategyConfig
+
     corpus = card.get("corpus") or {}
     if corpus.get("trust_correct") is not None:
         return bool(corpus["trust_correct"])
-    return corpus.get("strategy") not in (None, "per-step", "prm")
+    strategy = corpus.get("strategy")
+    return strategy in STRATEGIES and StrategyConfig(strategy=strategy).effective_trust_correct()
 
 
 def _table(rows: Sequence[ScoreRow], probs, correct, threshold: float, trust_correct: bool = False):
