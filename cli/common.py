@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from typing import Annotated
 
@@ -22,6 +23,17 @@ def err(msg: str) -> None:
     from rich.console import Console
 
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {msg}")
+
+
+def free_gpus(command: str) -> None:
+    """Issue 29: this machine's idle warm workers (kept by an earlier ``mcprm label``) stopped before ``command``
+    uses the GPUs itself; a failed check never stops the command."""
+    try:
+        from pipeline.execution.kept import free_local_workers
+
+        free_local_workers(command)
+    except Exception as e:  # noqa: BLE001
+        logging.getLogger("mcprm").warning("could not check this machine's warm workers: %s", e)
 
 
 @contextlib.contextmanager

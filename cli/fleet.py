@@ -88,7 +88,7 @@ def up_cmd(**options: Any) -> None:
     with user_errors():
         cfg = (LabelConfig.from_file(config, fleet=name, executor="ray", **given) if config
                else LabelConfig.from_dict(dict(given, fleet=name, executor="ray"), source="options"))
-        keep = parse_duration(cfg.keep_warm or DEFAULT_KEEP_WARM)
+        keep = parse_duration(cfg.keep_warm or DEFAULT_KEEP_WARM)  # (0 is refused: a fleet that stops at once)
         statuses = start_fleet(cfg, name, keep)
     _show(name, statuses, as_json)
     if not as_json:

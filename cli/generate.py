@@ -45,6 +45,10 @@ def generate_cmd(
                           prompt_template=prompt_template, step_separator=step_separator, temperature=temperature,
                           top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
         preflight(cfg, output=False)  # a device this machine lacks: said before the model loads
+        if cfg.worker_gpus > 0 or device == "cuda":
+            from cli.common import free_gpus
+
+            free_gpus("mcprm generate")  # issue 29: a warm engine kept by `mcprm label` holds the GPU
         res = generate(cfg, n=n, problem_field=problem_field, answer_field=answer_field, id_field=id_field)
     echo(f"{res.output}: {res.solutions} solutions for {res.problems} problems ({res.empty} empty samples "
          f"dropped), {res.generated_tokens:,} tokens in {res.seconds:.1f} s")

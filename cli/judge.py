@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
 
 def judge_cmd(
     corpus: Corpus = CORPUS_DEFAULT,
-    backend: Annotated[str, typer.Option(help="hf | vllm | openai")] = "openai",
+    backend: Annotated[str, typer.Option(help="hf | vllm | sglang | openai")] = "openai",
     model: Annotated[str | None, typer.Option(help="Judge model (folder or hub name; openai: the server's model "
                                                    "name).")] = None,
     base_url: Annotated[str | None, typer.Option(help="openai backend: server URL, e.g. http://127.0.0.1:8000/v1 "
@@ -111,6 +111,10 @@ def judge_cmd(
             raise ConfigError(why)
 
         def make():
+            if backend in ("vllm", "sglang") or device == "cuda":
+                from cli.common import free_gpus
+
+                free_gpus("mcprm judge")  # issue 29: a warm engine kept by `mcprm label` holds the GPU
             return J.build_backend(settings, **options)
 
         def progress(judged: int, parts: int) -> None:

@@ -44,7 +44,7 @@ def _o(*decls: str, help: str, **kw):
 
 PANELS = {  # config section (pipeline/config.py SECTIONS) -> its --help panel
     "reading": "Input", "writing": "Output", "prompting": "Model and prompt", "hf": "hf backend",
-    "vllm": "vllm backend", "openai": "openai backend", "sampling": "Sampling", "labeling": "Strategy",
+    "vllm": "vllm / sglang backends", "openai": "openai backend", "sampling": "Sampling", "labeling": "Strategy",
     "grading": "Grading", "execution": "Execution (where and how widely it runs)",
 }
 COMMAND_PANEL = "This command"

@@ -38,6 +38,10 @@ def score_cmd(
     `export`, `stats` and `report` read; `prm_score` holds the probabilities."""
     from pipeline.training.score import score
 
+    if device != "cpu":
+        from cli.common import free_gpus
+
+        free_gpus("mcprm score")  # issue 29: a warm vLLM engine kept by `mcprm label` holds the GPU
     with user_errors(extra=(ValueError,)):
         res = score(prm, input, output, threshold=threshold, batch_size=batch_size, overwrite=overwrite,
                     device=device, problem_field=problem_field, steps_field=steps_field,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import CORPUS_DEFAULT, Corpus, Version, echo, user_errors
+from cli.common import CORPUS_DEFAULT, Corpus, Version, echo, free_gpus, user_errors
 from pipeline.training.options import TrainConfig
 
 _D = TrainConfig(corpus="", output="")  # the defaults, declared once (pipeline.training.options)
@@ -81,6 +81,7 @@ def train_cmd(
     (docs/training.md)."""
     from pipeline.training.train import TrainConfig, train
 
+    free_gpus("mcprm train")  # issue 29: a warm vLLM engine kept by `mcprm label` holds the GPU
     with user_errors(extra=(ValueError,)):
         cfg = TrainConfig(corpus=corpus, output=output, base_model=base_model, version=version, kind=kind,
                           label_rule=label_rule, targets=targets, min_confidence=min_confidence,

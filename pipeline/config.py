@@ -51,13 +51,13 @@ SECTIONS: dict[str, type] = {
     "reading": InputConfig,
     "writing": OutputConfig,
     "prompting": ModelConfig,
-    **{name: spec.options for name, spec in BACKEND_SPECS.items()},
+    **{name: spec.options for name, spec in BACKEND_SPECS.items() if not spec.section},  # sglang: the vllm section
     "sampling": SamplingOptions,
     "labeling": StrategyConfig,
     "grading": GraderOptions,
     "execution": ExecutorConfig,
 }
-assert (HFOptions, VLLMOptions, OpenAIOptions) == tuple(s.options for s in BACKEND_SPECS.values())
+assert (HFOptions, VLLMOptions, OpenAIOptions) == tuple(s.options for s in BACKEND_SPECS.values() if not s.section)
 
 
 @functools.cache
@@ -177,8 +177,8 @@ class LabelConfig:
 
     @property
     def backend_options(self) -> Any:
-        """The chosen backend's options section (``cfg.vllm`` for ``--backend vllm``)."""
-        return getattr(self, self.prompting.backend)
+        """The chosen backend's options section (``cfg.vllm`` for ``--backend vllm`` and ``sglang``)."""
+        return getattr(self, self.backend_spec.section or self.prompting.backend)
 
     @property
     def worker_shards(self) -> int:

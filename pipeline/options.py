@@ -34,6 +34,8 @@ DEFAULT_TARGET_CONFIDENCE = 0.9  # sequential: the first error's posterior at wh
 # model's prior: declared once, in pipeline.stats.changepoint (DEAD_PREFIX_RATE, imported above)
 DEFAULT_MAX_BATCH_REQUESTS = 512  # requests per generate() call (ExecutorConfig; the scheduler's default)
 DEFAULT_KEEP_WARM = "1h"  # how long `mcprm fleet up`'s fleet stays warm after its last run (ExecutorConfig.keep_warm)
+# how long a GPU run's own workers stay warm on this machine after it (pipeline.execution.kept; issue 29)
+DEFAULT_LOCAL_KEEP_WARM = "10m"
 FLEET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a fleet's name (--fleet): part of its Ray actors' names
 DEFAULT_SHARD_SIZE = 64  # solutions per shard (OutputConfig; pipeline.ray_data's batch size)
 
@@ -282,9 +284,10 @@ class ExecutorConfig:
                                      "starting new ones: no engine start; its engine options (backend, model, "
                                      "dtype, seed, backend options) must be this run's (docs/refresh.md).",
                                shown="off: workers started for this run")
-    keep_warm: str | None = option(None, "How long a fleet stays warm after its last run, then stops itself (90s, "
-                                         "30m, 2h, 1d): `mcprm fleet up`'s; with --fleet, from the end of this run.",
-                                   shown=f"fleet up: {DEFAULT_KEEP_WARM}; --fleet: the fleet's own")
+    keep_warm: str | None = option(None, "How long workers stay warm after a run (90s, 30m, 2h; 0: stop): this "
+                                         "machine's for the next `mcprm label`; `fleet up`'s; --fleet's.",
+                                   shown=f"GPU, no --ray-address: {DEFAULT_LOCAL_KEEP_WARM}; CPU: 0; fleet up: "
+                                         f"{DEFAULT_KEEP_WARM}")
     max_batch_requests: int = option(DEFAULT_MAX_BATCH_REQUESTS, "Requests handed to the backend per generate() call.", cli=False)
     progress: bool = option(True, "Live progress (the CLI: --progress / --quiet).", cli=False)
     ray_logs: bool = option(False, "Show Ray's own log lines (workers' output) in the terminal (the CLI: -v).",
@@ -307,13 +310,22 @@ class ExecutorConfig:
         if self.fleet is not None and self.executor == "local":
             out.append("--fleet borrows a Ray cluster's workers: it cannot run with --executor local")
         if self.keep_warm is not None:
-            if self.fleet is None:
-                out.append("--keep-warm keeps a fleet warm: give it with --fleet NAME")
             try:
-                parse_duration(self.keep_warm)
+                keep = parse_keep_warm(self.keep_warm)
             except ValueError as e:
                 out.append(f"--keep-warm: {e}")
+            else:
+                if keep and self.fleet is None and self.ray_address:
+                    out.append("--keep-warm without --fleet keeps a run's workers on this machine: on a Ray "
+                               "cluster, start a fleet (`mcprm fleet up`) and pass --fleet NAME")
+                elif keep and self.executor == "local":
+                    out.append("--keep-warm keeps Ray workers: it cannot run with --executor local")
         return out
+
+
+def parse_keep_warm(text: str | float) -> float:
+    """``--keep-warm``: a duration (:func:`parse_duration`), or 0 / ``off``: not kept."""
+    return 0.0 if str(text).strip().lower() in ("0", "0s", "off", "no") else parse_duration(text)
 
 
 def parse_duration(text: str | float) -> float:

@@ -137,6 +137,12 @@ def label(config: LabelConfig, executor=None) -> RunResult:
         from pipeline.execution.fleet import borrow_fleet
 
         executor = fleet = borrow_fleet(config.resolved())
+    elif executor is None:  # issue 29: this machine's warm workers, kept by an earlier run (--keep-warm)
+        from pipeline.execution.kept import local_fleet, local_keep_warm
+
+        if local_keep_warm(config.resolved()):
+            executor = fleet = local_fleet(config.resolved())
+    if fleet is not None:
         config = config.replace(num_workers=fleet.num_workers)  # the shard layout's workers: those leased
     try:
         created = new_local_folder(config.output)
@@ -407,7 +413,7 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
     worker_stats: list[dict] = []
     own = executor is None  # started by this run (its start-up events are recorded)
     if todo > 0:
-        from pipeline.execution.executors import make_executor
+        from pipeline.execution.kept import start_executor
 
         if executor is None and run.starter is not None:  # started while the input was read (issue 29)
             executor = run.starter.take(len(plan["shards"]) - len(done_shards))
@@ -415,7 +421,7 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
                 run.events["engine_started"] = run.starter.started_at
         if executor is None:
             run.events["engine_started"] = time.time()
-            executor = make_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
+            executor = start_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
         try:
             def on_done(res: dict) -> None:
                 results[res["shard"]] = res
@@ -428,9 +434,7 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
             version = Fenced(run.version, run.owner)  # shard names carry this owner's id
             executor.run(version, shards, on_done, cfg)  # a kept executor's workers label with this run's settings
             worker_stats = executor.backend_stats()
-            from pipeline.execution.fleet import FleetExecutor
-
-            if isinstance(executor, FleetExecutor):
+            if hasattr(executor, "manifest_entry"):  # a fleet's workers, or this run's kept warm (issue 29)
                 run.fleet = executor.manifest_entry()
         finally:
             progress.close()
@@ -459,8 +463,9 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
     new_manifest.update(run_notes(cfg, store, [results[sh["shard"]]["path"] for sh in plan["shards"]],
                                   run.input_notes))
     if run.fleet:  # borrowed workers: no engine start in this run, said where the executor is
-        new_manifest["execution"] = {**new_manifest.get("execution", {}), "reason": run.fleet["reason"],
-                                     "fleet": run.fleet}
+        ex = new_manifest.get("execution", {})
+        reason = run.fleet["reason"] if run.fleet["borrowed"] else f"{ex.get('reason')}; {run.fleet['reason']}"
+        new_manifest["execution"] = {**ex, "reason": reason, "fleet": run.fleet}
     new_manifest["throughput"].update(startup_facts(run.events))  # issue 29: input reading and engine start
     new_manifest["first_error_model"] = _first_error_model(store, new_manifest["shards"])
     store.commit(new_manifest, fence=lock.check)

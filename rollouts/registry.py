@@ -2,8 +2,9 @@
 ``mcprm label``'s config tree), the resources one worker needs, whether it streams, and how it is built.
 
 Executors, the worker and ``label()`` ask a backend's :class:`BackendSpec` (``BACKENDS[name]``) instead of
-branching on its name; adding a backend is one entry here. Light at import: the backend modules (torch,
-vllm, httpx) are imported only by ``load()`` / ``build()``.
+branching on its name; adding a backend is one entry here. A backend may take another's options section
+(``section``): ``sglang`` runs from the vllm backend's (one set of GPU-engine options, one set of flags). Light
+at import: the backend modules (torch, vllm, sglang, httpx) are imported only by ``load()`` / ``build()``.
 """
 
 from __future__ import annotations
@@ -49,19 +50,21 @@ class HFOptions:
 
 @dataclass
 class VLLMOptions:
-    """Options of the ``vllm`` backend (GPUs)."""
+    """Options of the ``vllm`` backend (GPUs), which the ``sglang`` backend runs from too (its ``section``): the
+    fields whose help names sglang mean the same there, the others are vLLM's own."""
 
-    tensor_parallel_size: int = option(1, "vllm: GPUs per model replica (one actor each).")
-    gpu_memory_utilization: float = option(0.85, "vllm: share of each GPU's memory vLLM may take.", cli=False)
-    max_model_len: int | None = option(None, "The model's context in tokens (prompt-length check; vllm: the "
-                                             "engine's limit).", shown="the model config's")
-    load_format: str = option("auto", "vllm: weight loading; 'dummy' = random weights (benchmarks).",
+    tensor_parallel_size: int = option(1, "vllm, sglang: GPUs per model replica (one actor each).")
+    gpu_memory_utilization: float = option(0.85, "vllm, sglang: share of each GPU's memory the engine may take "
+                                                 "(sglang's mem_fraction_static: weights and KV cache).", cli=False)
+    max_model_len: int | None = option(None, "The model's context in tokens (prompt-length check; vllm, "
+                                             "sglang: the engine's limit).", shown="the model config's")
+    load_format: str = option("auto", "vllm, sglang: weight loading; 'dummy' = random weights (benchmarks).",
                               identity=True, cli=False)
     vllm_engine: str = option(DEFAULT_VLLM_ENGINE, "vllm: loop (streaming), async (vLLM's AsyncLLM) or offline "
                                                    "(one generate call per round).", choices=VLLM_ENGINES)
-    deterministic: bool = option(False, "vllm: batch-invariant kernels (VLLM_BATCH_INVARIANT=1), prefix cache off: "
-                                        "the same request gives the same text whatever else is in the batch; "
-                                        "0.39x the tokens/s at 7B on an H200 (BENCHMARKS.md).")
+    deterministic: bool = option(False, "A request's text does not depend on the rest of the batch. vllm: "
+                                        "batch-invariant kernels (VLLM_BATCH_INVARIANT=1), prefix cache off, 0.39x "
+                                        "the tokens/s at 7B on an H200 (BENCHMARKS.md); sglang: also seeds samples.")
     compile_cache: str | None = option(None, "vllm: folder for vLLM's caches (torch.compile artifacts, model "
                                              "info), shared by a run's workers and by later runs; a local path "
                                              "on each node.", shown="~/.cache/vllm (VLLM_CACHE_ROOT)")
@@ -131,6 +134,9 @@ class BackendSpec:
     prepare_worker: Callable[[Any, float], None] = lambda opts, cpus: None  # before build, in the worker process
     # why it cannot run on this machine with --device DEVICE, or None (rollouts.devices; issue 25)
     machine_problem: Callable[[str], str | None] = lambda device: None
+    # the config section its options live in, when it is another backend's (its ``options`` is then that
+    # section's class, and pipeline.config makes no section of its own); "": a section of its own, named after it
+    section: str = ""
 
 
 def _hf_class():
@@ -143,6 +149,12 @@ def _vllm_class():
     from .vllm_backend import VLLMBackend
 
     return VLLMBackend
+
+
+def _sglang_class():
+    from .sglang_backend import SGLangBackend
+
+    return SGLangBackend
 
 
 def _openai_class():
@@ -205,6 +217,24 @@ def _vllm_build(m: ModelRef, o: VLLMOptions):
     return _vllm_class()(**kw)
 
 
+def _sglang_build(m: ModelRef, o: VLLMOptions):
+    """The sglang backend from the vllm backend's options: the same meaning under sglang's names (tensor
+    parallelism, memory share, context, weight loading, deterministic inference); the vllm-only ones (engine,
+    in-process core, compile cache) do not apply."""
+    kw: dict[str, Any] = dict(model=m.model, tokenizer=m.tokenizer, tp_size=o.tensor_parallel_size,
+                              mem_fraction_static=o.gpu_memory_utilization, context_length=o.max_model_len,
+                              dtype=m.dtype or "auto", seed=m.seed, deterministic=o.deterministic)
+    if o.load_format != "auto":
+        kw["load_format"] = o.load_format
+    return _sglang_class()(**kw)
+
+
+def _sglang_problem(device: str) -> str | None:
+    from .sglang_backend import sglang_problem  # light: no sglang, no torch
+
+    return sglang_problem(device)
+
+
 def _openai_build(m: ModelRef, o: OpenAIOptions):
     return _openai_class()(base_url=o.base_url, model=m.model, api_key=o.api_key)
 
@@ -222,6 +252,10 @@ BACKENDS: dict[str, BackendSpec] = {
                     shards_per_worker=2, tail_fill=256, prepare_worker=_vllm_prepare, machine_problem=vllm_problem),
         BackendSpec("openai", "an OpenAI-compatible server, --base-url", OpenAIOptions, _openai_class,
                     _openai_build, local_model=False, token_ids=False),
+        # offline (one generate per round, no streaming, no drawing ahead) and one shard per worker until a GPU
+        # run says more; its options are the vllm section's (rollouts/sglang_backend.py)
+        BackendSpec("sglang", "GPUs", VLLMOptions, _sglang_class, _sglang_build, section="vllm",
+                    gpus=lambda o: float(o.tensor_parallel_size), machine_problem=_sglang_problem),
     )
 }
 

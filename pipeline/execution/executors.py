@@ -149,15 +149,18 @@ class RayExecutor:
         n, cpus, gpus = worker_shape(ray, cfg, shards_hint)
         self.cpus_per_worker, self.gpus_per_worker = cpus, gpus
         check_resources(ray, cfg, n, cpus, gpus)
-        actor_cls = ray.remote(
-            num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-            max_concurrency=cfg.worker_shards,  # shards an actor labels at once
-        )(_ShardActor)
-        self.actor_cls = actor_cls
-        self._track([actor_cls.remote(cfg, cpus) for _ in range(max(1, min(n, start or n)))], cfg,
-                    max_shard_retries)
+        self.build_cfg, self.max_workers = cfg, n  # what the actors are built from; at most this many
+        self.actor_cls = self._actor_class(ray, cfg, cpus, gpus)
+        self._track([self._new_actor(i) for i in range(max(1, min(n, start or n)))], cfg, max_shard_retries)
         self.max_workers = n  # the checked shape: scale_to starts at most this many
         self.t_created = t_start
+
+    def _actor_class(self, ray, cfg: LabelConfig, cpus: float, gpus: float):
+        return ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
+                          max_concurrency=cfg.worker_shards)(_ShardActor)  # (shards an actor labels at once)
+
+    def _new_actor(self, index: int):
+        return self.actor_cls.remote(self.build_cfg, self.cpus_per_worker)
 
     def _track(self, actors: list, cfg: LabelConfig | None, max_shard_retries: int = 3) -> None:
         """Run state over ``actors`` (``cfg``: the settings they were built with; None: every shard is sent with
@@ -185,7 +188,7 @@ class RayExecutor:
         (the rest are killed, mid-load if need be). Returns the number running."""
         n = max(1, min(int(n), self.max_workers))
         while len(self.actors) < n:
-            self.actors.append(self.actor_cls.remote(self.cfg, self.cpus_per_worker))
+            self.actors.append(self._new_actor(len(self.actors)))
         for a in self.actors[n:]:
             try:
                 self.ray.kill(a)
@@ -487,6 +490,6 @@ def choose_executor(cfg: LabelConfig) -> tuple[str, str]:
     return "ray", f"{cpus} CPUs on this machine"
 
 
-def make_executor(cfg: LabelConfig, shards_hint: int | None = None):
+def make_executor(cfg: LabelConfig, shards_hint: int | None = None, start: int | None = None):
     name, _ = choose_executor(cfg)
-    return RayExecutor(cfg, shards_hint=shards_hint) if name == "ray" else LocalExecutor(cfg)
+    return RayExecutor(cfg, shards_hint=shards_hint, start=start) if name == "ray" else LocalExecutor(cfg)

@@ -29,14 +29,15 @@ import time
 from typing import Any
 
 from pipeline.config import ConfigError, LabelConfig, option_fields
+from pipeline.execution import local_head
 from pipeline.execution.executors import RayExecutor, _ShardActor, worker_shape
+from pipeline.execution.local_head import NAMESPACE
 from pipeline.execution.ray_cluster import check_resources, init_error, init_ray, task_cause
 from pipeline.options import parse_duration
 from rollouts.registry import ModelRef
 
 log = logging.getLogger("mcprm")
 
-NAMESPACE = "mcprm"  # the Ray namespace of every fleet's actors
 LEASE_TTL_S = 60.0  # a run's lease on a worker lapses this long after its last renewal
 RENEW_S = 10.0  # how often a run renews its leases
 CONTROL = "control"  # the actors' concurrency group for leases and status: answered while a shard is labeled
@@ -92,10 +93,13 @@ class _FleetActor(_ShardActor):
     def __init__(self, cfg: LabelConfig, cpus: float, info: dict):
         super().__init__(cfg, cpus)
         self.info = dict(info)
+        born = self.info.pop("lease", None)  # started by a run for itself (pipeline.execution.kept): its lease
         self.lease: dict | None = None  # run, holder (host, pid, output), since, until
+        if born:
+            self.lease = {**born, "since": time.time(), "until": time.time() + LEASE_TTL_S}
         self.busy = 0
         self.idle_since = time.time()
-        self.runs_served = self.shards_served = 0
+        self.runs_served, self.shards_served = int(bool(born)), 0
         self.stopping = False  # past its keep-warm: no more leases
         self._lock = threading.Lock()
         threading.Thread(target=self._watch, daemon=True, name="mcprm-fleet-idle").start()
@@ -200,8 +204,13 @@ def connect(cfg: LabelConfig):
     ray = require("ray", "pip install 'ray>=2.30'")
     address = cfg.ray_address or os.environ.get("RAY_ADDRESS")
     if not address or address == "local":
-        raise FleetError("a fleet lives on a running Ray cluster: start one (`ray start --head`) and pass its "
-                         "address with --ray-address ADDRESS (or set RAY_ADDRESS)")
+        st = local_head.running()  # this machine's warm workers (pipeline.execution.kept)
+        if st is None:
+            raise FleetError("a fleet lives on a running Ray cluster: start one (`ray start --head`) and pass its "
+                             "address with --ray-address ADDRESS (or set RAY_ADDRESS); no warm workers are kept "
+                             "on this machine (--keep-warm) either")
+        local_head.use_auth()
+        address = st["address"]
     _reachable(address)
     if ray.is_initialized():  # (init_ray keeps a connection): the fleet must be looked for where it was asked
         have = ray.get_runtime_context().gcs_address
@@ -306,6 +315,7 @@ class FleetExecutor(RayExecutor):
     def __init__(self, ray, cfg: LabelConfig, name: str, leased: list[tuple[Any, dict]], run: str, holder: dict,
                  borrow_seconds: float):
         self.ray, self.fleet, self.run_id, self.holder = ray, name, run, holder
+        self.source = f"--fleet {name}"  # how the run came to borrow it (the manifest's reason)
         self._track([h for h, _ in leased], None)  # None: every shard goes with its run's own settings
         self.status0 = [st for _, st in leased]
         for i, st in enumerate(self.status0):  # up already: the run starts on them at once
@@ -365,7 +375,7 @@ class FleetExecutor(RayExecutor):
                 "pids": [st["pid"] for st in self.status0], "borrow_seconds": round(self.borrow_seconds, 3),
                 "engine_started_at": [st["ready_at"] for st in self.status0],
                 "fleet_engine_start_seconds": [round(st["engine_start_s"], 3) for st in self.status0],
-                "reason": f"--fleet {self.fleet}: borrowed {len(self.actors)} warm worker(s) of the fleet, no engine "
+                "reason": f"{self.source}: borrowed {len(self.actors)} warm worker(s) of the fleet, no engine "
                           f"start (borrowed in {self.borrow_seconds:.1f} s)"}
 
     def close(self) -> None:
@@ -382,9 +392,6 @@ class FleetExecutor(RayExecutor):
 
 def borrow_fleet(cfg: LabelConfig) -> FleetExecutor:
     """Lease the free workers of fleet ``cfg.fleet`` (up to ``--num-workers``) for one run of ``cfg``."""
-    import socket
-    import uuid
-
     t0 = time.perf_counter()
     ray = connect(cfg)
     name = cfg.fleet
@@ -400,6 +407,14 @@ def borrow_fleet(cfg: LabelConfig) -> FleetExecutor:
                          "the fleet's options, start a fleet for these (`mcprm fleet up --fleet OTHER ...` with this "
                          "run's engine options, then --fleet OTHER), or leave out --fleet to start workers for this "
                          "run")
+    return lease_workers(ray, cfg, name, workers, t0)
+
+
+def lease_workers(ray, cfg: LabelConfig, name: str, workers: list[tuple[Any, dict]], t0: float) -> FleetExecutor:
+    """Lease the free ones of ``workers`` (fleet ``name``'s, running ``cfg``'s engine), up to ``--num-workers``."""
+    import socket
+    import uuid
+
     want = cfg.num_workers or len(workers)
     run = uuid.uuid4().hex[:12]
     holder = {"host": socket.gethostname(), "pid": os.getpid(), "output": cfg.output}

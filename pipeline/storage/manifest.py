@@ -49,7 +49,7 @@ def versions() -> dict:
     from graders import GRADER_VERSION
 
     out["grader"] = GRADER_VERSION  # the default grader's version; the run's own is in identity_fields
-    for mod in ("torch", "transformers", "vllm", "ray", "pyarrow"):
+    for mod in ("torch", "transformers", "vllm", "sglang", "ray", "pyarrow"):
         m = sys.modules.get(mod)
         if m is not None:
             out[mod] = getattr(m, "__version__", "?")

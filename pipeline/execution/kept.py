@@ -1,0 +1,223 @@
+"""Issue 29: a run's own workers kept warm on this machine after it ends (``--keep-warm``; by default for a GPU
+backend without ``--ray-address``), so that the next ``mcprm label`` with the same engine starts none.
+
+- :func:`local_keep_warm`: how long this run's workers stay warm, or None (a run on a Ray cluster of its
+  ``--ray-address``, a ``--fleet`` run, ``--executor local``, ``--keep-warm 0``, a CPU backend by default).
+- :func:`local_fleet`: before the input is read, the run borrows this machine's warm workers (the fleet
+  :data:`LOCAL_FLEET` on this machine's own Ray, :mod:`pipeline.execution.local_head`) when they run its engine
+  (:func:`pipeline.execution.fleet.engine_identity`); idle ones of another engine are stopped first (they hold the
+  GPUs this run needs); workers serving another run of another engine stop this run with an error.
+- :class:`KeptRayExecutor`: otherwise the run starts its workers as that fleet (named detached actors, one per GPU
+  whatever the job's size: a later, larger run uses them all), leased to it from birth, and releases them at the
+  end instead of killing them; each stops itself after its keep-warm with no run, and the keeper then stops Ray.
+
+A kept worker is the fleet's (:class:`pipeline.execution.fleet._FleetActor`): one run at a time through a lease
+that lapses if its run dies, and ``mcprm fleet status`` / ``mcprm fleet down --fleet local`` see it with no
+``--ray-address``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+from pipeline.config import LabelConfig
+from pipeline.execution.executors import RayExecutor, choose_executor, make_executor
+from pipeline.execution.fleet import (
+    CONTROL,
+    LEASE_TTL_S,
+    NAMESPACE,
+    RENEW_S,
+    FleetError,
+    _ctl,
+    _FleetActor,
+    actor_name,
+    engine_diff,
+    engine_identity,
+    fleet_names,
+    fleet_status,
+    lease_workers,
+    stop_fleet,
+)
+from pipeline.options import DEFAULT_LOCAL_KEEP_WARM, parse_keep_warm
+
+log = logging.getLogger("mcprm")
+
+LOCAL_FLEET = "local"  # the fleet name of the workers kept on this machine
+
+
+def local_keep_warm(cfg: LabelConfig) -> float | None:
+    """Seconds this run's workers stay warm on this machine after it (None: they stop with the run)."""
+    if cfg.fleet or cfg.ray_address or os.environ.get("RAY_ADDRESS") or cfg.executor == "local":
+        return None
+    if cfg.keep_warm is None and cfg.worker_gpus <= 0:  # by default only where an engine start costs minutes
+        return None
+    seconds = parse_keep_warm(cfg.keep_warm if cfg.keep_warm is not None else DEFAULT_LOCAL_KEEP_WARM)
+    if not seconds or choose_executor(cfg)[0] != "ray":
+        return None
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return None
+    return seconds
+
+
+def start_executor(cfg: LabelConfig, shards_hint: int | None = None, start: int | None = None):
+    """The executor a run starts for itself: its workers kept warm on this machine where --keep-warm says so."""
+    if (keep := local_keep_warm(cfg)) and connect_local(cfg):
+        return KeptRayExecutor(cfg, keep)
+    return make_executor(cfg, shards_hint=shards_hint, start=start)
+
+
+def connect_local(cfg: LabelConfig) -> bool:
+    """Join this machine's Ray (started if none is up); False when this process is connected to another Ray
+    already (a caller's own: the workers are then started there, not kept)."""
+    import ray
+
+    from pipeline.execution import local_head
+    from pipeline.execution.ray_cluster import init_ray
+
+    st = local_head.ensure()
+    if ray.is_initialized():
+        if ray.get_runtime_context().gcs_address != st["address"]:
+            log.warning("this process is connected to another Ray cluster: the run's workers are not kept warm")
+            return False
+        return True
+    local_head.use_auth()
+    init_ray(st["address"], log_to_driver=cfg.ray_logs)
+    return True
+
+
+def local_fleet(cfg: LabelConfig):
+    """This machine's warm workers leased to this run (a FleetExecutor) when they run its engine; None when the run
+    is to start its own (a :class:`KeptRayExecutor`, made where the run makes its executor)."""
+    t0 = time.perf_counter()
+    if not connect_local(cfg):
+        return None
+    import ray
+
+    workers = fleet_status(ray, LOCAL_FLEET)
+    if not workers:
+        return None
+    diff = engine_diff(workers[0][1]["engine"], engine_identity(cfg))
+    if diff:
+        busy = [st["lease"]["holder"] for _, st in workers if st["lease"]]
+        if busy:
+            raise FleetError(f"this machine's warm workers run another engine ({'; '.join(diff)}) and serve another "
+                             f"run ({busy[0]}): wait for it to finish, or stop them with `mcprm fleet down --fleet "
+                             f"{LOCAL_FLEET} --force`")
+        log.warning("this machine's warm workers run another engine (%s): stopping them", "; ".join(diff))
+        stop_fleet(ray, LOCAL_FLEET)
+        deadline = time.monotonic() + 120
+        while fleet_names(ray).get(LOCAL_FLEET) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return None
+    ex = lease_workers(ray, cfg, LOCAL_FLEET, workers, t0)
+    ex.source = "kept warm on this machine by an earlier run (--keep-warm)"
+    return ex
+
+
+class KeptRayExecutor(RayExecutor):
+    """This run's workers, started as this machine's warm fleet: a :class:`RayExecutor` whose actors are the fleet's
+    (named, detached, leased to this run from birth), all of the machine's worth at once, released (not killed) at
+    the end."""
+
+    def __init__(self, cfg: LabelConfig, keep_warm_s: float, name: str = LOCAL_FLEET, **kw):
+        import socket
+        import uuid
+
+        self.fleet, self.keep_warm_s = name, float(keep_warm_s)
+        self.run_id = uuid.uuid4().hex[:12]
+        self.holder = {"host": socket.gethostname(), "pid": os.getpid(), "output": cfg.output}
+        self._engine = engine_identity(cfg)
+        super().__init__(cfg)  # (every worker the machine holds: start / shards_hint do not shrink a kept fleet)
+        self.cfg = None  # every shard goes with its run's settings (a fleet worker labels its leaseholder's only)
+        self._stop = threading.Event()
+        threading.Thread(target=self._renew, daemon=True, name="mcprm-kept-lease").start()
+
+    def _actor_class(self, ray, cfg: LabelConfig, cpus: float, gpus: float):
+        return ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
+                          max_concurrency=cfg.worker_shards, concurrency_groups={CONTROL: 2})(_FleetActor)
+
+    def _new_actor(self, index: int):
+        cfg = self.build_cfg
+        info = {"fleet": self.fleet, "size": self.max_workers, "engine": self._engine,
+                "model_ref": [cfg.model, cfg.tokenizer], "keep_warm_s": self.keep_warm_s,
+                "cpus": self.cpus_per_worker, "gpus": self.gpus_per_worker, "created_at": time.time(), "index": index,
+                "lease": {"run": self.run_id, "holder": self.holder}}
+        return self.actor_cls.options(name=actor_name(self.fleet, index), namespace=NAMESPACE,
+                                      lifetime="detached").remote(cfg, self.cpus_per_worker, info)
+
+    def scale_to(self, n: int) -> int:
+        """Never fewer than started (the rest stay warm for later runs): the run uses the first ``n``."""
+        self.active = max(1, min(int(n), self.num_workers))
+        return self.active
+
+    def run(self, version, shards, on_done, cfg: LabelConfig | None = None) -> None:
+        super().run(version, shards, on_done, cfg if cfg is not None else self.build_cfg)
+
+    def backend_stats(self) -> list[dict]:
+        return super().backend_stats()[: self.active]
+
+    def _renew(self) -> None:
+        while not self._stop.wait(RENEW_S):
+            for a in self.actors:
+                try:
+                    self.ray.get(_ctl(a, "acquire", self.run_id, self.holder, LEASE_TTL_S), timeout=30)
+                except Exception as e:  # noqa: BLE001 - loading or restarting: renewed next time
+                    log.debug("kept worker: lease not renewed (%s)", e)
+
+    def manifest_entry(self) -> dict:
+        return {"name": self.fleet, "borrowed": False, "workers": len(self.actors), "used": self.active,
+                "keep_warm_s": self.keep_warm_s,
+                "reason": f"started {len(self.actors)} worker(s), kept warm on this machine for {self.keep_warm_s:g} "
+                          f"s after the run (--keep-warm; `mcprm fleet down --fleet {self.fleet}` stops them)"}
+
+    def close(self) -> None:
+        """Release this run's leases: the workers stay up, warm for their keep-warm from now."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        refs = [_ctl(a, "release", self.run_id, None) for a in self.actors]
+        try:
+            self.ray.get(refs, timeout=10)
+        except Exception as e:  # noqa: BLE001 - still loading: the lease lapses by itself
+            log.info("kept workers: a lease was not released now (%s); it lapses in %.0f s", e, LEASE_TTL_S)
+
+
+def free_local_workers(command: str) -> int:
+    """Stop this machine's idle warm workers before ``command`` uses its GPUs itself (train, score, a GPU generate):
+    a kept vLLM engine holds most of a GPU's memory. Workers serving a run are left alone (with a warning). Nothing
+    is imported or started when no keeper runs here. Returns the workers stopped."""
+    from pipeline.execution import local_head
+
+    st = local_head.running()
+    if st is None:
+        return 0
+    import ray
+
+    if ray.is_initialized() and ray.get_runtime_context().gcs_address != st["address"]:
+        log.warning("this process is connected to another Ray: this machine's warm workers were not checked")
+        return 0
+    local_head.use_auth()
+    joined = not ray.is_initialized()
+    if joined:
+        ray.init(address=st["address"], logging_level=logging.ERROR, log_to_driver=False)
+    try:
+        workers = fleet_status(ray, LOCAL_FLEET)
+        if any(s["lease"] for _, s in workers):
+            log.warning("this machine's warm workers serve a run now: %s may find their GPUs' memory taken", command)
+            return 0
+        n = stop_fleet(ray, LOCAL_FLEET)
+        deadline = time.monotonic() + 60
+        while fleet_names(ray).get(LOCAL_FLEET) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if n:
+            log.warning("stopped this machine's %d warm worker(s) (kept by an earlier `mcprm label`): %s needs the "
+                        "GPUs", n, command)
+        return n
+    finally:
+        if joined:
+            ray.shutdown()
