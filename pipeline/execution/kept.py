@@ -114,7 +114,11 @@ def local_fleet(cfg: LabelConfig):
         while fleet_names(ray).get(LOCAL_FLEET) and time.monotonic() < deadline:
             time.sleep(0.5)
         return None
-    ex = lease_workers(ray, cfg, LOCAL_FLEET, workers, t0)
+    try:
+        ex = lease_workers(ray, cfg, LOCAL_FLEET, workers, t0)
+    except FleetError as e:  # every warm worker serves another run of this machine (their GPUs are taken)
+        raise FleetError(f"this machine's GPUs are held by its warm workers, which serve another `mcprm label` now: "
+                         f"wait for it to finish (`mcprm fleet status`). {e}") from None
     ex.source = "kept warm on this machine by an earlier run (--keep-warm)"
     return ex
 
