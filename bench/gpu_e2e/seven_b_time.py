@@ -4,7 +4,7 @@ engine (a RayExecutor kept across both runs: no start in either run). Prints a J
 
 With random weights no continuation reaches a gold answer: every probe of the defaults is dead and draws all K=20,
 so this times a search that real data does not make (BENCHMARKS.md, issue 29, sixth session).
-    PYTHONPATH=/tmp/site:/tmp/mcprm python3 bench/gpu_e2e/seven_b_time.py [N]      (on the device, vLLM installed)
+    PYTHONPATH=/tmp/site:/tmp/mcprm python3 bench/gpu_e2e/seven_b_time.py [N] [defaults,per-step]   (on the device)
 """
 
 import json
@@ -30,7 +30,8 @@ t = time.time()
 fleet = RayExecutor(LabelConfig(**dict(base, output=tempfile.mkdtemp())).resolved())
 fleet.wait_ready()
 print(json.dumps({"start_s": round(time.time() - t, 1), "solutions": n}), flush=True)
-for name, over in (("per-step K=8", dict(strategy="per-step", k=8)), ("defaults", {})):
+runs = {"per-step": ("per-step K=8", dict(strategy="per-step", k=8)), "defaults": ("defaults", {})}
+for name, over in (runs[r] for r in (sys.argv[2] if len(sys.argv) > 2 else "per-step,defaults").split(",")):
     cfg = LabelConfig(**dict(base, output=tempfile.mkdtemp(), **over))
     t = time.time()
     res = label(cfg, executor=fleet.borrow())
