@@ -151,8 +151,14 @@ class KeptRayExecutor(RayExecutor):
                 "model_ref": [cfg.model, cfg.tokenizer], "keep_warm_s": self.keep_warm_s,
                 "cpus": self.cpus_per_worker, "gpus": self.gpus_per_worker, "created_at": time.time(), "index": index,
                 "lease": {"run": self.run_id, "holder": self.holder}}
-        return self.actor_cls.options(name=actor_name(self.fleet, index), namespace=NAMESPACE,
-                                      lifetime="detached").remote(cfg, self.cpus_per_worker, info)
+        try:
+            return self.actor_cls.options(name=actor_name(self.fleet, index), namespace=NAMESPACE,
+                                          lifetime="detached").remote(cfg, self.cpus_per_worker, info)
+        except ValueError as e:  # the name is taken: another run of this machine started its workers meanwhile
+            if "already" not in str(e):
+                raise
+            raise FleetError("another `mcprm label` on this machine started its warm workers at the same moment: "
+                             "rerun this command once that run is done (it then borrows them)") from None
 
     def scale_to(self, n: int) -> int:
         """Never fewer than started (the rest stay warm for later runs): the run uses the first ``n``."""
