@@ -140,8 +140,8 @@ def label(config: LabelConfig, executor=None) -> RunResult:
     elif executor is None:  # issue 29: this machine's warm workers, kept by an earlier run (--keep-warm)
         from pipeline.execution.kept import local_fleet, local_keep_warm
 
-        if local_keep_warm(config.resolved()):
-            executor = fleet = local_fleet(config.resolved())
+        if local_keep_warm(resolved := config.resolved()):
+            executor = fleet = local_fleet(resolved)
     if fleet is not None:
         config = config.replace(num_workers=fleet.num_workers)  # the shard layout's workers: those leased
     try:

@@ -130,3 +130,12 @@ def require(module: str, hint: str):
         return importlib.import_module(module)
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise MissingDependency(f"{module} is not installed ({e}). Install it with: {hint}") from e
+
+
+def order_by_group(requests: Sequence[GenRequest]) -> list[int]:
+    """Indices with each group's requests adjacent, groups in order of first appearance (stable): a GPU engine's
+    prefix cache then computes a group's shared prefix once (the vllm and sglang backends)."""
+    first: dict[str, int] = {}
+    for i, r in enumerate(requests):
+        first.setdefault(r.group, i)
+    return sorted(range(len(requests)), key=lambda i: (first[requests[i].group], i))

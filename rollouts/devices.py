@@ -61,12 +61,18 @@ def device_problem(device: str) -> str | None:
     return None
 
 
-def vllm_problem(device: str = "cpu") -> str | None:
-    """Why the vllm backend cannot run on this machine (``device`` is not its choice: NVIDIA GPUs), or None."""
+def gpu_engine_problem(backend: str, install: str) -> str | None:
+    """Why a GPU engine backend (``vllm``, ``sglang``) cannot run on this machine, or None: no NVIDIA GPU here, or
+    its package not installed (``install``: how to install it)."""
     if nvidia_gpus() == 0:
-        return ("--backend vllm runs on NVIDIA GPUs, and this machine has none (no NVIDIA device found). "
+        return (f"--backend {backend} runs on NVIDIA GPUs, and this machine has none (no NVIDIA device found). "
                 "Use --backend hf (the default; CPU, or --device cuda on one GPU), --backend openai with a "
                 "server, or run on a GPU machine or a Ray cluster with GPUs (--ray-address)")
-    if importlib.util.find_spec("vllm") is None:
-        return "--backend vllm: vllm is not installed. Install it with: pip install 'vllm==0.26.0'"
+    if importlib.util.find_spec(backend) is None:
+        return f"--backend {backend}: {backend} is not installed. Install it with: {install}"
     return None
+
+
+def vllm_problem(device: str = "cpu") -> str | None:
+    """Why the vllm backend cannot run on this machine (``device`` is not its choice: NVIDIA GPUs), or None."""
+    return gpu_engine_problem("vllm", "pip install 'vllm==0.26.0'")

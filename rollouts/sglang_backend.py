@@ -42,33 +42,17 @@ import threading
 import time
 from collections.abc import Sequence
 
-from .base import Completion, Counters, GenRequest, SamplingConfig, require
+from .base import Completion, Counters, GenRequest, SamplingConfig, order_by_group, require
 
 _SGLANG_HINT = "pip install 'sglang==0.5.17' (needs a CUDA GPU and torch 2.11); see bench/sglang_try.sh"
 
 
 def sglang_problem(device: str = "cpu") -> str | None:
-    """Why the sglang backend cannot run on this machine (``device`` is not its choice: NVIDIA GPUs), or None;
-    as :func:`rollouts.devices.vllm_problem` says it for vLLM. Imports nothing heavy."""
-    import importlib.util
+    """Why the sglang backend cannot run on this machine (``device`` is not its choice: NVIDIA GPUs), or None.
+    Imports nothing heavy."""
+    from .devices import gpu_engine_problem
 
-    from .devices import nvidia_gpus
-
-    if nvidia_gpus() == 0:
-        return ("--backend sglang runs on NVIDIA GPUs, and this machine has none (no NVIDIA device found). "
-                "Use --backend hf (the default; CPU, or --device cuda on one GPU), --backend openai with a "
-                "server, or run on a GPU machine or a Ray cluster with GPUs (--ray-address)")
-    if importlib.util.find_spec("sglang") is None:
-        return f"--backend sglang: sglang is not installed. Install it with: {_SGLANG_HINT}"
-    return None
-
-
-def _order_by_group(requests: Sequence[GenRequest]) -> list[int]:
-    """Indices with each group's requests adjacent, groups in order of first appearance (stable)."""
-    first: dict[str, int] = {}
-    for i, r in enumerate(requests):
-        first.setdefault(r.group, i)
-    return sorted(range(len(requests)), key=lambda i: (first[requests[i].group], i))
+    return gpu_engine_problem("sglang", _SGLANG_HINT)
 
 
 def _finish(meta: dict) -> str:
@@ -139,7 +123,7 @@ class SGLangBackend:
     def generate(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[list[Completion]]:
         """All completions of a batch: one ``Engine.generate`` of every sample (``n`` adjacent copies of a request's
         prompt, a group's requests together); list i holds ``requests[i].n`` completions."""
-        order = [i for i in _order_by_group(requests) if requests[i].n > 0]
+        order = [i for i in order_by_group(requests) if requests[i].n > 0]
         flat = [(i, j) for i in order for j in range(requests[i].n)]
         results: list[list[Completion]] = [[] for _ in requests]
         if not flat:

@@ -32,18 +32,18 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from .base import DEFAULT_VLLM_ENGINE, Completion, Counters, GenRequest, SamplingConfig, require
+from .base import (
+    DEFAULT_VLLM_ENGINE,
+    Completion,
+    Counters,
+    GenRequest,
+    SamplingConfig,
+    order_by_group,
+    require,
+)
 from .base import VLLM_ENGINES as ENGINES
 
 _VLLM_HINT = "pip install 'vllm==0.26.0' (needs a CUDA GPU)"
-
-
-def _order_by_group(requests: Sequence[GenRequest]) -> list[int]:
-    """Indices with each group's requests adjacent, groups in order of first appearance (stable)."""
-    first: dict[str, int] = {}
-    for i, r in enumerate(requests):
-        first.setdefault(r.group, i)
-    return sorted(range(len(requests)), key=lambda i: (first[requests[i].group], i))
 
 
 def _prefix_cache_counters() -> tuple[float, float] | None:
@@ -242,7 +242,7 @@ class OfflineVLLMBackend(VLLMBackend):
 
     def generate(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[list[Completion]]:
         t0 = time.perf_counter()
-        order = [i for i in _order_by_group(requests) if requests[i].n > 0]
+        order = [i for i in order_by_group(requests) if requests[i].n > 0]
         results: list[list[Completion]] = [[] for _ in requests]
         if order:
             outs = self.llm.generate(
@@ -299,7 +299,7 @@ class AsyncVLLMBackend(VLLMBackend):
 
     def submit(self, requests: Sequence[GenRequest], sampling: SamplingConfig) -> list[Future]:
         futures: list[Future | None] = [None] * len(requests)
-        for i in _order_by_group(requests):
+        for i in order_by_group(requests):
             futures[i] = asyncio.run_coroutine_threadsafe(self._agenerate(requests[i], sampling), self._loop)
         return futures
 
@@ -368,7 +368,7 @@ class _EngineLoop:
             raise RuntimeError(f"the vLLM engine loop failed earlier: {self._error!r}") from self._error
         futures: list[Future] = [Future() for _ in requests]
         batch = []
-        for i in _order_by_group(requests):
+        for i in order_by_group(requests):
             if requests[i].n == 0:
                 futures[i].set_result([])
             else:

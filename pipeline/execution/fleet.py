@@ -242,9 +242,9 @@ def _ctl(handle, method: str, *args):
 def fleet_names(ray) -> dict[str, list[int]]:
     """Each fleet on the cluster: its name and its live workers' indices."""
     out: dict[str, list[int]] = {}
-    for a in ray.util.list_named_actors(all_namespaces=True):
-        parts = a["name"].split("/") if a.get("namespace") == NAMESPACE else []
-        if len(parts) == 3 and parts[0] == "fleet" and parts[2].isdigit():
+    for name in local_head.fleet_actor_names(ray):
+        parts = name.split("/")
+        if len(parts) == 3 and parts[2].isdigit():
             out.setdefault(parts[1], []).append(int(parts[2]))
     return {k: sorted(v) for k, v in sorted(out.items())}
 
@@ -261,22 +261,37 @@ def fleet_status(ray, name: str) -> list[tuple[Any, dict]]:
     return out
 
 
+def fleet_cfg(cfg: LabelConfig) -> LabelConfig:
+    """``cfg`` as a fleet's workers are built from it: resolved, a model folder by its full path (the workers may
+    start anywhere, and serve runs started from anywhere)."""
+    cfg = cfg.resolved()
+    return cfg.replace(model=os.path.abspath(cfg.model)) if cfg.model and os.path.isdir(cfg.model) else cfg
+
+
+def fleet_actor_class(ray, cfg: LabelConfig, cpus: float, gpus: float):
+    """The Ray actor class of a fleet's workers (restarted if they die; leases and status in their own group)."""
+    return ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
+                      max_concurrency=cfg.worker_shards, concurrency_groups={CONTROL: 2})(_FleetActor)
+
+
+def fleet_info(cfg: LabelConfig, name: str, size: int, keep_warm_s: float, cpus: float, gpus: float) -> dict:
+    """What every worker of fleet ``name`` knows of it (its status; ``engine``: what borrowing runs must match)."""
+    return {"fleet": name, "size": size, "engine": engine_identity(cfg), "model_ref": [cfg.model, cfg.tokenizer],
+            "keep_warm_s": float(keep_warm_s), "cpus": cpus, "gpus": gpus, "created_at": time.time()}
+
+
 def start_fleet(cfg: LabelConfig, name: str, keep_warm_s: float) -> list[dict]:
     """Start fleet ``name``'s workers for ``cfg``'s engine, wait until each has built its backend, return their
     status. Refused when a fleet of that name is up."""
     ray = connect(cfg)
-    cfg = cfg.resolved()
-    if cfg.model and os.path.isdir(cfg.model):  # the workers may start anywhere: the folder by its full path
-        cfg = cfg.replace(model=os.path.abspath(cfg.model))
+    cfg = fleet_cfg(cfg)
     if fleet_names(ray).get(name):
         raise FleetError(f"a fleet named {name!r} is up already (`mcprm fleet status --fleet {name}`): take it down "
                          f"first (`mcprm fleet down --fleet {name}`) or name another with --fleet NAME")
     n, cpus, gpus = worker_shape(ray, cfg)
     check_resources(ray, cfg, n, cpus, gpus)
-    cls = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-                     max_concurrency=cfg.worker_shards, concurrency_groups={CONTROL: 2})(_FleetActor)
-    info = {"fleet": name, "size": n, "engine": engine_identity(cfg), "model_ref": [cfg.model, cfg.tokenizer],
-            "keep_warm_s": float(keep_warm_s), "cpus": cpus, "gpus": gpus, "created_at": time.time()}
+    cls = fleet_actor_class(ray, cfg, cpus, gpus)
+    info = fleet_info(cfg, name, n, keep_warm_s, cpus, gpus)
     actors = []
     try:
         for i in range(n):
@@ -308,7 +323,44 @@ def stop_fleet(ray, name: str, force: bool = False) -> int:
     return len(workers)
 
 
-class FleetExecutor(RayExecutor):
+class _Leases:
+    """A run's leases on fleet workers (``self.actors``, for run ``self.run_id`` held by ``self.holder``): renewed
+    every :data:`RENEW_S` by a thread of the run, released at ``close`` (the workers stay up, warm for their
+    keep-warm from then: ``self.keep_warm_s``, None for their own)."""
+
+    release_wait_s = 60.0  # how long close() waits for the releases (a lease not released lapses by itself)
+    release_log_level = logging.WARNING  # (of a lease not released in that time)
+
+    def _start_renewing(self) -> None:
+        self._stop = threading.Event()
+        threading.Thread(target=self._renew, daemon=True, name="mcprm-fleet-lease").start()
+
+    def _renew(self) -> None:
+        while not self._stop.wait(RENEW_S):
+            for i, a in enumerate(self.actors):
+                try:
+                    other = self.ray.get(_ctl(a, "acquire", self.run_id, self.holder, LEASE_TTL_S), timeout=30)
+                except Exception as e:  # noqa: BLE001 - loading or restarting: renewed (taken back) next time
+                    log.debug("fleet %s worker %d: lease not renewed (%s)", self.fleet, i, e)
+                    continue
+                if other is not None:
+                    log.error("fleet %s worker %d was leased to another run (%s) after this run's lease lapsed",
+                              self.fleet, i, other["holder"])
+
+    def close(self) -> None:
+        """Release this run's leases (the workers stay up, warm for their keep-warm time from now)."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        refs = [_ctl(a, "release", self.run_id, self.keep_warm_s) for a in self.actors]
+        try:
+            self.ray.get(refs, timeout=self.release_wait_s)
+        except Exception as e:  # noqa: BLE001 - a worker gone (or still loading); an unreleased lease lapses by itself
+            log.log(self.release_log_level, "fleet %s: a lease was not released (%s); it lapses in %.0f s", self.fleet,
+                    e, LEASE_TTL_S)
+
+
+class FleetExecutor(_Leases, RayExecutor):
     """A warm fleet's workers leased to one run: a :class:`RayExecutor` over them that starts no actor (they are
     up: ``startup_seconds`` is 0) and whose ``close`` releases the leases instead of killing the actors."""
 
@@ -327,21 +379,7 @@ class FleetExecutor(RayExecutor):
         self.keep_warm_s = parse_duration(cfg.keep_warm) if cfg.keep_warm else None
         self.borrow_seconds = borrow_seconds
         self.stats0 = [ray.get(_ctl(h, "backend_stats"), timeout=60) for h, _ in leased]  # counters before this run
-        self._stop = threading.Event()
-        self._renewer = threading.Thread(target=self._renew, daemon=True, name="mcprm-fleet-lease")
-        self._renewer.start()
-
-    def _renew(self) -> None:
-        while not self._stop.wait(RENEW_S):
-            for i, a in enumerate(self.actors):
-                try:
-                    other = self.ray.get(_ctl(a, "acquire", self.run_id, self.holder, LEASE_TTL_S), timeout=30)
-                except Exception as e:  # noqa: BLE001 - restarting: taken back at the next renewal
-                    log.debug("fleet %s worker %d: lease not renewed (%s)", self.fleet, i, e)
-                    continue
-                if other is not None:
-                    log.error("fleet %s worker %d was leased to another run (%s) after this run's lease lapsed",
-                              self.fleet, i, other["holder"])
+        self._start_renewing()
 
     def run(self, version, shards, on_done, cfg: LabelConfig | None = None) -> None:
         if cfg is not None:  # the fleet's own spelling of the model (its engine identity matched this run's)
@@ -377,17 +415,6 @@ class FleetExecutor(RayExecutor):
                 "fleet_engine_start_seconds": [round(st["engine_start_s"], 3) for st in self.status0],
                 "reason": f"{self.source}: borrowed {len(self.actors)} warm worker(s) of the fleet, no engine "
                           f"start (borrowed in {self.borrow_seconds:.1f} s)"}
-
-    def close(self) -> None:
-        """Release this run's leases (the workers stay up, warm for their keep-warm time from now)."""
-        if self._stop.is_set():
-            return
-        self._stop.set()
-        refs = [_ctl(a, "release", self.run_id, self.keep_warm_s) for a in self.actors]
-        try:
-            self.ray.get(refs, timeout=60)
-        except Exception as e:  # noqa: BLE001 - a worker gone meanwhile; an unreleased lease lapses by itself
-            log.warning("fleet %s: a lease was not released (%s); it lapses in %.0f s", self.fleet, e, LEASE_TTL_S)
 
 
 def borrow_fleet(cfg: LabelConfig) -> FleetExecutor:

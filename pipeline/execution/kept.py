@@ -20,22 +20,20 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 
 from pipeline.config import LabelConfig
 from pipeline.execution.executors import RayExecutor, choose_executor, make_executor
 from pipeline.execution.fleet import (
-    CONTROL,
-    LEASE_TTL_S,
     NAMESPACE,
-    RENEW_S,
     FleetError,
-    _ctl,
-    _FleetActor,
+    _Leases,
     actor_name,
     engine_diff,
     engine_identity,
+    fleet_actor_class,
+    fleet_cfg,
+    fleet_info,
     fleet_names,
     fleet_status,
     lease_workers,
@@ -74,20 +72,36 @@ def start_executor(cfg: LabelConfig, shards_hint: int | None = None, start: int 
 def connect_local(cfg: LabelConfig) -> bool:
     """Join this machine's Ray (started if none is up); False when this process is connected to another Ray
     already (a caller's own: the workers are then started there, not kept)."""
+    from pipeline.execution import local_head
+
+    if _join(local_head.ensure(), cfg.ray_logs) is None:
+        log.warning("this process is connected to another Ray cluster: the run's workers are not kept warm")
+        return False
+    return True
+
+
+def _join(st: dict, log_to_driver: bool = False) -> bool | None:
+    """Connect this process to this machine's Ray (``st``: its keeper's state): True when it joined now, False when
+    it was connected already, None when it is connected to another Ray (left as it is)."""
     import ray
 
     from pipeline.execution import local_head
     from pipeline.execution.ray_cluster import init_ray
 
-    st = local_head.ensure()
     if ray.is_initialized():
-        if ray.get_runtime_context().gcs_address != st["address"]:
-            log.warning("this process is connected to another Ray cluster: the run's workers are not kept warm")
-            return False
-        return True
+        return False if ray.get_runtime_context().gcs_address == st["address"] else None
     local_head.use_auth()
-    init_ray(st["address"], log_to_driver=cfg.ray_logs)
+    init_ray(st["address"], log_to_driver=log_to_driver)
     return True
+
+
+def _stop_idle(ray, wait_s: float) -> int:
+    """Stop this machine's warm workers (none serves a run) and wait until they are gone (their GPUs free)."""
+    n = stop_fleet(ray, LOCAL_FLEET)
+    deadline = time.monotonic() + wait_s
+    while fleet_names(ray).get(LOCAL_FLEET) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return n
 
 
 def local_fleet(cfg: LabelConfig):
@@ -109,10 +123,7 @@ def local_fleet(cfg: LabelConfig):
                              f"run ({busy[0]}): wait for it to finish, or stop them with `mcprm fleet down --fleet "
                              f"{LOCAL_FLEET} --force`")
         log.warning("this machine's warm workers run another engine (%s): stopping them", "; ".join(diff))
-        stop_fleet(ray, LOCAL_FLEET)
-        deadline = time.monotonic() + 120
-        while fleet_names(ray).get(LOCAL_FLEET) and time.monotonic() < deadline:
-            time.sleep(0.5)
+        _stop_idle(ray, 120)
         return None
     try:
         ex = lease_workers(ray, cfg, LOCAL_FLEET, workers, t0)
@@ -123,10 +134,13 @@ def local_fleet(cfg: LabelConfig):
     return ex
 
 
-class KeptRayExecutor(RayExecutor):
+class KeptRayExecutor(_Leases, RayExecutor):
     """This run's workers, started as this machine's warm fleet: a :class:`RayExecutor` whose actors are the fleet's
     (named, detached, leased to this run from birth), all of the machine's worth at once, released (not killed) at
     the end."""
+
+    release_wait_s = 10.0  # (at the end of a run refused early, a worker may still be loading: its lease lapses)
+    release_log_level = logging.INFO
 
     def __init__(self, cfg: LabelConfig, keep_warm_s: float, name: str = LOCAL_FLEET, **kw):
         import socket
@@ -135,22 +149,17 @@ class KeptRayExecutor(RayExecutor):
         self.fleet, self.keep_warm_s = name, float(keep_warm_s)
         self.run_id = uuid.uuid4().hex[:12]
         self.holder = {"host": socket.gethostname(), "pid": os.getpid(), "output": cfg.output}
-        self._engine = engine_identity(cfg)
-        super().__init__(cfg)  # (every worker the machine holds: start / shards_hint do not shrink a kept fleet)
+        super().__init__(fleet_cfg(cfg))  # (every worker the machine holds: start / shards_hint do not shrink it)
         self.cfg = None  # every shard goes with its run's settings (a fleet worker labels its leaseholder's only)
-        self._stop = threading.Event()
-        threading.Thread(target=self._renew, daemon=True, name="mcprm-kept-lease").start()
+        self._start_renewing()
 
     def _actor_class(self, ray, cfg: LabelConfig, cpus: float, gpus: float):
-        return ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-                          max_concurrency=cfg.worker_shards, concurrency_groups={CONTROL: 2})(_FleetActor)
+        return fleet_actor_class(ray, cfg, cpus, gpus)
 
     def _new_actor(self, index: int):
         cfg = self.build_cfg
-        info = {"fleet": self.fleet, "size": self.max_workers, "engine": self._engine,
-                "model_ref": [cfg.model, cfg.tokenizer], "keep_warm_s": self.keep_warm_s,
-                "cpus": self.cpus_per_worker, "gpus": self.gpus_per_worker, "created_at": time.time(), "index": index,
-                "lease": {"run": self.run_id, "holder": self.holder}}
+        info = dict(fleet_info(cfg, self.fleet, self.max_workers, self.keep_warm_s, self.cpus_per_worker,
+                               self.gpus_per_worker), index=index, lease={"run": self.run_id, "holder": self.holder})
         try:
             return self.actor_cls.options(name=actor_name(self.fleet, index), namespace=NAMESPACE,
                                           lifetime="detached").remote(cfg, self.cpus_per_worker, info)
@@ -166,35 +175,17 @@ class KeptRayExecutor(RayExecutor):
         return self.active
 
     def run(self, version, shards, on_done, cfg: LabelConfig | None = None) -> None:
-        super().run(version, shards, on_done, cfg if cfg is not None else self.build_cfg)
+        b = self.build_cfg  # (the workers' spelling of the model: fleet_cfg's full path)
+        super().run(version, shards, on_done, (cfg or b).replace(model=b.model, tokenizer=b.tokenizer))
 
     def backend_stats(self) -> list[dict]:
         return super().backend_stats()[: self.active]
-
-    def _renew(self) -> None:
-        while not self._stop.wait(RENEW_S):
-            for a in self.actors:
-                try:
-                    self.ray.get(_ctl(a, "acquire", self.run_id, self.holder, LEASE_TTL_S), timeout=30)
-                except Exception as e:  # noqa: BLE001 - loading or restarting: renewed next time
-                    log.debug("kept worker: lease not renewed (%s)", e)
 
     def manifest_entry(self) -> dict:
         return {"name": self.fleet, "borrowed": False, "workers": len(self.actors), "used": self.active,
                 "keep_warm_s": self.keep_warm_s,
                 "reason": f"started {len(self.actors)} worker(s), kept warm on this machine for {self.keep_warm_s:g} "
                           f"s after the run (--keep-warm; `mcprm fleet down --fleet {self.fleet}` stops them)"}
-
-    def close(self) -> None:
-        """Release this run's leases: the workers stay up, warm for their keep-warm from now."""
-        if self._stop.is_set():
-            return
-        self._stop.set()
-        refs = [_ctl(a, "release", self.run_id, None) for a in self.actors]
-        try:
-            self.ray.get(refs, timeout=10)
-        except Exception as e:  # noqa: BLE001 - still loading: the lease lapses by itself
-            log.info("kept workers: a lease was not released now (%s); it lapses in %.0f s", e, LEASE_TTL_S)
 
 
 def free_local_workers(command: str) -> int:
@@ -208,22 +199,16 @@ def free_local_workers(command: str) -> int:
         return 0
     import ray
 
-    if ray.is_initialized() and ray.get_runtime_context().gcs_address != st["address"]:
+    joined = _join(st)
+    if joined is None:
         log.warning("this process is connected to another Ray: this machine's warm workers were not checked")
         return 0
-    local_head.use_auth()
-    joined = not ray.is_initialized()
-    if joined:
-        ray.init(address=st["address"], logging_level=logging.ERROR, log_to_driver=False)
     try:
         workers = fleet_status(ray, LOCAL_FLEET)
         if any(s["lease"] for _, s in workers):
             log.warning("this machine's warm workers serve a run now: %s may find their GPUs' memory taken", command)
             return 0
-        n = stop_fleet(ray, LOCAL_FLEET)
-        deadline = time.monotonic() + 60
-        while fleet_names(ray).get(LOCAL_FLEET) and time.monotonic() < deadline:
-            time.sleep(0.5)
+        n = _stop_idle(ray, 60)
         if n:
             log.warning("stopped this machine's %d warm worker(s) (kept by an earlier `mcprm label`): %s needs the "
                         "GPUs", n, command)

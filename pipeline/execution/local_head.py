@@ -138,6 +138,12 @@ def ensure(d: str | None = None, timeout_s: float = START_TIMEOUT_S) -> dict:
                           "run with --keep-warm 0 to start workers for this run only")
 
 
+def fleet_actor_names(ray) -> list[str]:
+    """The names of every fleet worker on the connected cluster (``fleet/NAME/I`` in :data:`NAMESPACE`)."""
+    return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+            if a.get("namespace") == NAMESPACE and a["name"].startswith("fleet/")]
+
+
 def _temp_dir(d: str) -> str:
     h = hashlib.sha256(d.encode()).hexdigest()[:8]
     return os.path.join(tempfile.gettempdir(), f"mcprm-ray-{os.getuid()}-{h}")
@@ -156,10 +162,6 @@ def _keep(d: str) -> None:
     use_auth(d)
     import ray
 
-    def fleet_names(ray) -> list[str]:  # (pipeline.execution.fleet's, which imports this module)
-        return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                if a.get("namespace") == NAMESPACE and a["name"].startswith("fleet/")]
-
     ray.init(address="local", include_dashboard=False, _temp_dir=_temp_dir(d), namespace=NAMESPACE,
              logging_level=logging.ERROR, log_to_driver=False)
     st = {"pid": os.getpid(), "address": ray.get_runtime_context().gcs_address, "temp_dir": _temp_dir(d),
@@ -173,7 +175,7 @@ def _keep(d: str) -> None:
     while not stop:
         time.sleep(min(2.0, grace / 4))
         try:
-            if fleet_names(ray):
+            if fleet_actor_names(ray):
                 last = time.time()
                 continue
         except Exception as e:  # noqa: BLE001 - the cluster is failing: stop
@@ -181,7 +183,7 @@ def _keep(d: str) -> None:
             break
         with _locked(d):
             claimed = os.path.getmtime(p["claim"]) if os.path.exists(p["claim"]) else 0.0
-            if time.time() - max(last, claimed) > grace and not fleet_names(ray):
+            if time.time() - max(last, claimed) > grace and not fleet_actor_names(ray):
                 os.remove(p["state"])  # (under the lock: a run now starts a new keeper)
                 break
     with _locked(d):
