@@ -41,6 +41,9 @@ def bestofn_cmd(
     print(f"{scored}: {res['problems']} problems, {res['solutions']} solutions "
           f"({res['solutions_per_problem']['min']}-{res['solutions_per_problem']['max']} per problem)"
           + (f"; {res['ungraded']} without a gradable answer count as wrong" if res["ungraded"] else ""))
+    if res.get("cut"):
+        print(f"warning: {res['cut']} solutions had steps past the PRM's max length (no score there): the PRM "
+              "selectors rank them on their early steps only; score with a larger --max-length")
     print(f"{'N':>4} {'problems':>8} " + " ".join(f"{s:>14}" for s in SELECTORS))
     for r in res["results"]:
         print(f"{r['n']:>4} {r['problems']:>8} " + " ".join(f"{f(r['selectors'][s]):>14}" for s in SELECTORS))

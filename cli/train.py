@@ -46,8 +46,9 @@ def train_cmd(
     drop_after_first_error: Annotated[bool, typer.Option(
         help="No loss on the steps after a row's first negative one (PRM800K/Qwen convention).")] = True,
     val_fraction: Annotated[float, typer.Option(
-        help="Share of problems held out (split by a hash of the problem text); the first-error threshold "
-             "is chosen on them.")] = 0.1,
+        help="Share of problems held out (split by a hash of the problem text). They choose the weights kept "
+             "(lowest validation loss) and the first-error threshold: from their final answers' grades where "
+             "they have right and wrong ones, else against their Monte Carlo first errors. Never trained on.")] = 0.1,
     epochs: Annotated[float | None, typer.Option(help="Epochs (default: head 3, implicit 1; under 50 M "
                                                       "parameters, e.g. the bundled model: head 10, implicit "
                                                       "6).")] = None,
@@ -56,19 +57,29 @@ def train_cmd(
                                                              "1e-4).")] = None,
     beta: Annotated[float | None, typer.Option(help="implicit: the score's scale, beta x (summed log-ratio) + bias "
                                                      "(default: 0.05; under 50 M parameters: 1).")] = None,
-    batch_size: Annotated[int, typer.Option(help="Solutions per device per step.")] = 16,
+    batch_size: Annotated[int, typer.Option(help="Solutions per device per micro-batch, at most (solutions of "
+                                                 "similar length go together).")] = _D.batch_size,
+    max_batch_tokens: Annotated[int, typer.Option(help="Padded tokens per device per micro-batch, at most (a "
+                                                       "batch of long solutions holds fewer).")] = _D.max_batch_tokens,
     grad_accum: Annotated[int, typer.Option(help="Gradient accumulation steps.")] = 1,
-    max_length: Annotated[int, typer.Option(help="Most tokens per solution; later steps are cut.")] = 2048,
+    max_length: Annotated[int, typer.Option(help="Most tokens per solution; later steps are cut (counted and "
+                                                 "reported).")] = _D.max_length,
     separator: Annotated[str | None, typer.Option(
         help="The step separator token the PRM is read at (added to the tokenizer when it is not one token). "
              "Default: head '<extra_0>'; implicit '\\n' (the newline itself).")] = None,
     step_suffix: Annotated[str | None, typer.Option(
         help="Text after each step, before the separator ('\\n' is a newline). Default: head '\\n'; "
              "implicit ''.")] = None,
-    bf16: Annotated[str, typer.Option(help="auto (on a GPU that supports it; float32 for the implicit kind) | on | off")] = "auto",
+    bf16: Annotated[str, typer.Option(help="auto (bf16 autocast on a GPU that supports it; float32 for the "
+                                           "implicit kind) | on | off")] = _D.bf16,
     gradient_checkpointing: Annotated[bool, typer.Option(help="Trade compute for memory (large models).")] = False,
-    save_steps: Annotated[int, typer.Option(help="Checkpoint every N optimizer steps (0: every epoch).")] = 0,
-    resume: Annotated[bool, typer.Option("--resume", help="Go on from the last checkpoint in DIR/checkpoints.")] = False,
+    save_steps: Annotated[int, typer.Option(help="Checkpoint every N optimizer steps into DIR/checkpoints, for "
+                                                 "--resume (0: no checkpoints; the best epoch is kept in memory)."
+                                            )] = _D.save_steps,
+    keep_checkpoints: Annotated[bool, typer.Option("--keep-checkpoints", help="Keep DIR/checkpoints after a "
+                                                   "successful run (removed by default).")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Go on from the last checkpoint in DIR/checkpoints "
+                                                          "(written with --save-steps).")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a PRM or checkpoints in DIR.")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the head's init and the data order.")] = 0,
     limit: Annotated[int | None, typer.Option(help="Train on the first N corpus rows only.")] = None,
@@ -81,17 +92,18 @@ def train_cmd(
     (docs/training.md)."""
     from pipeline.training.train import TrainConfig, train
 
-    free_gpus("mcprm train")  # issue 29: a warm vLLM engine kept by `mcprm label` holds the GPU
+    free_gpus("mcprm train")  # a warm vLLM engine kept by `mcprm label --keep-warm` would hold the GPU's memory
     with user_errors(extra=(ValueError,)):
         cfg = TrainConfig(corpus=corpus, output=output, base_model=base_model, version=version, kind=kind,
                           label_rule=label_rule, targets=targets, min_confidence=min_confidence,
                           weight_by_confidence=weight_by_confidence, class_balance=class_balance,
                           drop_after_first_error=drop_after_first_error, val_fraction=val_fraction, epochs=epochs,
-                          learning_rate=learning_rate, beta=beta, batch_size=batch_size, grad_accum=grad_accum,
-                          max_length=max_length,
+                          learning_rate=learning_rate, beta=beta, batch_size=batch_size,
+                          max_batch_tokens=max_batch_tokens, grad_accum=grad_accum, max_length=max_length,
                           separator=None if separator is None else _unescape(separator),
                           step_suffix=None if step_suffix is None else _unescape(step_suffix), bf16=bf16,
-                          gradient_checkpointing=gradient_checkpointing, save_steps=save_steps, resume=resume,
+                          gradient_checkpointing=gradient_checkpointing, save_steps=save_steps,
+                          keep_checkpoints=keep_checkpoints, resume=resume,
                           overwrite=overwrite, seed=seed, limit=limit, progress=progress)
         res = train(cfg)
     card = res.card
@@ -99,25 +111,40 @@ def train_cmd(
         return
     v = card.get("validation") or {}
     d = card["data"]
+    tr = card["training"]
+    sp = tr.get("speed") or {}
     f1 = v.get("f1")
     echo(f"{res.output}: PRM on {card['base_model']} trained on {d['train_rows']:,} rows "
          f"({d['train_steps']:,} labeled steps) of {card['corpus']['path']} v{card['corpus']['version']} "
-         f"({card['label_rule']}, {card['targets']} targets) in {res.seconds:.0f} s")
+         f"({card['label_rule']}, {card['targets']} targets) in {res.seconds:.0f} s"
+         + (f"; {sp['tokens_per_s']:,.0f} tokens/s" if sp.get("tokens_per_s") else ""))
     if f1 is not None:
         echo(f"  validation ({d['val_rows']:,} rows, {d['val_problems']:,} problems): first-error F1 {f1:.3f} at "
-             f"threshold {card['threshold']:.2f} (against the corpus's own labels)")
+             f"threshold {card['threshold']:.2f}, against the corpus's own labels (in-sample for the threshold)")
     else:
         echo(f"  no validation rows with both kinds of solutions: threshold {card['threshold']:.2f}")
     if v.get("threshold_from"):
-        echo(f"  threshold {card['threshold']:.2f} from {v['threshold_from']}")
+        echo(f"  threshold {card['threshold']:.2f} from the {v['threshold_from']}")
     if d["skipped"]:
         echo(f"  rows left out: {d['skipped']}")
-    nf = card["training"].get("non_finite")
+    warn = []
+    if d.get("steps_cut"):
+        warn.append(f"{d['steps_cut']:,} steps of {d['rows_cut']:,} rows were past --max-length "
+                    f"{card['hyperparameters']['max_length']} tokens and were not trained on; raise --max-length "
+                    "to keep them")
+    if d["train_positive"] == 0 or d["train_negative"] == 0 or d["train_steps"] < 20:
+        warn.append(f"only {d['train_steps']} labeled training steps ({d['train_positive']:.0f} good, "
+                    f"{d['train_negative']:.0f} bad): too few, or of one class only, for a PRM to learn to tell "
+                    "steps apart; label more solutions")
+    if tr.get("skipped_steps"):
+        warn.append(f"{tr['skipped_steps']} optimizer steps had a non-finite gradient and were skipped")
+    nf = tr.get("non_finite")
     if nf:
-        print(f"  warning: training went non-finite (nan/inf loss or gradient) from epoch {nf['first_epoch']} on; "
-              f"the checkpoint kept is the best one before that ({card['training']['best_checkpoint']}). With "
-              "--bf16 auto/on, train again with --bf16 off (float32; BENCHMARKS.md, issue 28 on one H100)",
-              file=sys.stderr, flush=True)
+        warn.append(f"the loss went non-finite (nan/inf) from epoch {nf['first_epoch']} on; the weights kept are "
+                    f"those of step {tr.get('best_step')} (lowest validation loss). Lower --learning-rate, or train "
+                    "with --bf16 off")
+    for w in warn:
+        print(f"  warning: {w}", file=sys.stderr, flush=True)
 
 
 def _unescape(text: str) -> str:

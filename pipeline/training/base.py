@@ -53,7 +53,24 @@ def resolve_bf16(cfg: TrainConfig) -> bool:
         return False
     if cfg.kind == "implicit":  # auto: float32. The score is a sum of log-ratios of two models whose weights
         return False            # differ by less than bf16 resolves (score.py reads it in float32 too)
+    # bf16 autocast over float32 master weights; training keeps cuDNN's attention kernel out (trainer.py), whose
+    # NaN query gradients had made bf16 unusable on an H100
     return bool(cuda and torch.cuda.is_bf16_supported())
+
+
+def base_dtype(base: str):
+    """The dtype the base model's config declares (``dtype``, formerly ``torch_dtype``); float32 if none."""
+    import torch
+    import transformers
+
+    try:
+        mcfg = transformers.AutoConfig.from_pretrained(base)
+    except (OSError, ValueError):
+        return torch.float32
+    d = getattr(mcfg, "dtype", None) or getattr(mcfg, "torch_dtype", None)
+    if isinstance(d, str):
+        d = getattr(torch, d, None)
+    return d if isinstance(d, torch.dtype) and d.is_floating_point else torch.float32
 
 
 def count_parameters(base: str) -> int:

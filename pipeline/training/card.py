@@ -18,7 +18,7 @@ CARD = "mcprm_card.json"
 
 def build_card(cfg: TrainConfig, *, base: str, n_params: int, manifest: dict, fmt: PrmFormat, sep_id: int,
                added: bool, threshold: float, counts: dict, hyper: dict, state, seconds: float,
-               validation: dict) -> dict:
+               validation: dict, best: dict | None = None, speed: dict | None = None) -> dict:
     """The card's content. ``state``: the Trainer's state (its log, steps and best checkpoint); ``manifest``: the
     corpus version trained on; ``validation``: the first-error metrics at the chosen ``threshold``."""
     history = [h for h in state.log_history if "loss" in h or "eval_loss" in h]
@@ -43,9 +43,15 @@ def build_card(cfg: TrainConfig, *, base: str, n_params: int, manifest: dict, fm
         "hyperparameters": {"batch_size": cfg.batch_size, "grad_accum": cfg.grad_accum, "seed": cfg.seed,
                             "warmup_ratio": cfg.warmup_ratio, "max_length": cfg.max_length, **hyper},
         "training": {"train_loss": train_loss, "last_eval_loss": eval_loss, "steps": state.global_step,
-                     "best_eval_loss": state.best_metric,
-                     "best_checkpoint": state.best_model_checkpoint,
+                     # the weights kept: those of the evaluation with the lowest validation loss
+                     "best_eval_loss": (best or {}).get("eval_loss"), "best_step": (best or {}).get("step"),
+                     "best_epoch": (best or {}).get("epoch"),
                      "seconds": round(seconds, 1),
+                     # per logged epoch: loss, grad_norm (before clipping), learning rate, eval_loss
+                     "history": [{k: h[k] for k in ("epoch", "step", "loss", "grad_norm", "learning_rate", "eval_loss")
+                                  if k in h} for h in history],
+                     "skipped_steps": (speed or {}).get("skipped_steps", 0),
+                     **({"speed": speed} if speed else {}),
                      **({"non_finite": non_finite} if non_finite else {})},
         "validation": validation,
         "config": {k: v for k, v in asdict(cfg).items() if k != "extra"},
@@ -61,7 +67,7 @@ def write_card(out: Path, card: dict) -> None:
 def non_finite_steps(log_history: list[dict]) -> dict | None:
     """Where training went non-finite, from the Trainer's log: ``{"first_epoch", "first_step", "entries"}`` for
     the log entries whose loss, eval_loss or grad_norm is nan/inf, or None. (The Trainer filters nan losses out of
-    its logged train loss, so a run that went nan can look finite; bf16 on the real 1.5B model did, BENCHMARKS.md.)"""
+    its logged train loss, so a run that went nan can look finite, as a bf16 run of the real 1.5B model once did.)"""
     bad = [h for h in log_history
            if any(isinstance(h.get(k), (int, float)) and not math.isfinite(h[k]) for k in ("loss", "eval_loss",
                                                                                            "grad_norm"))]
@@ -70,19 +76,34 @@ def non_finite_steps(log_history: list[dict]) -> dict | None:
     return {"first_epoch": bad[0].get("epoch"), "first_step": bad[0].get("step"), "entries": len(bad)}
 
 
+def _code(text: str) -> str:
+    """Inline code that stays on one line: a newline or tab separator is shown escaped."""
+    return "`" + text.replace("\n", "\\n").replace("\t", "\\t") + "`"
+
+
 def card_markdown(card: dict) -> str:
     v = card.get("validation") or {}
     d = card["data"]
+    tr = card["training"]
+    implicit = card.get("kind") == "implicit"
 
     def f(x):
         return "n/a" if x is None else (f"{x:.3f}" if isinstance(x, float) else str(x))
 
+    if implicit:
+        what = (f"An implicit PRM on `{card['base_model']}` ({card['parameters']:,} parameters): the step score is the "
+                "language model's own log-likelihood ratio against the frozen base model, summed over the solution's "
+                f"tokens up to each step's separator {_code(card['separator'])} (Yuan et al. 2024); saved as two causal "
+                "LMs, the policy here and the reference in `reference/`.")
+    else:
+        what = (f"A 2-class token-classification head on `{card['base_model']}` ({card['parameters']:,} parameters), "
+                f"read at the separator token {_code(card['separator'])} after each step (Qwen2.5-Math-PRM layout).")
+    cut = f"{d.get('steps_cut', 0)} steps of {d.get('rows_cut', 0)} rows" if d.get("steps_cut") else "none"
     lines = [
-        "---", "library_name: transformers", "pipeline_tag: token-classification", "tags: [prm, mcprm]", "---", "",
+        "---", "library_name: transformers", f"pipeline_tag: {'text-generation' if implicit else 'token-classification'}",
+        "tags: [prm, mcprm]", "---", "",
         "# Process reward model (mcprm)", "",
-        f"A 2-class token-classification head on `{card['base_model']}` ({card['parameters']:,} parameters), read at "
-        f"the separator token `{card['separator']}` after each step (Qwen2.5-Math-PRM layout). Trained by "
-        "`mcprm train` on Monte Carlo step labels.", "",
+        what + " Trained by `mcprm train` on Monte Carlo step labels.", "",
         "| | |", "|---|---|",
         f"| corpus | `{card['corpus']['path']}` version {card['corpus']['version']} (strategy "
         f"{card['corpus']['strategy']}, K={card['corpus']['k']}) |",
@@ -91,15 +112,19 @@ def card_markdown(card: dict) -> str:
         f"| rows: train / validation | {d['train_rows']} / {d['val_rows']} (split by problem: {d['train_problems']}"
         f" / {d['val_problems']} problems) |",
         f"| rows left out | {d['skipped'] or 'none'} |",
+        f"| steps cut by max length {card['hyperparameters'].get('max_length')} | {cut} |",
         f"| training steps labeled | {d['train_steps']} (positive weight {f(d['train_positive'])}, negative "
         f"{f(d['train_negative'])}) |",
-        f"| first-error threshold | {f(card['threshold'])} ({v.get('threshold_from', 'chosen on the validation problems')}) |",
+        f"| first-error threshold | {f(card['threshold'])} (from {v.get('threshold_from', 'n/a')}) |",
         f"| validation first-error F1 | {f(v.get('f1'))} (acc_error {f(v.get('acc_error'))}, acc_correct "
-        f"{f(v.get('acc_correct'))}; at 0.5: {f(v.get('f1_at_0.5'))}) against {v.get('against', 'n/a')} |",
-        f"| train loss / best validation loss | {f(card['training']['train_loss'])} / "
-        f"{f(card['training']['best_eval_loss'])} (the checkpoint kept) |", "",
-        *(_implicit_use() if card.get("kind") == "implicit" else _head_use()),
-        "```", "", "Or `mcprm score DIR --input SOLUTIONS.jsonl --output SCORED`.", "",
+        f"{f(v.get('acc_correct'))}; at 0.5: {f(v.get('f1_at_0.5'))}) against {v.get('against', 'n/a')}; the "
+        "threshold was fitted on these rows, so this is not a held-out number |",
+        f"| train loss / best validation loss | {f(tr['train_loss'])} / {f(tr.get('best_eval_loss'))} (the weights "
+        f"kept: step {tr.get('best_step')}) |",
+        f"| optimizer steps skipped (non-finite gradient) | {tr.get('skipped_steps', 0)} |", "",
+        *(_implicit_use() if implicit else _head_use()),
+        "```", "", "Or `mcprm score DIR --input SOLUTIONS.jsonl --output SCORED` (the PRM's scores alone; "
+        "`--use-answer-key` adds the gold answer's grade of the last step).", "",
     ]
     return "\n".join(lines)
 

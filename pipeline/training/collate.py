@@ -186,13 +186,15 @@ def targets_until_first_error(targets: Sequence[float | None], hard: Sequence[bo
     return out
 
 
-def collate(examples: Sequence[Example], pad_id: int) -> dict:
+def collate(examples: Sequence[Example], pad_id: int, pad_multiple: int = 1) -> dict:
     """A right-padded batch: ``input_ids``, ``attention_mask``, ``labels`` (hard 0/1 at separators, -100
     elsewhere: what ``AutoModelForTokenClassification``'s own loss reads), ``soft_labels`` and
-    ``label_weights`` (the targets and weights at separators, 0 elsewhere: the loss mcprm trains with)."""
+    ``label_weights`` (the targets and weights at separators, 0 elsewhere: the loss mcprm trains with). The
+    length is the longest row's, rounded up to ``pad_multiple`` (tensor cores run whole tiles)."""
     import torch
 
     n = max(len(e.input_ids) for e in examples)
+    n = -(-n // pad_multiple) * pad_multiple
     b = len(examples)
     ids = torch.full((b, n), pad_id, dtype=torch.long)
     mask = torch.zeros((b, n), dtype=torch.long)
@@ -213,20 +215,30 @@ def collate(examples: Sequence[Example], pad_id: int) -> dict:
             "label_weights": weights, "response_start": torch.tensor([e.start for e in examples], dtype=torch.long)}
 
 
-def step_loss(logits, soft_labels, label_weights, pos_weight: float = 1.0, neg_weight: float = 1.0):
+def label_weight_total(soft_labels, label_weights, pos_weight: float = 1.0, neg_weight: float = 1.0):
+    """The total weight :func:`step_loss` averages over: row weight x class weight, summed over labeled positions."""
+    return (label_weights * (pos_weight * soft_labels + neg_weight * (1 - soft_labels))).sum()
+
+
+def step_loss(logits, soft_labels, label_weights, pos_weight: float = 1.0, neg_weight: float = 1.0,
+              denominator: float | None = None):
     """Cross-entropy of the 2-class head against soft targets at the labeled positions only:
     ``-(y log p1 + (1 - y) log p0)``, weighted per position (row weight, confidence) and per class
     (``pos_weight`` on the ``y`` part, ``neg_weight`` on the ``1 - y`` part: class balance). Averaged over the
-    total weight. With hard targets this is the usual token-classification loss on the separators."""
+    total weight (:func:`label_weight_total`), or divided by ``denominator`` when given: in training, one fixed
+    number for every micro-batch, so that each labeled step weighs the same whatever batch it falls in (a
+    per-batch mean would weigh a step of a sparsely labeled batch more, and make gradient accumulation change
+    the update). With hard targets this is the usual token-classification loss on the separators."""
     import torch
 
     # only the labeled positions (weight > 0) enter: in bf16 autocast a padding position's logits can be inf/nan
-    # (Qwen2's large activations), and 0 * inf is nan, which poisoned every later step (real 1.5B run, issue 28)
+    # (Qwen2's large activations), and 0 * inf is nan, which poisoned every later step (seen training the real 1.5B model)
     keep = label_weights > 0
     logp = torch.log_softmax(logits[keep].float(), dim=-1)
     y = soft_labels[keep]
     per = -(pos_weight * y * logp[..., 1] + neg_weight * (1 - y) * logp[..., 0])
     w = label_weights[keep]
-    cls_w = pos_weight * y + neg_weight * (1 - y)
-    denom = (w * cls_w).sum().clamp_min(1e-8)
-    return (per * w).sum() / denom
+    if denominator is None:
+        cls_w = pos_weight * y + neg_weight * (1 - y)
+        denominator = (w * cls_w).sum().clamp_min(1e-8)
+    return (per * w).sum() / denominator

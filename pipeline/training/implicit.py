@@ -11,7 +11,7 @@ fixed, TrainConfig.beta). So the
 score is read from what the model expected at every token of every step, not from one hidden state at the
 separator: on the bundled task a token-classification head on the 1M-parameter model never learned to compare
 what was written with what it expected, while the model's own likelihood finds the first error at F1 0.80
-(BENCHMARKS.md, issue 28 recipe study). The loss, targets, class balance, split and threshold are those of the
+(a recipe study on the bundled task). The loss, targets, class balance, split and threshold are those of the
 head kind: :class:`ImplicitPrm` returns 2-class logits ``[0, q]`` at every position, so
 :func:`pipeline.training.collate.step_loss` and :func:`pipeline.training.score.predict_probs` read it unchanged.
 

@@ -59,7 +59,7 @@ def outcome_threshold(probs: Sequence[Sequence[float | None]], correct: Sequence
     Why: the final answer's grade is the one label a corpus has exactly, for every row; the first-error positions
     are Monte Carlo estimates. On the bundled task the F1-best threshold on 28 validation rows against those
     estimates ranged 0.19-0.45 over seven training seeds of the same PRM, while fresh data's best was 0.40-0.48;
-    this one gave 0.41-0.48 (BENCHMARKS.md, issue 28 fourth session)."""
+    this one gave 0.41-0.48."""
     grid = list(grid) if grid is not None else [i / 100 for i in range(1, 100)]
     n_bad = sum(not c for c in correct)
     n_ok = len(correct) - n_bad

@@ -8,17 +8,17 @@ from dataclasses import dataclass, field
 from pipeline.errors import FatalError
 from pipeline.training.collate import DEFAULT_HEADER, DEFAULT_SEPARATOR
 
-PSEUDO_RULES = ("outcome",)
+PSEUDO_RULES = ("outcome",)  # every step labeled with the solution's own final answer (an ORM's labels)
 # head: a 2-class token head read at each step's separator (Qwen2.5-Math-PRM); implicit: the step score read
 # through the LM's own head, log-likelihood ratio against the frozen base (pipeline.training.implicit)
 KINDS = ("head", "implicit", "auto")
 # auto (the default): implicit for a model under TINY_PARAMS, head above. On the bundled task (a 1M-parameter model)
 # the implicit kind reaches 0.78-0.97x the Monte Carlo labels' first-error F1 where the head gets 0.28-0.34x; on the
 # real 1.5B model both are level with majority vote at best-of-8 and the head scores 12x faster, in bf16
-# (BENCHMARKS.md, issue 28: the CPU bar, and the fourth session on one H100)
+# (measured on the bundled task on a CPU, and on one H100)
 DEFAULT_KIND = "auto"
 TINY_PARAMS = 50_000_000  # below this: the implicit kind, and the schedules of a small model (train.auto_schedule)
-KIND_LAYOUT = {"head": (DEFAULT_SEPARATOR, "\n"), "implicit": ("\n", "")}  # (separator, step suffix) by kind  # every step labeled with the solution's own final answer (an ORM's labels)
+KIND_LAYOUT = {"head": (DEFAULT_SEPARATOR, "\n"), "implicit": ("\n", "")}  # (separator, step suffix) by kind
 
 
 class TrainError(FatalError, ValueError):
@@ -36,8 +36,8 @@ class TrainConfig:
     targets: str = "hard"  # hard: the rule's labels (0/1); soft: the rule's scores in [0, 1]
     min_confidence: float | None = None  # drop rows whose first-error confidence is below this
     # weight each row's steps by its first-error confidence; None (auto): with the implicit kind, where it gave
-    # +0.05 held-out F1 on two seeds (BENCHMARKS.md, issue 28); not with the head (on the real 1.5B model it did
-    # not help the head: fourth session)
+    # +0.05 held-out F1 on two seeds of the bundled task; not with the head (on the real 1.5B model it did
+    # not help the head)
     weight_by_confidence: bool | None = None
     class_balance: bool = True  # weight the two classes inversely to their frequency in the training steps
     drop_after_first_error: bool = True  # no loss on steps after the first negative one
@@ -46,7 +46,9 @@ class TrainConfig:
     learning_rate: float | None = None  # auto: train.auto_schedule
     # implicit: the score's scale, q = beta x (sum of log-ratios) + bias (auto: train.auto_schedule)
     beta: float | None = None
-    batch_size: int = 16
+    batch_size: int = 16  # rows per micro-batch at most (rows of similar length go together)
+    # padded tokens per micro-batch at most: a batch of long rows holds fewer of them (trainer.TokenBatches)
+    max_batch_tokens: int = 16384
     grad_accum: int = 1
     warmup_ratio: float = 0.05
     weight_decay: float = 0.0
@@ -59,7 +61,8 @@ class TrainConfig:
     bf16: str = "auto"  # auto (on a GPU that supports it) | on | off
     gradient_checkpointing: bool = False
     seed: int = 0
-    save_steps: int = 0  # 0: a checkpoint per epoch
+    save_steps: int = 0  # a checkpoint every N optimizer steps, for --resume; 0: none (the best epoch is kept in memory)
+    keep_checkpoints: bool = False  # keep DIR/checkpoints after a successful run
     resume: bool = False
     overwrite: bool = False
     progress: bool = True
@@ -102,6 +105,10 @@ class TrainConfig:
             bad.append(f"--learning-rate must be positive, got {self.learning_rate}")
         if self.batch_size < 1 or self.grad_accum < 1:
             bad.append("--batch-size and --grad-accum must be at least 1")
+        if self.max_batch_tokens < 8:
+            bad.append(f"--max-batch-tokens must be at least 8, got {self.max_batch_tokens}")
+        if self.save_steps < 0:
+            bad.append(f"--save-steps must be 0 (no checkpoints) or more, got {self.save_steps}")
         if self.bf16 not in ("auto", "on", "off"):
             bad.append(f"--bf16 must be auto, on or off, got {self.bf16!r}")
         if bad:

@@ -149,7 +149,7 @@ def load_groups(corpus: str, version: int | None = None) -> tuple[list[ProblemGr
 
     _, m = open_manifest(corpus, version)
     groups: dict[str, ProblemGroup] = {}
-    notes = {"rows": 0, "ungraded": 0, "unscored": 0, "strategy": m.get("strategy")}
+    notes = {"rows": 0, "ungraded": 0, "unscored": 0, "cut": 0, "strategy": m.get("strategy")}
     try:
         batches = list(iter_corpus(corpus, version, ["id", "problem", "steps", "prm_score", "solution_correct"]))
     except Exception as e:  # a labeled corpus of schema < 4 has no prm_score column
@@ -166,6 +166,8 @@ def load_groups(corpus: str, version: int | None = None) -> tuple[list[ProblemGr
             scores = [float(x) for x in ps if x is not None]
             if not scores:
                 notes["unscored"] += 1
+            elif len(scores) < len(ps):  # steps past the PRM's max length: ranked on its early steps only
+                notes["cut"] += 1
             sc = r["solution_correct"]
             if sc is None:
                 notes["ungraded"] += 1
@@ -214,4 +216,4 @@ def best_of_n(corpus: str, ns: Sequence[int] | None = None, version: int | None 
         results.append(row)
     return {"corpus": corpus, "problems": len(groups), "solutions": notes["rows"],
             "solutions_per_problem": {"min": min(sizes), "max": max(sizes)}, "ungraded": notes["ungraded"],
-            "unscored": notes["unscored"], "results": results}
+            "unscored": notes["unscored"], "cut": notes["cut"], "results": results}

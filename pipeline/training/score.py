@@ -10,7 +10,16 @@ Output: a corpus with the label corpus's schema (``mcprm eval``, ``stats``, ``ex
 its validation problems, or ``--threshold``), ``first_error`` the first step below it, ``strategy`` is ``"prm"``,
 ``k`` 0, the ``mc_*`` counts 0 and ``mc_value`` / ``mc_low`` / ``mc_high`` / ``first_error_confidence`` null: no
 Monte Carlo estimate exists. ``solution_correct`` is the solution's own final answer graded against the gold
-answer when the row has one (null otherwise). Steps cut by the PRM's ``max_length`` have no score and no label.
+answer when the row has one (null otherwise): a fact about the solution for ``bestofn`` and ``eval``, never an
+input of the labels.
+
+The labels and first errors are the PRM's alone, from the problem and the steps: the same with or without gold
+answers in the input. ``use_answer_key`` (``--use-answer-key``) labels the way Monte Carlo labels are made
+instead: the last step by the graded answer and, with ``trust_correct``, a right answer error-free; the manifest
+records it, and a number measured that way is not the PRM's.
+
+Steps past the PRM's ``max_length`` (or ``--max-length``) have no score and no label; their count is returned and
+printed, since a first error among them cannot be found.
 """
 
 from __future__ import annotations
@@ -57,8 +66,11 @@ def load_prm(path: str, device: str | None = None) -> LoadedPrm:
 
     p = Path(path)
     if not p.is_dir() or not (p / "config.json").exists():
+        if (p / "manifest.json").exists():  # a labeled corpus given where the PRM goes
+            raise ScoreError(f"{path} is a labeled corpus, not a PRM folder: train a PRM on it first "
+                             f"(`mcprm train {path} --output prm`), then `mcprm score prm --input ...`")
         raise ScoreError(f"{path} is not a PRM folder (no config.json); train one with `mcprm train CORPUS "
-                         f"--output {path}`")
+                         "--output PRM_DIR` and pass PRM_DIR")
     cfg = json.loads((p / "config.json").read_text())
     prm = cfg.get("mcprm_prm")
     if not prm:
@@ -94,7 +106,7 @@ LOGITS_BUDGET_BYTES = 8 << 30  # float32 logits one scoring batch may hold (the 
 def predict_probs(model, tokenizer, fmt, sep_id: int, items: Sequence[tuple[str, Sequence[str]]],
                   batch_size: int = 32, max_batch_tokens: int = 65_536) -> list[list[float | None]]:
     """P(step good) for every step of every (problem, steps) item, in order; None for a step cut by
-    ``fmt.max_length``. Batched, longest first (so padding is small)."""
+    ``fmt.max_length`` (:func:`cut_steps` counts them). Batched, longest first (so padding is small)."""
     import torch
 
     from pipeline.training.collate import CollateError, PieceCache, encode
@@ -144,6 +156,16 @@ def predict_probs(model, tokenizer, fmt, sep_id: int, items: Sequence[tuple[str,
         if was_training:
             model.train()
     return out
+
+
+def cut_steps(probs: Sequence[Sequence[float | None]]) -> tuple[int, int]:
+    """(solutions, steps) left without a score because the PRM's max length cut them."""
+    rows = steps = 0
+    for p in probs:
+        n = sum(1 for x in p if x is None)
+        rows += n > 0
+        steps += n
+    return rows, steps
 
 
 # ------------------------------------------------------------------ input
@@ -223,10 +245,10 @@ def grade_own_answers(rows: Sequence[ScoreRow], timeout_s: float = 2.0) -> list[
 # ------------------------------------------------------------------ output corpus
 def labels_from_scores(probs: Sequence[float | None], threshold: float, solution_correct: bool | None = None,
                        trust_correct: bool = False) -> tuple[list[bool | None], int]:
-    """Step labels and the first error from the PRM's P(good) at ``threshold``, by the label pipeline's
-    conventions where the solution's own answer was graded (``solution_correct``): the last step (the answer) is
-    labeled by the grade (``last_step_label``), and with ``trust_correct`` a right answer makes every step
-    positive (the labels' ``--trust-correct``, on for the adaptive strategies)."""
+    """Step labels and the first error from the PRM's P(good) at ``threshold``. Given ``solution_correct`` (the
+    answer key's grade; only with ``--use-answer-key``) the label pipeline's conventions apply: the last step (the
+    answer) is labeled by the grade (``last_step_label``), and with ``trust_correct`` a right answer makes every
+    step positive (the labels' ``--trust-correct``)."""
     from pipeline.labeling.last_step import last_step_label
 
     if trust_correct and solution_correct is True:
@@ -250,7 +272,8 @@ def corpus_trusts_correct(card: dict) -> bool:
     return strategy in STRATEGIES and StrategyConfig(strategy=strategy).effective_trust_correct()
 
 
-def _table(rows: Sequence[ScoreRow], probs, correct, threshold: float, trust_correct: bool = False):
+def _table(rows: Sequence[ScoreRow], probs, correct, threshold: float, use_answer_key: bool = False,
+           trust_correct: bool = False):
     import pyarrow as pa
 
     from pipeline.labeling.types import LabeledSolution, Solution, StepStats
@@ -258,7 +281,7 @@ def _table(rows: Sequence[ScoreRow], probs, correct, threshold: float, trust_cor
 
     labeled = []
     for r, p, sc in zip(rows, probs, correct, strict=True):
-        labels, fe = labels_from_scores(p, threshold, sc, trust_correct)
+        labels, fe = labels_from_scores(p, threshold, sc if use_answer_key else None, trust_correct)
         sol = Solution(r.id, r.problem, r.answer or "", tuple(r.steps), r.source)
         labeled.append(LabeledSolution(sol, labels, [StepStats() for _ in r.steps], fe, sc, 0, 0, STRATEGY,
                                        extra={"prm_score": list(p)}))
@@ -287,20 +310,31 @@ class ScoreResult:
     with_error: int
     seconds: float
     scoring_seconds: float
+    cut_solutions: int = 0  # solutions with steps past the PRM's max length (unscored, unlabeled)
+    cut_steps: int = 0
+    max_length: int = 0
+    use_answer_key: bool = False
 
 
 def score(prm: str, inputs: Sequence[str], output: str, *, threshold: float | None = None, batch_size: int = 32,
           shard_rows: int = 10_000, overwrite: bool = False, device: str | None = None,
           problem_field: str = "problem", steps_field: str = "steps", answer_field: str = "answer",
-          id_field: str = "id", grade: bool = True, trust_correct: bool | None = None) -> ScoreResult:
+          id_field: str = "id", grade: bool = True, use_answer_key: bool = False,
+          trust_correct: bool | None = None, max_length: int | None = None) -> ScoreResult:
     """Score the solutions of ``inputs`` with the PRM folder ``prm`` into the corpus ``output`` (a new corpus,
     or with ``overwrite`` a new version of an earlier scored one). Nothing is written before every row is read
-    and scored; the version is committed atomically (``manifest.json`` last)."""
+    and scored; the version is committed atomically. The labels are the PRM's alone unless ``use_answer_key``
+    (module doc); ``max_length`` replaces the PRM's own (longer solutions are scored whole)."""
     t0 = time.perf_counter()
     if threshold is not None and not 0 < threshold < 1:
         raise ScoreError(f"--threshold must be in (0, 1), got {threshold}")
     if shard_rows < 1 or batch_size < 1:
         raise ScoreError("--shard-rows and --batch-size must be at least 1")
+    if trust_correct is not None and not use_answer_key:
+        raise ScoreError("--trust-correct/--no-trust-correct says how the answer key labels a right answer; it "
+                         "needs --use-answer-key (without it the labels are the PRM's alone)")
+    if max_length is not None and max_length < 8:
+        raise ScoreError(f"--max-length must be at least 8, got {max_length}")
     from pipeline.commands.outputs import check_output_folder
     from pipeline.storage.store import CorpusStore
 
@@ -316,23 +350,32 @@ def score(prm: str, inputs: Sequence[str], output: str, *, threshold: float | No
                          "written over Monte Carlo labels: choose another --output")
     rows = read_solutions(inputs, problem_field, steps_field, answer_field, id_field)
     loaded = load_prm(prm, device)
+    if max_length is not None:
+        import dataclasses
+
+        loaded.fmt = dataclasses.replace(loaded.fmt, max_length=max_length)
     thr = loaded.threshold if threshold is None else threshold
     ts = time.perf_counter()
     probs = predict_probs(loaded.model, loaded.tokenizer, loaded.fmt, loaded.sep_id,
                           [(r.problem, r.steps) for r in rows], batch_size=batch_size)
     scoring_s = time.perf_counter() - ts
-    correct = grade_own_answers(rows) if grade else [None] * len(rows)
-    # a right final answer is error-free where the PRM's corpus labeled it so (its labels' convention), unless told
-    trust = corpus_trusts_correct(loaded.card) if trust_correct is None else bool(trust_correct)
-    table = _table(rows, probs, correct, thr, trust)
+    correct = grade_own_answers(rows) if grade or use_answer_key else [None] * len(rows)
+    # with the answer key: a right final answer is error-free where the PRM's corpus labeled it so, unless told
+    trust = ((corpus_trusts_correct(loaded.card) if trust_correct is None else bool(trust_correct))
+             if use_answer_key else False)
+    table = _table(rows, probs, correct, thr, use_answer_key, trust)
+    cut_rows, cut = cut_steps(probs)
     version = _commit(store, table, shard_rows, {
         "prm": str(Path(prm).resolve()) if Path(prm).exists() else prm, "input": list(inputs),
         "threshold": thr, "prm_threshold": loaded.threshold, "prm_card": _card_summary(loaded.card),
-        "device": loaded.device, "batch_size": batch_size, "trust_correct": trust,
+        "device": loaded.device, "batch_size": batch_size, "use_answer_key": use_answer_key,
+        "trust_correct": trust, "max_length": loaded.fmt.max_length,
+        "cut": {"solutions": cut_rows, "steps": cut},
     }, scoring_s, len(rows))
     fe = table.column("first_error").to_pylist()
     return ScoreResult(output, version, len(rows), sum(len(r.steps) for r in rows), thr,
-                       sum(1 for x in fe if x != -1), time.perf_counter() - t0, scoring_s)
+                       sum(1 for x in fe if x != -1), time.perf_counter() - t0, scoring_s, cut_rows, cut,
+                       loaded.fmt.max_length, use_answer_key)
 
 
 def _card_summary(card: dict) -> dict:
@@ -358,9 +401,9 @@ def _commit(store, table, shard_rows: int, config: dict, scoring_s: float, n: in
             rel = store.shard_rel(owned, i)
             d = store.write_table(rel, part)
             shards.append({"path": rel, "rows": part.num_rows, "version": version, **d})
-        identity = hashlib.sha256(json.dumps({"strategy": STRATEGY, "prm": config["prm"],
-                                              "threshold": config["threshold"]}, sort_keys=True).encode()
-                                  ).hexdigest()[:16]
+        ident = {"strategy": STRATEGY, "prm": config["prm"], "threshold": config["threshold"],
+                 "use_answer_key": config["use_answer_key"]}
+        identity = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         manifest = {
             "format": "mcprm-corpus",
@@ -368,7 +411,7 @@ def _commit(store, table, shard_rows: int, config: dict, scoring_s: float, n: in
             "version": version,
             "created": now,
             "identity": identity,
-            "identity_fields": {"strategy": STRATEGY, "prm": config["prm"], "threshold": config["threshold"]},
+            "identity_fields": ident,
             "config": {"strategy": STRATEGY, **config},
             "versions": versions(),
             "strategy": STRATEGY,

@@ -69,12 +69,12 @@ class Prepared:
     val: list  # Examples
     val_rows: list[dict]  # id, problem, steps, first_error (the labels' own) of the validation rows
     counts: dict
-    # problem, steps, solution_correct of up to OUTCOME_ROWS rows (train and validation) whose final answer was
-    # graded: what the threshold is read from (train._finish)
+    # problem, steps, solution_correct of up to OUTCOME_ROWS validation rows whose final answer was graded: what
+    # the threshold is read from (train._finish); never training rows, whose scores the PRM has fitted
     outcome_rows: list[dict] = field(default_factory=list)
 
 
-OUTCOME_ROWS = 2000  # rows the threshold is read from, at most (the lowest hashes of their ids)
+OUTCOME_ROWS = 2000  # validation rows the threshold is read from, at most (the lowest hashes of their ids)
 
 
 def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
@@ -88,7 +88,7 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
     pieces = PieceCache(tokenizer)
     train, val, val_rows, outcome_rows = [], [], [], []
     c = {"corpus_rows": 0, "rows": 0, "train_rows": 0, "val_rows": 0, "train_problems": 0, "val_problems": 0,
-         "skipped": {}, "train_steps": 0, "train_positive": 0.0, "train_negative": 0.0, "steps_cut": 0}
+         "skipped": {}, "train_steps": 0, "train_positive": 0.0, "train_negative": 0.0, "steps_cut": 0, "rows_cut": 0}
     problems = {"train": set(), "val": set()}
 
     def skip(why: str) -> None:
@@ -108,7 +108,9 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
                 t, fe, conf = fn(r)
             except (ValueError, KeyError, TypeError) as e:
                 raise TrainError(f"{where}: its labels cannot be read under --label-rule {cfg.label_rule} ({e})") from e
-            if cfg.drop_after_first_error:
+            # an outcome model's every step carries the solution's grade: cutting after the "first error" would
+            # teach a wrong solution's step 1 to be the error
+            if cfg.drop_after_first_error and cfg.label_rule != "outcome":
                 t = targets_until_first_error(t, [None if x is None else x >= 0.5 for x in t])
             if all(x is None for x in t):
                 skip("no_labels")
@@ -124,9 +126,11 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
                 skip("too_long" if "max_length" in str(e) else "bad_row")
                 log.warning("%s: %s; left out", where, e)
                 continue
-            c["steps_cut"] += len(steps) - len(ex.positions)
+            cut = len(steps) - len(ex.positions)
+            c["steps_cut"] += cut
+            c["rows_cut"] += int(cut > 0)
             c["rows"] += 1
-            if r.get("solution_correct") is not None:
+            if is_val and r.get("solution_correct") is not None:  # the threshold is fitted on validation only
                 outcome_rows.append({"id": r["id"], "problem": r["problem"], "steps": steps,
                                      "key": problem_group(str(r["id"])),
                                      "solution_correct": bool(r["solution_correct"])})

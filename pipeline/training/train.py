@@ -10,15 +10,16 @@ transformers (no remote code)::
 
 and its ``config.json`` carries ``mcprm_prm`` (the input layout, the separator and the first-error threshold).
 
-The HF ``Trainer`` does the optimisation, checkpoints (``DIR/checkpoints``), resume, the progress bar, bf16 and
-several GPUs (started with ``accelerate launch`` or ``torchrun``: the Trainer reads the environment they set;
-nothing here distributes by itself). What is ours: the targets (any label rule of
-:mod:`pipeline.labeling.rules`, hard or soft, confidence filter or weights, class balance), the split by
-problem, the threshold chosen on the validation problems, and the training card (``DIR/mcprm_card.json``,
-``DIR/README.md``).
+The HF ``Trainer`` does the optimisation, checkpoints (only with ``--save-steps``, in ``DIR/checkpoints``, removed
+after a successful run unless ``--keep-checkpoints``), resume, the progress bar, bf16 and several GPUs (started
+with ``accelerate launch`` or ``torchrun``: the Trainer reads the environment they set; nothing here distributes
+by itself). What is ours: the targets (any label rule of :mod:`pipeline.labeling.rules`, hard or soft, confidence
+filter or weights, class balance), the split by problem, the threshold chosen on the validation problems, and the
+training card (``DIR/mcprm_card.json``, ``DIR/README.md``). The saved PRM is in the base model's dtype.
 
 The room's parts: :mod:`~pipeline.training.options` (the settings), :mod:`~pipeline.training.targets` (corpus ->
-examples), :mod:`~pipeline.training.base` (the base model under its head), :mod:`~pipeline.training.card` (the
+examples), :mod:`~pipeline.training.base` (the base model under its head), :mod:`~pipeline.training.trainer`
+(the Trainer's batches, loss scale, attention kernels and skipped steps), :mod:`~pipeline.training.card` (the
 card); this module runs the Trainer and chooses the threshold.
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from pathlib import Path
 
@@ -41,72 +43,13 @@ log = logging.getLogger("mcprm")
 
 def auto_schedule(kind: str, n_params: int) -> tuple[float, float, float]:
     """(epochs, learning rate, implicit beta) when not given. head: 10 at 1e-3 for a model under TINY_PARAMS (a
-    new head on a small body), else 3 at 1e-5. implicit: 6 at 1e-4, beta 1, for a small model (the recipe study,
-    BENCHMARKS.md issue 28), else 1 at 1e-6 with beta 0.05 (PRIME's implicit PRM; at beta 1 the 1.5B model's
-    summed log-ratio saturated in 17 steps: BENCHMARKS.md, issue 28 fourth session)."""
+    new head on a small body), else 3 at 1e-5. implicit: 6 at 1e-4, beta 1, for a small model (a recipe study on
+    the bundled task), else 1 at 1e-6 with beta 0.05 (PRIME's implicit PRM; at beta 1 the 1.5B model's summed
+    log-ratio saturated within 17 optimizer steps)."""
     tiny = n_params < TINY_PARAMS
     if kind == "implicit":
         return (6.0, 1e-4, 1.0) if tiny else (1.0, 1e-6, 0.05)
     return (10.0, 1e-3, 1.0) if tiny else (3.0, 1e-5, 1.0)
-
-
-# ------------------------------------------------------------------ training
-class _Examples:
-    def __init__(self, examples):
-        self.examples = examples
-
-    def __len__(self):
-        return len(self.examples)
-
-    def __getitem__(self, i):
-        return self.examples[i]
-
-
-def _make_trainer_class(pos_weight: float, neg_weight: float, implicit: bool = False):
-    from transformers import Trainer
-
-    from pipeline.training.collate import step_loss
-
-    class PrmTrainer(Trainer):
-        """The HF Trainer with the loss on the separators' (soft) targets, weighted (collate.step_loss)."""
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            soft = inputs.pop("soft_labels")
-            weights = inputs.pop("label_weights")
-            inputs.pop("labels", None)
-            start = inputs.pop("response_start", None)
-            if implicit:  # the implicit PRM sums its log-ratios from where the solution starts
-                inputs["response_start"] = start
-            out = model(**inputs)
-            loss = step_loss(out.logits, soft, weights, pos_weight, neg_weight)
-            return (loss, out) if return_outputs else loss
-
-        def _save(self, output_dir=None, state_dict=None):
-            if not implicit:
-                return super()._save(output_dir, state_dict)
-            # an implicit PRM is no PreTrainedModel: its checkpoint is the trained part's state dict (the frozen
-            # reference is rebuilt from the base model), tied tensors written apart (safetensors refuses shared
-            # memory); the Trainer loads it back non-strictly (best model, --resume)
-            import os
-
-            import safetensors.torch
-
-            out = output_dir or self.args.output_dir
-            if self.args.should_save:
-                os.makedirs(out, exist_ok=True)
-                sd = state_dict if state_dict is not None else self.accelerator.unwrap_model(self.model).state_dict()
-                sd = {k: v.detach().clone().contiguous() for k, v in sd.items() if not k.startswith("reference.")}
-                safetensors.torch.save_file(sd, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
-
-        def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
-            import torch
-
-            inputs = self._prepare_inputs(inputs)
-            with torch.no_grad():
-                loss = self.compute_loss(model, dict(inputs))
-            return loss.detach(), None, None
-
-    return PrmTrainer
 
 
 def _check_resumed_kind(cfg: TrainConfig, ckpt_dir: Path) -> None:
@@ -187,6 +130,12 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     bf16 = resolve_bf16(cfg)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
+    checkpoints = bool(cfg.save_steps)
+    from pipeline.training.trainer import make_keep_best, make_trainer, train_batches
+
+    batches = train_batches(prep.train, cfg.batch_size, cfg.max_batch_tokens, cfg.seed)
+    world = max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    optimizer_steps = math.ceil(len(batches) / (cfg.grad_accum * world)) * max(1, math.ceil(epochs))
     args = TrainingArguments(
         output_dir=str(ckpt_dir),
         num_train_epochs=epochs,
@@ -194,19 +143,15 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
         per_device_train_batch_size=cfg.batch_size,
         per_device_eval_batch_size=cfg.batch_size,
         gradient_accumulation_steps=cfg.grad_accum,
-        warmup_steps=max(0, math.ceil(cfg.warmup_ratio * _steps(len(prep.train), cfg, epochs))),
+        warmup_steps=max(0, math.ceil(cfg.warmup_ratio * optimizer_steps)),
         weight_decay=cfg.weight_decay,
         lr_scheduler_type="linear",
         bf16=bf16,
-        save_strategy="steps" if cfg.save_steps else "epoch",
+        # checkpoints only when asked: the best epoch is kept in memory (trainer.KeepBest)
+        save_strategy="steps" if checkpoints else "no",
         save_steps=cfg.save_steps or 500,
         save_total_limit=2,
-        eval_strategy=("steps" if cfg.save_steps else "epoch") if prep.val else "no",
-        eval_steps=cfg.save_steps or None,
-        # the checkpoint with the lowest validation loss is the PRM (a small corpus overfits in a few epochs)
-        load_best_model_at_end=bool(prep.val),
-        metric_for_best_model="eval_loss" if prep.val else None,
-        greater_is_better=False if prep.val else None,
+        eval_strategy="epoch" if prep.val else "no",
         logging_strategy="epoch",
         report_to=[],
         disable_tqdm=not cfg.progress,
@@ -216,17 +161,25 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
         dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(),
     )
-    pad = tok.pad_token_id
+    keep = make_keep_best()
+    trainer = make_trainer(model=model, args=args, train_examples=prep.train, eval_examples=prep.val,
+                           batches=batches, pad_id=tok.pad_token_id, pos_weight=pos_w, neg_weight=neg_w,
+                           implicit=cfg.kind == "implicit", callbacks=[keep] if prep.val else [])
+    if not cfg.progress:  # no progress bars and no loss dictionaries on stdout: the card and the summary say it
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    def collator(batch):
-        from pipeline.training.collate import collate
-
-        return collate(batch, pad)
-
-    trainer = _make_trainer_class(pos_w, neg_w, implicit=cfg.kind == "implicit")(
-        model=model, args=args, train_dataset=_Examples(prep.train),
-        eval_dataset=_Examples(prep.val) if prep.val else None, data_collator=collator)
+        trainer.remove_callback(PrinterCallback)
+        trainer.remove_callback(ProgressCallback)
+    keep.model = trainer.model
+    t_train = time.perf_counter()
     trainer.train(resume_from_checkpoint=True if (cfg.resume and has_ckpt) else None)
+    train_seconds = time.perf_counter() - t_train
+    restored = keep.restore()
+    batches = trainer.batches
+    speed = {"seconds": round(train_seconds, 2), "tokens_per_epoch": batches.tokens,
+             "padded_tokens_per_epoch": batches.padded_tokens, "micro_batches_per_epoch": len(batches),
+             "tokens_per_s": round(batches.tokens * float(epochs) / train_seconds, 1) if train_seconds > 0 else None,
+             "skipped_steps": trainer.skipped_steps}
     card: dict = {}
     if trainer.is_world_process_zero():
         model = trainer.model
@@ -234,17 +187,20 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
             model = model.module
         card = _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params,
                        {"epochs": epochs, "learning_rate": lr, **({"beta": beta} if cfg.kind == "implicit" else {}),
-                        "pos_weight": pos_w, "neg_weight": neg_w,
-                        "bf16": bf16, "world_size": args.world_size}, t0)
+                        "pos_weight": pos_w, "neg_weight": neg_w, "max_batch_tokens": cfg.max_batch_tokens,
+                        "bf16": bf16, "world_size": args.world_size}, t0,
+                       best={"restored": restored, "eval_loss": keep.best, "step": keep.step, "epoch": keep.epoch},
+                       speed=speed)
+        if checkpoints and not cfg.keep_checkpoints and ckpt_dir.is_dir():
+            import shutil
+
+            shutil.rmtree(ckpt_dir)  # the run finished: its checkpoints (optimizer state and all) go
     trainer.accelerator.wait_for_everyone()
     return TrainResult(cfg.output, card, time.perf_counter() - t0)
 
 
-def _steps(n: int, cfg: TrainConfig, epochs: float) -> int:
-    return max(1, math.ceil(n / (cfg.batch_size * cfg.grad_accum)) * max(1, math.ceil(epochs)))
-
-
-def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, hyper, t0) -> dict:
+def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, hyper, t0, best=None,
+            speed=None) -> dict:
     """Choose the threshold on the validation problems, save model + tokenizer + card (rank 0)."""
     from pipeline.storage.corpus import open_manifest
     from pipeline.training.card import build_card, write_card
@@ -258,27 +214,30 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
     rows = {r["id"]: r for r in (*prep.outcome_rows, *prep.val_rows)}
     scored = dict(zip(rows, predict_probs(model, tok, fmt, sep_id, [(r["problem"], r["steps"]) for r in rows.values()],
                                           batch_size=max(cfg.batch_size, 32)), strict=True))
-    # the threshold: read from the final answers' grades (exact, every row) where the corpus has both kinds,
-    # else the F1-best one on the validation rows (metrics.outcome_threshold says why)
+    # the threshold, fitted on the validation problems only (never on rows the PRM trained on): read from their
+    # final answers' grades (exact, every row) where they have both kinds, else the F1-best one against their
+    # Monte Carlo first errors (metrics.outcome_threshold says why the grades come first)
     if prep.outcome_rows:
         got = outcome_threshold([scored[r["id"]] for r in prep.outcome_rows],
                                 [r["solution_correct"] for r in prep.outcome_rows])
         if got is not None:
             threshold = got[0]
-            source = (f"outcome: balanced accuracy {got[1]:.3f} of 'an error found' against 'final answer wrong' "
-                      f"on {len(prep.outcome_rows):,} graded rows")
+            source = (f"validation problems' final answers: balanced accuracy {got[1]:.3f} of 'an error found' "
+                      f"against 'final answer wrong' on {len(prep.outcome_rows):,} graded validation rows")
     if prep.val_rows:
         probs = [scored[r["id"]] for r in prep.val_rows]
         truth = [r["first_error"] for r in prep.val_rows]
         best_t, _ = choose_threshold(probs, truth)
         if source.startswith("default"):
-            threshold, source = best_t, "validation: the F1-best threshold against the corpus's own labels"
+            threshold, source = best_t, ("validation problems' labels: the F1-best threshold against their Monte "
+                                         "Carlo first errors")
         at = first_error_f1([first_error_at(p, threshold) for p in probs], truth)
         at_half = first_error_f1([first_error_at(p, 0.5) for p in probs], truth)
         val_metrics = {"threshold": threshold, "f1": at["f1"], "acc_error": at["acc_error"],
                        "acc_correct": at["acc_correct"], "f1_at_0.5": at_half["f1"], "f1_best_threshold": best_t,
                        "solutions": at["solutions"], "solutions_with_error": at["solutions_with_error"],
-                       "against": f"the corpus's own labels under --label-rule {cfg.label_rule}"}
+                       "against": f"the corpus's own labels under --label-rule {cfg.label_rule}",
+                       "in_sample": "the threshold was fitted on these same validation rows"}
     val_metrics["threshold_from"] = source
     _, manifest = open_manifest(cfg.corpus, cfg.version)
     prm_cfg = {"format": fmt.to_dict(), "separator_id": sep_id, "threshold": threshold, "positive_label": 1,
@@ -290,11 +249,16 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
 
         implicit.save(model, tok, out, prm_cfg)
     else:
+        # in the base model's dtype (bf16 for most LMs): trained with float32 master weights, stored as the
+        # model was published; scoring reads bf16 on a GPU anyway
+        from pipeline.training.base import base_dtype
+
         model.config.mcprm_prm = prm_cfg
+        model.to(base_dtype(base))
         model.save_pretrained(out)
         tok.save_pretrained(out)
     card = build_card(cfg, base=base, n_params=n_params, manifest=manifest, fmt=fmt, sep_id=sep_id, added=added,
                       threshold=threshold, counts=prep.counts, hyper=hyper, state=trainer.state,
-                      seconds=time.perf_counter() - t0, validation=val_metrics)
+                      seconds=time.perf_counter() - t0, validation=val_metrics, best=best, speed=speed)
     write_card(out, card)
     return card

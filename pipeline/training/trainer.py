@@ -1,0 +1,285 @@
+"""The Hugging Face Trainer as a PRM is trained with it: what mcprm changes in it, each for a reason.
+
+* **Batches by length and tokens** (:class:`TokenBatches`): rows of similar length together, at most
+  ``batch_size`` rows and ``max_batch_tokens`` padded tokens a micro-batch. Padding every batch to its longest
+  row in corpus order spent most of a GPU's time on pad tokens; a token budget also keeps a batch of long rows
+  from running out of memory.
+* **One loss scale for every micro-batch** (:func:`pipeline.training.collate.step_loss`'s ``denominator``): each
+  labeled step's loss is divided by the mean total label weight of a micro-batch, and the Trainer divides by the
+  accumulation steps. So the update is the same for G=1 with batch 2B and for G=2 with batch B, and the same on
+  one GPU and on several (DDP averages the ranks' gradients). transformers 5 stops dividing by the accumulation
+  steps when it counts ``num_items_in_batch`` from a ``labels`` key, which a mean-reducing loss then multiplied
+  by G; mcprm's loss does not take that count, so the Trainer is told so (``model_accepts_loss_kwargs``).
+* **No cuDNN attention in training** (:func:`attention_guard`): PyTorch's cuDNN scaled-dot-product attention
+  returns NaN query gradients when an explicit mask is passed, the length is 64 mod 128 and a row's logsumexp is
+  below ln(FLT_MAX) ~ -88.7 (Qwen2.5 has heads whose logits are all that negative). Padded batches pass a mask
+  and hit such lengths. The flash and memory-efficient kernels are exact there and as fast.
+* **A step with a non-finite gradient is skipped and counted** (``PrmTrainer.skipped_steps``), never applied:
+  clipping would spread one NaN to every weight.
+* **The best epoch kept in memory** (:class:`KeepBest`): the weights with the lowest validation loss are copied
+  to host memory after each evaluation and restored at the end, so no checkpoint is written unless asked
+  (``--save-steps``): a 1.5B model's checkpoint with its optimizer state is 18 GB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+from collections.abc import Sequence
+
+
+class ExampleList:
+    """Examples as the Trainer's dataset (indexable, sized)."""
+
+    def __init__(self, examples):
+        self.examples = examples
+
+    def __len__(self):
+        return len(self.examples)
+
+    def __getitem__(self, i):
+        return self.examples[i]
+
+
+class TokenBatches:
+    """Micro-batches of row indices, a new draw every epoch (``set_epoch``, which the Trainer calls), the same
+    number every epoch and on every process of a multi-GPU run (all derive it from ``seed``).
+
+    Each epoch: the rows shuffled, cut into chunks of ``chunk_batches x max_rows`` rows, each chunk sorted by
+    length (neighbours have similar lengths, so padding is small), then packed into batches of at most
+    ``max_rows`` rows and ``max_tokens`` padded tokens (a row longer than the budget goes alone), the batches'
+    order shuffled. Their number is fixed at the first epoch's count plus a little slack (the Trainer plans its
+    schedule on it); an epoch that packs into fewer splits its largest batches, one that would need more packs
+    under a budget raised by as little as it takes. A random draw rather than one fixed sort: on the bundled task a
+    PRM trained on fixed length-sorted batches ranked held-out steps worse (step AUC 0.686 against 0.710)."""
+
+    def __init__(self, lengths: Sequence[int], max_rows: int, max_tokens: int, seed: int = 0,
+                 pad_multiple: int = 1, chunk_batches: int = 8):
+        self.lengths = [-(-int(n) // pad_multiple) * pad_multiple for n in lengths]
+        self.max_rows, self.max_tokens, self.seed = max(1, max_rows), max_tokens, seed
+        self.chunk = max(1, chunk_batches) * self.max_rows
+        self.epoch = 0
+        self.tokens = sum(int(n) for n in lengths)
+        first = self._pack(self._order(0), self.max_tokens)
+        self.count = min(len(self.lengths), len(first) + len(first) // 20)  # +5% slack
+        self.padded_tokens = sum(self._cost(b) for b in self.compose(0))
+
+    def _order(self, epoch: int) -> list[int]:
+        idx = list(range(len(self.lengths)))
+        random.Random(self.seed * 1_000_003 + epoch).shuffle(idx)
+        out: list[int] = []
+        for i in range(0, len(idx), self.chunk):
+            out.extend(sorted(idx[i:i + self.chunk], key=lambda j: (self.lengths[j], j)))
+        return out
+
+    def _cost(self, batch: list[int]) -> int:
+        return max(self.lengths[i] for i in batch) * len(batch)
+
+    def _pack(self, order: list[int], budget: int) -> list[list[int]]:
+        batches: list[list[int]] = []
+        cur: list[int] = []
+        longest = 0
+        for i in order:
+            wide = max(longest, self.lengths[i])
+            if cur and (len(cur) >= self.max_rows or wide * (len(cur) + 1) > budget):
+                batches.append(cur)
+                cur, wide = [], self.lengths[i]
+            cur.append(i)
+            longest = wide
+        if cur:
+            batches.append(cur)
+        return batches
+
+    def compose(self, epoch: int) -> list[list[int]]:
+        """The epoch's batches, in the order they are trained on."""
+        order = self._order(epoch)
+        budget = self.max_tokens
+        batches = self._pack(order, budget)
+        while len(batches) > self.count:
+            budget = int(budget * 1.05) + 8
+            batches = self._pack(order, budget)
+        while len(batches) < self.count:
+            j = max(range(len(batches)), key=lambda b: self._cost(batches[b]) if len(batches[b]) > 1 else -1)
+            b = batches.pop(j)
+            h = len(b) // 2
+            batches[j:j] = [b[:h], b[h:]]
+        random.Random(self.seed * 1_000_003 + epoch + 7).shuffle(batches)
+        return batches
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self):
+        batches = self.compose(self.epoch)
+        self.epoch += 1  # a caller that never sets the epoch still gets a new draw each time
+        yield from batches
+
+
+def attention_guard():
+    """A context in which scaled-dot-product attention never picks cuDNN's kernel (see the module doc); a no-op
+    without CUDA or on a torch without the ``sdpa_kernel`` context."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return contextlib.nullcontext()
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        return contextlib.nullcontext()
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
+def _grads_finite(params) -> bool:
+    import torch
+
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return True
+    # one fused norm per tensor and a single host sync: cheap next to the optimizer step itself
+    norms = torch._foreach_norm(grads) if hasattr(torch, "_foreach_norm") else [g.norm() for g in grads]
+    return bool(torch.isfinite(torch.stack([n.float() for n in norms])).all())
+
+
+def make_keep_best():
+    from transformers import TrainerCallback
+
+    class KeepBest(TrainerCallback):
+        """The trainable weights at the lowest validation loss so far, on the host (see the module doc)."""
+
+        def __init__(self):
+            self.best: float | None = None
+            self.step: int | None = None
+            self.epoch: float | None = None
+            self.weights: dict | None = None
+            self.model = None
+
+        def on_evaluate(self, args, state, control, metrics=None, **kw):
+            loss = (metrics or {}).get("eval_loss")
+            if self.model is None or loss is None or not math.isfinite(loss):
+                return
+            if self.best is None or loss < self.best:
+                self.best, self.step, self.epoch = float(loss), state.global_step, state.epoch
+                self.weights = {k: v.detach().to("cpu", copy=True)
+                                for k, v in self.model.state_dict().items() if not k.startswith("reference.")}
+
+        def restore(self) -> bool:
+            if self.weights is None or self.model is None:
+                return False
+            self.model.load_state_dict(self.weights, strict=False)
+            return True
+
+    return KeepBest()
+
+
+def pad_multiple() -> int:
+    """Rows are padded to a multiple of this: 8 on a GPU (whole tensor-core tiles), 1 on a CPU."""
+    import torch
+
+    return 8 if torch.cuda.is_available() else 1
+
+
+def train_batches(train_examples, batch_size: int, max_batch_tokens: int, seed: int) -> TokenBatches:
+    return TokenBatches([len(e.input_ids) for e in train_examples], batch_size, max_batch_tokens, seed=seed,
+                        pad_multiple=pad_multiple())
+
+
+def make_trainer(*, model, args, train_examples, eval_examples, batches: TokenBatches, pad_id: int,
+                 pos_weight: float, neg_weight: float, implicit: bool, callbacks=()):
+    """The PRM's Trainer (the HF ``Trainer`` with the changes of the module doc) over ``batches`` of
+    ``train_examples``, ready to ``train()``."""
+    import torch
+    from transformers import Trainer
+
+    from pipeline.training.collate import collate, step_loss
+
+    multiple = pad_multiple()
+    # the mean total label weight of a micro-batch: every micro-batch's loss is divided by this one number
+    total = 0.0
+    for e in train_examples:
+        for y, w in zip(e.targets, e.weights, strict=True):
+            if y is not None and w > 0:
+                total += w * (pos_weight * y + neg_weight * (1 - y))
+    scale = max(total / max(1, len(batches)), 1e-8)
+
+    def collator(batch):
+        return collate(batch, pad_id, multiple)
+
+    class PrmTrainer(Trainer):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.model_accepts_loss_kwargs = False  # the Trainer divides by the accumulation steps (module doc)
+            self.skipped_steps = 0
+            self.batches = batches
+            self.loss_scale = scale
+
+        def get_train_dataloader(self):
+            from torch.utils.data import DataLoader
+
+            return self.accelerator.prepare(DataLoader(self.train_dataset, batch_sampler=batches,
+                                                       collate_fn=collator, num_workers=0))
+
+        def create_optimizer(self, *a, **kw):
+            opt = super().create_optimizer(*a, **kw)
+            if not getattr(opt, "_mcprm_guarded", False):
+                step = opt.step
+                params = [p for g in opt.param_groups for p in g["params"]]
+                trainer = self
+
+                def guarded_step(*sa, **skw):
+                    if not _grads_finite(params):
+                        trainer.skipped_steps += 1
+                        opt.zero_grad(set_to_none=True)
+                        return None
+                    return step(*sa, **skw)
+
+                opt.step = guarded_step
+                opt._mcprm_guarded = True
+            return opt
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            soft = inputs.pop("soft_labels")
+            weights = inputs.pop("label_weights")
+            inputs.pop("labels", None)
+            start = inputs.pop("response_start", None)
+            if implicit:  # the implicit PRM sums its log-ratios from where the solution starts
+                inputs["response_start"] = start
+            out = model(**inputs)
+            # training: the one scale of every micro-batch; evaluation: each batch's own mean
+            denom = self.loss_scale if model.training else None
+            loss = step_loss(out.logits, soft, weights, pos_weight, neg_weight, denominator=denom)
+            return (loss, out) if return_outputs else loss
+
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            with attention_guard():
+                return super().training_step(model, inputs, num_items_in_batch)
+
+        def _save(self, output_dir=None, state_dict=None):
+            if not implicit:
+                return super()._save(output_dir, state_dict)
+            # an implicit PRM is no PreTrainedModel: its checkpoint is the trained part's state dict (the frozen
+            # reference is rebuilt from the base model), tied tensors written apart (safetensors refuses shared
+            # memory); the Trainer loads it back non-strictly (--resume)
+            import os
+
+            import safetensors.torch
+
+            out = output_dir or self.args.output_dir
+            if self.args.should_save:
+                os.makedirs(out, exist_ok=True)
+                sd = state_dict if state_dict is not None else self.accelerator.unwrap_model(self.model).state_dict()
+                sd = {k: v.detach().clone().contiguous() for k, v in sd.items() if not k.startswith("reference.")}
+                safetensors.torch.save_file(sd, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+
+        def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+            inputs = self._prepare_inputs(inputs)
+            with torch.no_grad():
+                loss = self.compute_loss(model, dict(inputs))
+            return loss.detach(), None, None
+
+    return PrmTrainer(model=model, args=args, train_dataset=ExampleList(train_examples),
+                      eval_dataset=ExampleList(eval_examples) if eval_examples else None, data_collator=collator,
+                      callbacks=list(callbacks))
