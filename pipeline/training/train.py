@@ -133,8 +133,8 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     checkpoints = bool(cfg.save_steps)
     from pipeline.training.trainer import make_keep_best, make_trainer, train_batches
 
-    batches = train_batches(prep.train, cfg.batch_size, cfg.max_batch_tokens, cfg.seed)
-    world = max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    world = max(1, int(os.environ.get("WORLD_SIZE", "1")))  # set by torchrun / accelerate launch
+    batches = train_batches(prep.train, cfg.batch_size, cfg.max_batch_tokens, cfg.seed, ranks=world)
     optimizer_steps = math.ceil(len(batches) / (cfg.grad_accum * world)) * max(1, math.ceil(epochs))
     args = TrainingArguments(
         output_dir=str(ckpt_dir),

@@ -51,15 +51,17 @@ class TokenBatches:
     ``max_rows`` rows and ``max_tokens`` padded tokens (a row longer than the budget goes alone), the batches'
     order shuffled. Their number is fixed at the first epoch's count plus a little slack (the Trainer plans its
     schedule on it); an epoch that packs into fewer splits its largest batches, one that would need more packs
-    under a budget raised by as little as it takes. A random draw rather than one fixed sort: on the bundled task a
+    under a budget raised by as little as it takes. With ``ranks`` processes, each consecutive group of ``ranks``
+    batches (one micro-batch of every process) holds batches of similar cost. A random draw rather than one fixed sort: on the bundled task a
     PRM trained on fixed length-sorted batches ranked held-out steps worse (step AUC 0.686 against 0.710)."""
 
     def __init__(self, lengths: Sequence[int], max_rows: int, max_tokens: int, seed: int = 0,
-                 pad_multiple: int = 1, chunk_batches: int = 8):
+                 pad_multiple: int = 1, chunk_batches: int = 8, ranks: int = 1):
         self.lengths = [-(-int(n) // pad_multiple) * pad_multiple for n in lengths]
         self.max_rows, self.max_tokens, self.seed = max(1, max_rows), max_tokens, seed
         self.chunk = max(1, chunk_batches) * self.max_rows
         self.epoch = 0
+        self.ranks = max(1, ranks)
         self.tokens = sum(int(n) for n in lengths)
         first = self._pack(self._order(0), self.max_tokens)
         self.count = min(len(self.lengths), len(first) + len(first) // 20)  # +5% slack
@@ -104,8 +106,16 @@ class TokenBatches:
             b = batches.pop(j)
             h = len(b) // 2
             batches[j:j] = [b[:h], b[h:]]
-        random.Random(self.seed * 1_000_003 + epoch + 7).shuffle(batches)
-        return batches
+        rng = random.Random(self.seed * 1_000_003 + epoch + 7)
+        if self.ranks == 1:
+            rng.shuffle(batches)
+            return batches
+        # several processes take batches in turn (batch i goes to rank i mod ranks) and wait for each other at
+        # every gradient all-reduce: batches of similar cost go out together, so no rank idles behind a long one
+        batches.sort(key=self._cost)
+        groups = [batches[i:i + self.ranks] for i in range(0, len(batches), self.ranks)]
+        rng.shuffle(groups)
+        return [b for g in groups for b in g]
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -182,9 +192,10 @@ def pad_multiple() -> int:
     return 8 if torch.cuda.is_available() else 1
 
 
-def train_batches(train_examples, batch_size: int, max_batch_tokens: int, seed: int) -> TokenBatches:
+def train_batches(train_examples, batch_size: int, max_batch_tokens: int, seed: int, ranks: int = 1
+                  ) -> TokenBatches:
     return TokenBatches([len(e.input_ids) for e in train_examples], batch_size, max_batch_tokens, seed=seed,
-                        pad_multiple=pad_multiple())
+                        pad_multiple=pad_multiple(), ranks=ranks)
 
 
 def make_trainer(*, model, args, train_examples, eval_examples, batches: TokenBatches, pad_id: int,

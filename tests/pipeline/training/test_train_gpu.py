@@ -36,7 +36,8 @@ def test_bf16_training_and_scoring(tmp_path):
     store.write_table("data/v00001/part-00000.parquet", to_table(labeled, 0))
     store.commit({"format": "mcprm-corpus", "version": 1, "strategy": "per-step", "k": 0, "config": {},
                   "shards": [{"path": "data/v00001/part-00000.parquet", "rows": len(labeled)}]})
-    res = train(TrainConfig(str(tmp_path / "c"), str(tmp_path / "prm"), epochs=1, progress=False))
+    # the head kind: the implicit one (the bundled model's auto kind) trains in float32 by design
+    res = train(TrainConfig(str(tmp_path / "c"), str(tmp_path / "prm"), kind="head", epochs=1, progress=False))
     assert res.card["hyperparameters"]["bf16"] is torch.cuda.is_bf16_supported()
     items = [(r["problem"], r["steps"]) for r in rows[:16]]
     gpu = load_prm(str(tmp_path / "prm"), device="cuda")

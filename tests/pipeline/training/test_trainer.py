@@ -43,6 +43,22 @@ def test_token_batches_cover_every_row_once_a_fixed_number_of_times_within_budge
     assert waste < 0.8 * waste_random
 
 
+def test_token_batches_give_every_rank_a_similar_load_at_each_step():
+    rng = random.Random(5)
+    lengths = [rng.choice([40, 60, 900, 1000]) for _ in range(800)]
+    tb = TokenBatches(lengths, max_rows=8, max_tokens=4096, seed=2, ranks=4)
+    plain = TokenBatches(lengths, max_rows=8, max_tokens=4096, seed=2, ranks=1)
+
+    def idle(batches):  # what the ranks wait for at each step: slowest minus mean cost of the 4 batches
+        cost = [max(lengths[i] for i in b) * len(b) for b in batches]
+        groups = [cost[i:i + 4] for i in range(0, len(cost) - 3, 4)]
+        return sum(max(g) - sum(g) / 4 for g in groups) / sum(cost)
+
+    balanced, unbalanced = list(tb), list(plain)
+    assert sorted(i for b in balanced for i in b) == list(range(len(lengths)))
+    assert idle(balanced) < 0.5 * idle(unbalanced)
+
+
 def _exact_corpus(path, n=24):
     from pipeline.bundled.synthetic import exact_corpus
 
@@ -62,11 +78,10 @@ def _cfg(tmp_path, name, **kw):
 
 
 def test_gradient_accumulation_gives_the_same_gradient_as_one_batch(tmp_path):
-    from pipeline.training.train import train
-
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from pipeline.bundled import MODEL_DIR
+    from pipeline.training.train import train
 
     _exact_corpus(tmp_path / "corpus", n=8)
     torch.set_num_threads(1)
