@@ -1,4 +1,4 @@
-"""Is ``first_error_confidence`` true? Calibration against the exact checker, plus F1 and soft values (issue 24).
+"""Is ``first_error_confidence`` true? Calibration against the exact checker, plus F1 and soft values.
 
 Reads a labeled corpus of a synthetic sample (``data/make_sample.py --seed S``, which records each solution's
 ``reference_first_error`` from the bundled task's exact checker) and prints, among the rows decided by

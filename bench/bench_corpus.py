@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Commands after labeling at corpus scale (issue 17): time and peak RSS of stats, export, eval and report on
+"""Commands after labeling at corpus scale: time and peak RSS of stats, export, eval and report on
 generated corpora of 0.3 M / 3 M / 10 M rows, against the implementation before streaming at 0.3 M; and
 ``mcprm plan`` (validates and counts the whole input, then a small pilot) on a large generated input.
 
@@ -65,7 +65,7 @@ def _base_rows(n: int, seed: int) -> list[dict]:
             labels.append(c > 0), mc.append(c / 8), correct.append(c), total.append(8)
         fe = next((s for s, y in enumerate(labels) if y is False), -1)
         rollouts = sum(total)
-        ivs = [wilson(c, t) for c, t in zip(correct, total)]  # schema 3 (issue 16): the uncertainty columns
+        ivs = [wilson(c, t) for c, t in zip(correct, total)]  # schema 3: the uncertainty columns
         counts = [StepCount(c, t, v, y) for c, t, v, y in zip(correct, total, mc, labels)]
         rows.append({
             "id": f"b{seed}-{i}", "key": content_key(p["problem"], p["answer"], steps), "problem": p["problem"],
@@ -153,7 +153,7 @@ def _load_legacy(workdir: Path):
     import pipeline.commands.evaluate as ev
 
     ev.evaluate = mods["legacy_evaluate"].evaluate
-    # the old eval judges rows with the old exact checker (issue 17 made the checker faster, same verdicts)
+    # the old eval judges rows with the old exact checker (the new one is faster, same verdicts)
     sys.modules["pipeline.bundled.synthetic"] = mods["legacy_synthetic"]
     return mods
 
@@ -181,7 +181,7 @@ def child(spec: dict) -> dict:
     import pyarrow.parquet  # noqa: F401
 
     t0 = time.perf_counter()
-    if cmd == "stats":  # what `mcprm stats` runs: the counts, and (issue 16, new code only) the uncertainty
+    if cmd == "stats":  # what `mcprm stats` runs: the counts, and (new code only) the uncertainty
         res = stats(corpus)["solutions"]
         if engine != "legacy":
             from pipeline.labeling.rules import corpus_uncertainty

@@ -1,4 +1,4 @@
-"""The critical path of the adaptive strategies (issue 29): rounds per solution, draws and labels of binary-search
+"""The critical path of the adaptive strategies: rounds per solution, draws and labels of binary-search
 with equal waves vs growing waves vs growing waves + speculation, on success rates recorded from a per-step corpus.
 
 On a GPU a solution's probes wait for one another: each round is one wave of continuations, as long as its
@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 VARIANTS = {
-    "equal waves (before issue 29)": dict(wave_growth=1.0, speculate=False),
+    "equal waves (the old schedule)": dict(wave_growth=1.0, speculate=False),
     "waves growing 2x": dict(wave_growth=2.0, speculate=False),
     "growing + speculation (default)": dict(wave_growth=2.0, speculate=True),
 }

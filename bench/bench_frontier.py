@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 16, point 5: the frontier (label quality vs tokens) of every strategy x label rule, replayed on cached rollouts.
+"""The frontier (label quality vs tokens) of every strategy x label rule, replayed on cached rollouts.
 
 ``bench/frontier_cache.py record`` keeps every continuation of per-step at a large K (64) for fresh solutions of
 two seeds. Here each strategy runs its real code (``Scheduler`` + ``pipeline.labeling.strategies`` + the real

@@ -1,4 +1,4 @@
-"""Is the hf backend's sampling distribution independent of batch composition? (issue 24, soft values)
+"""Is the hf backend's sampling distribution independent of batch composition? (soft values)
 
 Per-step K=8 sends one request of n=8 per step prefix; binary-search sends waves of n=2 of many prefixes of
 different solutions batched together (left padding, shared-prefix KV "trunks", position ids, masks). If a
@@ -18,7 +18,7 @@ prefix that ends with step i, stop ``"\\nProblem:"``) and the real grader:
 Prompts: step prefixes of ``--sample`` whose success rate in a pilot (``--pilot`` draws each), or in a per-step
 corpus of it (``--per-step``), is in 0.15-0.85.
 
-``--soft-ratio BS:PS [BS:PS ...]`` instead compares labeled corpora of one sample (issue 24's criterion): the mean
+``--soft-ratio BS:PS [BS:PS ...]`` instead compares labeled corpora of one sample: the mean
 ``mc_value`` of a binary-search corpus over a per-step corpus on the steps both estimated (last step excluded),
 with a bootstrap over solutions, per pair and pooled (one pair per run seed).
 

@@ -1,4 +1,4 @@
-"""Coverage of the corpus's 95% intervals and bias of its ``mc_value``, per strategy, by simulation (issue 24).
+"""Coverage of the corpus's 95% intervals and bias of its ``mc_value``, per strategy, by simulation.
 
 Each strategy's real generator (``pipeline.labeling.strategies``) is driven with Bernoulli draws of known
 success probabilities; the rows are built by the real row builder (``pipeline.storage.schema.to_record``), and

@@ -1,4 +1,4 @@
-"""Which labels make the best PRM (issue 28, point 4), on the bundled task where the truth is exact.
+"""Which labels make the best PRM, on the bundled task where the truth is exact.
 
 PRMs trained from the bundled model on the same labeled corpus under different labels, each measured by its
 first-error F1 on a fresh synthetic sample (``data/make_sample.py --seed 28028``: problems and solutions no part
@@ -19,7 +19,7 @@ sample is printed when ``--fresh-corpus`` (the fresh sample labeled by ``mcprm l
     mcprm label --output /tmp/corpus                       # the default corpus (bundled sample)
     mcprm label --input /tmp/fresh/sample.jsonl --output /tmp/fresh-mc   # optional: MC labels' F1 on it
     python bench/bench_label_rules_prm.py --corpus /tmp/corpus --fresh /tmp/fresh/sample.jsonl \\
-        --fresh-corpus /tmp/fresh-mc --append
+        --fresh-corpus /tmp/fresh-mc
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import sys
 import tempfile
 import time
@@ -83,10 +82,7 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", nargs="*", help="variant names to run (prefix match)")
     ap.add_argument("--keep", help="folder to keep the PRMs in (default: a temporary one)")
-    ap.add_argument("--append", action="store_true", help="append the table to BENCHMARKS.md")
     a = ap.parse_args(argv)
-
-    import torch
 
     from pipeline.training.score import load_prm, predict_probs
     from pipeline.training.train import TrainConfig, train
@@ -96,7 +92,6 @@ def main(argv=None) -> None:
     items = [(r["problem"], r["steps"]) for r in fresh]
     root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="bench-prm-"))
     rows = []
-    t_all = time.time()
     for name, opts, fn in variants(a.min_confidence):
         if a.only and not any(name.startswith(o) for o in a.only):
             continue
@@ -104,7 +99,7 @@ def main(argv=None) -> None:
         t0 = time.time()
         res = train(TrainConfig(corpus=a.corpus, output=str(out), epochs=a.epochs, seed=a.seed, progress=False,
                                 overwrite=True, **{"kind": "head", "weight_by_confidence": False, **opts}),
-                    targets_fn=fn)  # the head kind, unweighted, as the recorded table (BENCHMARKS.md, issue 28)
+                    targets_fn=fn)  # the head kind, unweighted, as the recorded row (BENCHMARKS.md, "PRM training and best-of-N")
         prm = load_prm(str(out), device="cpu")
         probs = predict_probs(prm.model, prm.tokenizer, prm.fmt, prm.sep_id, items)
         m = first_error_f1([first_error_at(p, prm.threshold) for p in probs], truth)
@@ -122,18 +117,6 @@ def main(argv=None) -> None:
         mc = evaluate(a.fresh_corpus, "synthetic")
     lines = table(rows, mc, len(fresh), sum(t != -1 for t in truth))
     print("\n".join(lines))
-    if a.append:
-        head = (f"\n## {time.strftime('%Y-%m-%d')} — issue 28: which labels make the best PRM (bench_label_rules_prm.py)"
-                f"\n\nMachine: {platform.machine()}, {torch.get_num_threads()} torch threads, CPU only (a shared "
-                f"2-core VM). Corpus `{a.corpus}` (the default `mcprm label` of the bundled sample); each PRM "
-                f"trained from the bundled model (1 M parameters) by `mcprm train` defaults (epochs "
-                f"{a.epochs or 'auto'}, seed {a.seed}); measured on a fresh sample ({len(fresh)} solutions, "
-                f"`data/make_sample.py --seed 28028`) against the exact checker. F1 ± SE (delta method); the "
-                f"threshold is each PRM's own, chosen on its validation problems. Total "
-                f"{time.time() - t_all:.0f} s.\n\n")
-        bench = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
-        with open(bench, "a") as f:
-            f.write(head + "\n".join(lines) + "\n")
 
 
 def table(rows, mc, n, n_err) -> list[str]:

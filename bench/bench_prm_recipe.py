@@ -1,4 +1,4 @@
-"""What limits the PRM on the bundled task (issue 28): data, recipe, input layout or the model? Trained on the
+"""What limits the PRM on the bundled task: data, recipe, input layout or the model? Trained on the
 exact checker's labels (the ceiling: perfect labels), measured against the exact checker on a fresh sample.
 
 Each variant is ``mcprm train`` (:func:`pipeline.training.train.train`) on the first N solutions of a synthetic
@@ -15,7 +15,7 @@ The reference row needs no training: the bundled model's own likelihood as a ver
 of its tokens had probability below t under the model that wrote it; t chosen on the training labels). It says
 how much of the truth the base model already holds, which the fine-tuned head does not recover.
 
-BENCHMARKS.md (issue 28, the PRM recipe study) also has two rows of a pooling prototype (a step's score = its
+The PRM recipe study this measured also had two rows of a pooling prototype (a step's score = its
 worst token's P(good), with and without the newline separator), run at commit 446f37c and reverted since
 (no better than the separator); ``git show 446f37c`` has its code (``TrainConfig(pooling="min")``, with
 ``separator="\\n", step_suffix=""`` for the second row).
@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import platform
 import sys
 import tempfile
 import time
@@ -215,10 +214,7 @@ def main(argv=None) -> None:
                     help="epochs of the implicit-PRM prototype row (0: skip it)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", help="folder for corpora and PRMs (default: a temporary one)")
-    ap.add_argument("--append", action="store_true", help="append the table to BENCHMARKS.md")
     a = ap.parse_args(argv)
-
-    import torch
 
     from pipeline import bundled
     from pipeline.training.score import load_prm, predict_probs
@@ -233,7 +229,6 @@ def main(argv=None) -> None:
     names = [n for n in VARIANTS if not a.variants or any(n.startswith(v) for v in a.variants)]
     sizes = [None] if a.corpus else a.sizes
     results = []
-    t_all = time.time()
     for si, n in enumerate(sizes):
         if a.corpus:
             corpus, fn, what = a.corpus, None, f"{a.corpus} ({a.label_rule})"
@@ -287,13 +282,6 @@ def main(argv=None) -> None:
         print(json.dumps(row), flush=True)
     lines = table(results, len(ev), sum(t != -1 for t in truth))
     print("\n".join(lines))
-    if a.append:
-        head = (f"\n### PRM recipe study (`bench/bench_prm_recipe.py`)\n\nMachine: {platform.machine()}, "
-                f"{torch.get_num_threads()} torch threads, CPU only. Train `{a.train}`, eval `{a.eval}`; "
-                f"seed {a.seed}; total {time.time() - t_all:.0f} s.\n\n")
-        bench = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
-        with open(bench, "a") as f:
-            f.write(head + "\n".join(lines) + "\n")
 
 
 def table(rows, n, n_err) -> list[str]:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Can a map fitted on other samples recalibrate the defaults' ``first_error_confidence``? (issue 24)
+"""Can a map fitted on other samples recalibrate the defaults' ``first_error_confidence``?
 
 Leave one sample out: fit a recalibration map (isotonic, and Platt's logistic map of the logit) on the rows of the
 other samples' corpora (the exact checker as truth), apply it to the left-out sample, and print its ECE over five

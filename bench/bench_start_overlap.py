@@ -1,4 +1,4 @@
-"""Issue 29 item 2: how much of the Ray executor's start hides behind the input pass, on this machine.
+"""How much of the Ray executor's start hides behind the input pass, on this machine.
 
 The real code path of ``mcprm label`` up to the first worker ready (no labeling), on a generated N-row input (the
 bundled sample's rows, each problem made unique), each measurement in a fresh process (its own Ray start):

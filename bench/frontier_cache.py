@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 16, point 5: label fresh solutions once, keep every rollout, replay every strategy on the cache.
+"""Label fresh solutions once, keep every rollout, replay every strategy on the cache.
 
 ``record`` samples one solution per fresh synthetic problem (per seed; what ``mcprm generate --n 1`` does), labels
 them with ``per-step`` at K continuations per prefix through the real ``Scheduler`` (hf backend, any device; no
@@ -16,7 +16,7 @@ same settings; both are i.i.d. draws of the same model. ``bench_frontier.py veri
 exactly (a live per-step run, recorded, then replayed: the same labels, counts and tokens) and statistically (a live
 binary-search run vs its replay on the same solutions).
 
-    # issue 16's data: on one GPU (H200), ~2 min per seed; --device cpu works too (~1k tok/s on the shared 2-core box)
+    # the recorded data of BENCHMARKS.md: on one GPU (H200), ~2 min per seed; --device cpu works too (~1k tok/s on the shared 2-core box)
     python bench/frontier_cache.py record --sample 20261301:360 --k 64 --device cuda --out bench/out/frontier
     python bench/frontier_cache.py record --sample 20261302:360 --k 64 --device cuda --out bench/out/frontier
 """
@@ -173,7 +173,7 @@ def record(a) -> None:
                               stop=tuple(getattr(prompt, "stop", ()) or ()), ignore_eos=d.ignore_eos)
     hf = HFBackend(str(bundled.model_dir()), device=a.device, dtype=a.dtype, max_batch_rows=a.max_batch_rows)
     files = a.files.split(",") if a.files else []
-    for spec in (a.sample.split(",") if a.sample else []):  # SEED:N -> solutions-SEED.jsonl, as bench_strategies
+    for spec in (a.sample.split(",") if a.sample else []):  # SEED:N -> solutions-SEED.jsonl
         seed, n = (int(x) for x in spec.split(":"))
         files.append(str(sample_with(hf, prompt, sampling, seed, n, Path(a.out))))
     for f in files:

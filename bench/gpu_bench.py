@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU benchmark (issue 6): mcprm's vLLM backend against raw vLLM and a naive round-by-round pipeline,
+"""GPU benchmark: mcprm's vLLM backend against raw vLLM and a naive round-by-round pipeline,
 label quality of vllm vs hf on the bundled model, and Ray scaling over GPUs.
 
 One command runs everything that fits the machine and prints one table:

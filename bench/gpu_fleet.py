@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU fleet benchmark (issue 18): Ray scaling over 1, 2 and 4 GPUs on one fixed job, engine start (cold, warm,
+"""GPU fleet benchmark: Ray scaling over 1, 2 and 4 GPUs on one fixed job, engine start (cold, warm,
 under Ray and bare), grading of MATH-style LaTeX answers at GPU speed, tensor parallel, deterministic mode.
 
 One process per device call; every result is a JSON line in OUT/fleet.jsonl, printed as it comes:
@@ -10,7 +10,7 @@ One process per device call; every result is a JSON line in OUT/fleet.jsonl, pri
 * One **fleet** (a ``RayExecutor`` with one vLLM actor per GPU) is started once; its engine start is measured
   (cold on a fresh machine). Each run then labels a fixed job through ``label(cfg, executor=fleet.borrow(n))``
   on the first ``n`` actors: labeling time only, engine start apart. ``640@2`` = the 640-solution job on 2
-  GPUs with 8-solution shards (the issue's fixed job); ``96@4`` = 96 solutions on 4 GPUs with automatic shard
+  GPUs with 8-solution shards (the fixed job); ``96@4`` = 96 solutions on 4 GPUs with automatic shard
   sizing (default size, guided: the last shards smaller); ``x3`` = three repetitions (median reported).
 * ``--warm-runs``: the fleet is closed and a second one started on the same machine (warm compile caches:
   the "second run" start), then these runs.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 29 item 4: try SGLang on the lent GPU machine (no network, torch 2.11.0+cu130, Python 3.12).
+# Try SGLang on the lent GPU machine (no network, torch 2.11.0+cu130, Python 3.12).
 #
 # sglang 0.5.23 pins torch==2.14.1 (and its sglang-kernel 0.4.10 links libtorch 2.14.1), so it cannot use the
 # image's torch; sglang 0.5.17 is the newest release that pins torch==2.11.0 (with sglang-kernel 0.4.5, built for

@@ -26,7 +26,7 @@ def err(msg: str) -> None:
 
 
 def free_gpus(command: str) -> None:
-    """Issue 29: this machine's idle warm workers (kept by an earlier ``mcprm label``) stopped before ``command``
+    """This machine's idle warm workers (kept by an earlier ``mcprm label``) stopped before ``command``
     uses the GPUs itself; a failed check never stops the command."""
     try:
         from pipeline.execution.kept import free_local_workers
@@ -50,7 +50,7 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
     known: tuple[type[BaseException], ...] = (FileNotFoundError, PermissionError, MissingDependency) + tuple(extra)
     try:
         yield
-    except WorkerError as e:  # issue 14: one message naming the row; the worker's traceback on request
+    except WorkerError as e:  # one message naming the row; the worker's traceback on request
         import os
 
         if os.environ.get("MCPRM_DEBUG"):
@@ -99,7 +99,7 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
 
 
 def preflight(cfg, output: bool = True) -> None:
-    """What a command that runs the model checks before it touches anything (issue 25): the device and the
+    """What a command that runs the model checks before it touches anything (a wrong device then fails in seconds, not after the input pass): the device and the
     backend can run on this machine (not checked for a Ray cluster's workers: --ray-address), and ``output``:
     the output folder is not a file."""
     from pipeline.run import preflight as check  # the checks pipeline.run.label() makes for library users too

@@ -42,12 +42,37 @@ def eval_cmd(
                 "step_accuracy", "error_precision", "error_recall", "positive_precision", "positive_recall",
                 "brier", "rollouts", "rollout_tokens"):
         v = m[key]
-        rows.append((key, "n/a" if v is None else (f"{v:.4f}" if isinstance(v, float) else f"{v:,}")))
+        rows.append((METRIC_NAMES.get(key, key),
+                     "n/a" if v is None else (f"{v:.4f}" if isinstance(v, float) else f"{v:,}")))
     print_table(f"{output} vs {m['reference']} (strategy {m['strategy']}, K={m['k']})", rows)
+    print(brier_note(m))
+
+
+# what each number is computed on, beside its name (the JSON keeps the bare names)
+METRIC_NAMES = {
+    "solutions": "solutions (matched with the reference)",
+    "solutions_with_error": "solutions_with_error (by the reference)",
+    "f1": "f1 (first error, ProcessBench)",
+    "steps_compared": "steps_compared (labeled, up to the reference's first error)",
+    "brier": "brier (mc_value vs reference 0/1; always 0.5 = 0.25)",
+    "rollouts": "rollouts (the corpus's)",
+    "rollout_tokens": "rollout_tokens (the corpus's)",
+}
+
+
+def brier_note(m: dict) -> str:
+    """What the Brier score is computed on and what to compare it with, in words."""
+    if m.get("brier") is None:
+        return "brier: n/a (no step has both an mc_value and a reference label)"
+    b = m["brier"]
+    than = "better than" if b < 0.25 else "no better than"
+    return (f"brier {b:.3f}: mean squared error of mc_value against the reference's 0/1, on the "
+            f"{m.get('brier_steps', 0):,} steps up to the reference's first error that have an mc_value (sampled "
+            f"steps); always saying 0.5 scores 0.25, so {b:.3f} is {than} that (lower is better).")
 
 
 def _eval_all_rules(output, reference, version, neutral_is_error, as_json) -> None:
-    """``--label-rule all``: one row per label rule, computed from the same stored counts (issue 16)."""
+    """``--label-rule all``: one row per label rule, computed from the same stored counts."""
     from pipeline.commands.evaluate import evaluate_rules
 
     with user_errors(extra=(ValueError,)):

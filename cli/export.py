@@ -87,3 +87,30 @@ def export_cmd(
         echo(f"  steps cut ({why}): {n:,}")
     for note in res.notes:
         echo(f"  note: {note}")
+    if label_rule == "hard" and min_confidence is None and not consensus and not balance:
+        why = _against_stats(corpus, version, res)
+        if why:
+            echo(f"  {why}")
+
+
+def _against_stats(corpus, version, res) -> str | None:
+    """Why this export's positive/negative step counts differ from `mcprm stats`' (which counts every labeled
+    step of the corpus), or None when they agree: a trainer row is a labeled prefix, cut at its first unlabeled
+    step (binary-search leaves steps unlabeled, and a later step may still carry a label), and
+    --drop-after-first-error cuts after the first negative step."""
+    from pipeline.storage.corpus import corpus_stats
+
+    try:
+        lab = corpus_stats(corpus, version)["labels"]
+    except Exception:  # noqa: BLE001 - the export itself succeeded; this line only explains its counts
+        return None
+    dp, dn = lab["positive"] - res.positives, lab["negative"] - res.negatives
+    if dp == 0 and dn == 0:
+        return None
+    causes = [f"{what} ({n:,} steps)" for what, n in (
+        ("each row cut at its first unlabeled step: a trainer row is a labeled prefix", res.cut.get("unlabeled", 0)),
+        ("cut after the first negative step (--drop-after-first-error)", res.cut.get("after_first_error", 0)),
+    ) if n] + [f"rows not exported: {why} ({n:,})" for why, n in res.skipped.items()]
+    return (f"`mcprm stats` counts {lab['positive']:,} positive / {lab['negative']:,} negative labeled steps in the "
+            f"corpus; this export leaves out {dp:,} of the positive and {dn:,} of the negative: " + "; ".join(causes))
+

@@ -1,5 +1,6 @@
 """``mcprm fleet up | status | down``: a warm fleet of rollout workers kept on a running Ray cluster between runs
-(issue 29; pipeline/execution/fleet.py), which ``mcprm label --fleet NAME`` borrows: no engine start."""
+(pipeline/execution/fleet.py), which ``mcprm label --fleet NAME`` borrows: no engine start. Without a cluster
+address, ``status`` and ``down`` see the workers ``mcprm label --keep-warm`` keeps on this machine."""
 
 from __future__ import annotations
 
@@ -112,7 +113,11 @@ def status_cmd(fleet: Annotated[str | None, typer.Option("--fleet", "-f", show_d
         _show(n, statuses, as_json)
 
 
-def down_cmd(fleet: _fleet_opt("The fleet to stop. (default: default)") = "default", ray_address: _ADDRESS = None,
+def down_cmd(fleet: Annotated[str | None, typer.Option(
+                 "--fleet", "-f", show_default=False,
+                 help="The fleet to stop. (default: with no --ray-address, the workers `mcprm label --keep-warm` "
+                      "keeps on this machine, and this machine's Ray with them; else the fleet named default)")] = None,
+             ray_address: _ADDRESS = None,
              force: Annotated[bool, typer.Option("--force/--no-force", show_default=False, metavar="",
                                                  help="Stop it even while runs use it (they fail; rerunning "
                                                       "resumes). (default: off)")] = False) -> None:
@@ -120,6 +125,15 @@ def down_cmd(fleet: _fleet_opt("The fleet to stop. (default: default)") = "defau
     from pipeline.config import LabelConfig
     from pipeline.execution.fleet import connect, stop_fleet
 
+    if fleet is None and not ray_address:  # (RAY_ADDRESS fills ray_address: a cluster's fleet is meant then)
+        from pipeline.execution.kept import stop_local
+
+        with user_errors():
+            n = stop_local(force=force)
+        echo("no warm workers are kept on this machine (nothing to stop)" if n is None else
+             f"this machine's warm workers: stopped {n} worker(s) and this machine's Ray for them")
+        return
+    fleet = fleet or "default"
     with user_errors():
         n = stop_fleet(connect(LabelConfig(ray_address=ray_address)), fleet, force=force)
     echo(f"fleet {fleet}: stopped {n} worker(s)" if n else f"fleet {fleet}: no workers were up")

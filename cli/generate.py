@@ -15,6 +15,19 @@ def register(app: typer.Typer) -> None:
     app.command("generate")(generate_cmd)
 
 
+def progress_line(done: int, total: int, solutions: int, tokens: int, seconds: float) -> None:
+    """One line on stderr after each batch of problems (a 300-problem run was otherwise silent for minutes):
+    problems done, solutions kept, tokens, time, and the time left at the pace of the batches so far (every
+    batch has as many problems and samples, so the pace is known from the first)."""
+    import sys
+
+    from pipeline.execution.progress import _duration
+
+    left = "" if done >= total or done == 0 else f", about {_duration(seconds * (total - done) / done)} left"
+    print(f"[mcprm] generate: {done:,}/{total:,} problems, {solutions:,} solutions, {tokens:,} tokens in "
+          f"{seconds:.0f} s{left}", file=sys.stderr, flush=True)
+
+
 def generate_cmd(
     input: Annotated[list[str] | None, typer.Option("--input", "-i", help="Problems (JSONL/Parquet, any fsspec URL). Default: the bundled problems.")] = None,
     output: Annotated[str, typer.Option("--output", "-o", help="Solutions JSONL to write.")] = "./solutions.jsonl",
@@ -34,6 +47,8 @@ def generate_cmd(
     problem_field: Annotated[str, typer.Option(help="Input field holding the problem.")] = option_default("problem_field"),
     answer_field: Annotated[str, typer.Option(help="Input field holding the gold answer.")] = option_default("answer_field"),
     id_field: Annotated[str, typer.Option(help="Input field holding the problem id.")] = option_default("id_field"),
+    show_progress: Annotated[bool, typer.Option("--progress/--no-progress", help="A progress line on stderr after "
+                                                "each batch of problems.")] = True,
 ) -> None:
     """Sample N independent solutions per problem, cut into steps, written in the format `label` reads."""
     from pipeline.commands.generate import generate
@@ -48,7 +63,8 @@ def generate_cmd(
         if cfg.worker_gpus > 0 or device == "cuda":
             from cli.common import free_gpus
 
-            free_gpus("mcprm generate")  # issue 29: a warm engine kept by `mcprm label` holds the GPU
-        res = generate(cfg, n=n, problem_field=problem_field, answer_field=answer_field, id_field=id_field)
+            free_gpus("mcprm generate")  # a warm engine kept by `mcprm label` holds the GPU
+        res = generate(cfg, n=n, problem_field=problem_field, answer_field=answer_field, id_field=id_field,
+                       on_batch=progress_line if show_progress else None)
     echo(f"{res.output}: {res.solutions} solutions for {res.problems} problems ({res.empty} empty samples "
          f"dropped), {res.generated_tokens:,} tokens in {res.seconds:.1f} s")

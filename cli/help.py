@@ -1,4 +1,4 @@
-"""``--help`` that reads at 80 columns (issue 25): options grouped into panels, two columns (the option with a
+"""``--help`` that reads at 80 columns: options grouped into panels, two columns (the option with a
 short metavar, then its description), choices listed in the description where they wrap between words.
 
 typer's own renderer gives every option five columns (flag, short flag, ``--no-`` flag, type, help); with

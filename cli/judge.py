@@ -1,4 +1,4 @@
-"""``mcprm judge OUT --backend openai|vllm|hf --model M``: an LLM judge's first-error index beside MC's (issue 16).
+"""``mcprm judge OUT --backend openai|vllm|hf --model M``: an LLM judge's first-error index beside MC's.
 
 See :mod:`pipeline.commands.judge` for the prompt, the parser and the storage (``OUT/judge/<judge-id>/``).
 """
@@ -107,14 +107,14 @@ def judge_cmd(
         from pipeline.config import ConfigError
         from rollouts.registry import backend_problem
 
-        if why := backend_problem(backend, device):  # issue 25: a device or GPU this machine lacks, said first
+        if why := backend_problem(backend, device):  # a device or GPU this machine lacks, said first
             raise ConfigError(why)
 
         def make():
             if backend in ("vllm", "sglang") or device == "cuda":
                 from cli.common import free_gpus
 
-                free_gpus("mcprm judge")  # issue 29: a warm engine kept by `mcprm label` holds the GPU
+                free_gpus("mcprm judge")  # a warm engine kept by `mcprm label` holds the GPU
             return J.build_backend(settings, **options)
 
         def progress(judged: int, parts: int) -> None:

@@ -133,6 +133,11 @@ def label_cmd(**options: Any) -> None:
         cfg = LabelConfig.from_file(config, **given) if config else LabelConfig.from_dict(given, source="options")
         cfg.progress = show_progress and not quiet
         cfg.ray_logs = verbose
+        if cfg.limit == 0:  # said as such, not as "no valid solutions" after a pass over the input
+            from pipeline.config import ConfigError
+
+            raise ConfigError("--limit 0 labels nothing: pass --limit N (N >= 1) to label the first N valid "
+                              "solutions, or leave --limit out to label them all")
         preflight(cfg)  # a device this machine lacks, an output that is a file: said before any work
         res = label(cfg)
     m = res.manifest or {}
@@ -200,7 +205,7 @@ def _synthetic_task(output: str) -> bool:
 
 
 def _next_steps(output: str) -> None:
-    """What to run next on the corpus just written (issue 25), with its actual path."""
+    """What to run next on the corpus just written, with its actual path (a newcomer's next commands, in order)."""
     import shlex
 
     bundled = _synthetic_task(output)
@@ -212,6 +217,15 @@ def _next_steps(output: str) -> None:
     echo(f"      mcprm export {out} --format trl --output {shlex.quote(output.rstrip('/') + '-trl')}   "
          "(training rows)")
     echo(f"      mcprm report {out}   (an HTML report with figures)")
+    prm = shlex.quote(output.rstrip("/") + "-prm")
+    sols = shlex.quote(output.rstrip("/") + "-new8.jsonl")
+    scored = shlex.quote(output.rstrip("/") + "-scored")
+    echo(f"      mcprm train {out} --output {prm}   (a PRM trained on these labels; docs/training.md)")
+    echo(f"      mcprm generate --n 8 --output {sols}" + ("" if bundled else " --input PROBLEMS --model M")
+         + "   (8 new solutions per problem to score" + (": the bundled problems and model, on CPU)" if bundled
+                                                        else ")"))
+    echo(f"      mcprm score {prm} --input {sols} --output {scored}   (per-step PRM scores, no rollouts)")
+    echo(f"      mcprm bestofn {scored}   (best-of-N: the PRM's pick against majority vote)")
 
 
 label_cmd.__signature__ = _signature()  # type: ignore[attr-defined]  # the options, from the config's fields

@@ -26,10 +26,10 @@ def stats_cmd(
 
     with user_errors():
         s = corpus_stats(output, version, verify=verify)
-        from pipeline.labeling.rules import corpus_uncertainty  # issue 16
+        from pipeline.labeling.rules import corpus_uncertainty  # how far to trust the labels
 
         s["uncertainty"] = corpus_uncertainty(output, version)
-        # issue 16: LLM-judge agreement, when judged
+        # LLM-judge agreement, when judged
         from pipeline.commands.judge_store import judge_summaries
 
         if judges := judge_summaries(output, version):
@@ -74,7 +74,7 @@ def _unreadable_text(s: dict) -> str:
 
 
 def _uncertainty_rows(u: dict) -> list[tuple[str, str]]:
-    """Issue 16/24: how many labels are uncertain (their 95% interval straddles the threshold) and the mean
+    """How many labels are uncertain (their 95% interval straddles the threshold) and the mean
     first-error confidence; n/a for a corpus written before schema 3 (it stores neither)."""
     label = f"uncertain labels (95% interval straddles {u['threshold']:g})"
     if u["uncertain_steps"] is None:
@@ -87,7 +87,7 @@ def _uncertainty_rows(u: dict) -> list[tuple[str, str]]:
 
 
 def _judge_rows(judges: list[dict]) -> list[tuple[str, str]]:
-    """Issue 16: each judge's agreement with MC on the first error, and its unparseable replies."""
+    """Each judge's agreement with MC on the first error, and its unparseable replies."""
     out = []
     for j in judges:
         rate = "n/a" if j["agreement_rate"] is None else f"{j['agreement_rate']:.1%}"

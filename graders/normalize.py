@@ -181,7 +181,7 @@ def _drop_text(s: str) -> str:
     return _TEXT_RE.sub(r"\1", s)
 
 
-# ------------------------------------------------------------------ repairs of common slips (issue 26)
+# ------------------------------------------------------------------ repairs of common slips (answers as models and JSON files mangle them)
 _DOUBLE_BS_RE = re.compile(r"\\\\(?=[a-zA-Z{}%$])")  # \\frac (JSON-escaped twice) -> \frac
 _STRAY_BS_RE = re.compile(r"(?<!\\)\\(?=\d)")  # \42 -> 42 (a backslash before a number means nothing)
 ORDINAL_RE = re.compile(

@@ -1,4 +1,4 @@
-"""A pool of killable worker processes for the sympy comparisons.
+"""A pool of killable worker processes for the sympy comparisons (and the ``math-verify`` grader's).
 
 Each worker is a plain ``python`` subprocess (never ``fork``: the grader runs inside Ray actors and processes
 with torch threads; not ``multiprocessing``: its ``spawn`` starts a resource-tracker process that outlives the
@@ -91,7 +91,8 @@ def _child_main() -> None:
 
 
 def _worker_main(conn_in, conn_out, parent_pid: int, memory_limit: int) -> None:
-    """Worker loop: receive ``(task_id, gold, answer, config, cpu_budget)``, send ``(task_id, correct, reason)``."""
+    """Worker loop: receive ``(task_id, gold, answer, config, cpu_budget[, kind])``, send ``(task_id, correct,
+    reason, ...)`` (what the kind's function returns)."""
     import resource
     import signal
 
@@ -120,7 +121,15 @@ def _worker_main(conn_in, conn_out, parent_pid: int, memory_limit: int) -> None:
             return
         if msg is None:
             return
-        task_id, gold, answer, config, budget = msg
+        task_id, gold, answer, config, budget, *kind = msg
+        try:
+            verdict = _task_function(kind[0] if kind else "sympy", sympy_verdict)
+        except Exception as e:  # noqa: BLE001 - e.g. the grader's package is missing in this environment
+            try:
+                conn_out.send((task_id, None, f"grader error: {type(e).__name__}: {e}"[:200]))
+            except (OSError, EOFError, BrokenPipeError):
+                return
+            continue
         try:
             limit = int(_cpu_seconds() + 2 * budget + 2)  # SIGXCPU kills a worker stuck inside C code
             if cpu_hard == resource.RLIM_INFINITY or limit < cpu_hard:
@@ -129,7 +138,7 @@ def _worker_main(conn_in, conn_out, parent_pid: int, memory_limit: int) -> None:
             pass
         try:
             signal.setitimer(signal.ITIMER_PROF, max(0.01, budget))
-            result = sympy_verdict(gold, answer, config)
+            result = verdict(gold, answer, config)
         except _SoftTimeout:
             result = (None, "timeout")
         except MemoryError:
@@ -144,6 +153,28 @@ def _worker_main(conn_in, conn_out, parent_pid: int, memory_limit: int) -> None:
             conn_out.send((task_id, *result))
         except (OSError, EOFError, BrokenPipeError):
             return
+
+
+_WARMED: dict = {}
+
+
+def _task_function(kind: str, sympy_verdict):
+    """What a task of ``kind`` runs in a worker: ``"sympy"`` (the default grader's comparison) or
+    ``"math-verify"`` (:func:`graders.mathverify.pool_verdict`), loaded and warmed up on first use, outside any
+    task's budget."""
+    if kind == "sympy":
+        return sympy_verdict
+    if kind not in _WARMED:
+        if kind != "math-verify":
+            raise ValueError(f"unknown grader task kind {kind!r}")
+        from graders import mathverify
+
+        try:
+            mathverify.warm_up()
+        except Exception:  # noqa: BLE001 - warming up is best effort
+            pass
+        _WARMED[kind] = mathverify.pool_verdict
+    return _WARMED[kind]
 
 
 _CHILD_CODE = "from graders.pool import _child_main; _child_main()"
@@ -189,7 +220,7 @@ def _package_path() -> list[str]:
 
 
 class _Worker:
-    __slots__ = ("process", "conn", "out", "ready", "task", "deadline", "started", "budget")
+    __slots__ = ("process", "conn", "out", "ready", "task", "deadline", "started", "budget", "kinds")
 
     def __init__(self, memory_limit: int):
         p2c_r, p2c_w = os.pipe()
@@ -218,6 +249,7 @@ class _Worker:
         self.task: int | None = None
         self.deadline = 0.0
         self.budget = 0.0
+        self.kinds = {"sympy"}  # task kinds this worker has loaded (another one loads on its first task)
         self.started = time.monotonic()
 
     def kill(self) -> None:
@@ -266,9 +298,11 @@ class WorkerPool:
         self._workers.remove(w)
         self.restarts += 1
 
-    def run(self, tasks: Sequence[tuple], timeout_s: float) -> list[tuple[bool | None, str]]:
-        """Results of ``tasks`` (each ``(gold, answer, config)``), in order, each within ``timeout_s`` seconds
-        of CPU time (retried once with :data:`RETRY_FACTOR` times it); what runs out gives (None, "timeout")."""
+    def run(self, tasks: Sequence[tuple], timeout_s: float) -> list[tuple]:
+        """Results of ``tasks`` (each ``(gold, answer, config)``, or ``(gold, answer, config, kind)`` for another
+        grader's comparison, e.g. ``"math-verify"``: its own result tuple), in order, each within ``timeout_s``
+        seconds of CPU time (retried once with :data:`RETRY_FACTOR` times it); what runs out gives
+        (None, "timeout"), a worker that died (None, "worker crashed")."""
         if not tasks:
             return []
         with self._lock:
@@ -297,13 +331,17 @@ class WorkerPool:
             for w in self._workers:
                 if w.ready and w.task is None and pending:
                     i = pending.popleft()
-                    try:
-                        w.out.send((i, *tasks[i], budgets[i]))
+                    try:  # (id, gold, answer, config, budget[, kind])
+                        w.out.send((i, *tasks[i][:3], budgets[i], *tasks[i][3:]))
                     except (OSError, BrokenPipeError):
                         pending.appendleft(i)
                         w.ready = False
                         continue
                     w.task, w.budget, w.deadline = i, budgets[i], now + wall_cap(budgets[i])
+                    kind = tasks[i][3] if len(tasks[i]) > 3 else "sympy"
+                    if kind not in w.kinds:  # it loads that grader first, outside the task's CPU budget
+                        w.kinds.add(kind)
+                        w.deadline += START_TIMEOUT_S
             deadlines = [w.deadline for w in self._workers if w.task is not None]
             deadlines += [w.started + START_TIMEOUT_S for w in self._workers if not w.ready]
             wait_s = max(0.0, min(deadlines) - now) if deadlines else 0.05
@@ -325,7 +363,7 @@ class WorkerPool:
                     if msg[2] == "timeout":
                         timed_out(i)
                     else:
-                        results[i] = (msg[1], msg[2])
+                        results[i] = tuple(msg[1:])
             now = time.monotonic()
             for w in self._workers:
                 if w in dead:

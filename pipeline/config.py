@@ -198,14 +198,17 @@ class LabelConfig:
         return self.execution.gpus_per_worker or self.backend_spec.gpus(self.backend_options)
 
     def worker_cpus(self, cpus_per_gpu: float | None = None) -> float:
-        """CPUs one worker takes: ``--cpus-per-worker`` if given; else 1 for a CPU/remote backend, and for a GPU
+        """CPUs one worker takes: ``--cpus-per-worker`` if given; else ``sizing.CPU_WORKER_THREADS`` (1) for a
+        CPU/remote backend (a machine's cores are used by workers, one per CPU, not by threads), and for a GPU
         backend the node's CPUs per GPU (``cpus_per_gpu``, what the executor sees) times its GPUs, at most 8,
         less one left to the driver and Ray (a GPU worker grades its continuations on them)."""
         if self.execution.cpus_per_worker is not None:
             return float(self.execution.cpus_per_worker)
         gpus = self.worker_gpus
         if gpus <= 0 or not cpus_per_gpu:
-            return 1.0
+            from pipeline.execution.sizing import CPU_WORKER_THREADS
+
+            return float(CPU_WORKER_THREADS)
         return float(max(1, min(8, int(cpus_per_gpu * gpus) - 1)))
 
     def model_ref(self) -> ModelRef:

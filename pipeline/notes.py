@@ -23,7 +23,7 @@ ONE_STEP_SHARE = 0.5  # warn when more than this share of solutions has a single
 # rollout reuse adds many draws, so the continuations' success rate is low on a task the model does solve)
 NO_SUCCESS_PREFIXES = 0.05
 # warn when more than this share of graded continuations had an answer the grader could not read (counted as
-# failures: issue 24; a large share means the prompt format or the model's answer style is off)
+# failures, pipeline.labeling.last_step; a large share means the prompt format or the model's answer style is off)
 UNREADABLE_SHARE = 0.2
 _ANSWER_LINE = re.compile(r"^\s*####\s*\S")
 _CALC = re.compile(r"<<[^<>\n]*>>")

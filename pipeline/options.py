@@ -21,21 +21,22 @@ from rollouts.registry import (
 )
 
 DEFAULT_K = 20  # continuations per step prefix: the one default of k (SamplingOptions, StrategyParams); docs/labels.md says why
-# binary-search's probe point and relative drop (StrategyConfig, StrategyParams; BENCHMARKS.md, issue 16)
+# binary-search's probe point and relative drop (StrategyConfig, StrategyParams; BENCHMARKS.md)
 UNREADABLE_POLICIES = ("failure", "exclude")  # GraderOptions.unreadable (pipeline.labeling.last_step.outcome)
 DEFAULT_BISECT_FRACTION = 0.6
 DEFAULT_RELATIVE_DROP = 0.25
 DEFAULT_WAVE_SIZE = 2  # continuations per wave (binary-search, adaptive, sequential; StrategyParams)
 # each wave of a probe is this many times the one before (binary-search, adaptive): 2, 4, 8, 6 for K=20, so a
-# dead prefix takes 4 rounds, not 10 (the critical path on GPUs; issue 29, BENCHMARKS.md)
+# dead prefix takes 4 rounds, not 10 (the critical path on GPUs; BENCHMARKS.md)
 DEFAULT_WAVE_GROWTH = 2.0
 DEFAULT_TARGET_CONFIDENCE = 0.9  # sequential: the first error's posterior at which it stops (StrategyParams)
 # eps, how often a dead prefix still reaches the gold answer by luck (rules, strategies), is the first-error
 # model's prior: declared once, in pipeline.stats.changepoint (DEAD_PREFIX_RATE, imported above)
 DEFAULT_MAX_BATCH_REQUESTS = 512  # requests per generate() call (ExecutorConfig; the scheduler's default)
 DEFAULT_KEEP_WARM = "1h"  # how long `mcprm fleet up`'s fleet stays warm after its last run (ExecutorConfig.keep_warm)
-# how long a GPU run's own workers stay warm on this machine after it (pipeline.execution.kept; issue 29)
-DEFAULT_LOCAL_KEEP_WARM = "10m"
+# how long a run's own workers stay warm on this machine after it (pipeline.execution.kept): off, since a kept
+# engine holds its GPU after the command ends; a user turns it on with --keep-warm or keep_warm in a run file
+DEFAULT_LOCAL_KEEP_WARM = "off"
 FLEET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a fleet's name (--fleet): part of its Ray actors' names
 DEFAULT_SHARD_SIZE = 64  # solutions per shard (OutputConfig; pipeline.ray_data's batch size)
 
@@ -107,6 +108,9 @@ class OutputConfig:
 
     output: str = option("./mcprm-out", "Output corpus folder (any fsspec URL).", flags=("--output", "-o"))
     overwrite: bool = option(False, "Start a new corpus version with other settings on an existing output.")
+    drop_damaged: bool = option(False, "Commit a refresh without the rows of damaged shards that the input no "
+                                       "longer holds (recorded in the manifest's `dropped`).",
+                                shown="off: such a refresh stops and says which rows")
     shard_size: int = option(DEFAULT_SHARD_SIZE, "Solutions per shard (the unit of work, resume and balance).")
 
     def problems(self) -> list[str]:
@@ -198,7 +202,7 @@ class StrategyConfig:
     reuse_rollouts: bool = option(True, "Count a continuation that writes the solution's next steps verbatim as a "
                                         "draw of those later prefixes too (no extra tokens; docs/labels.md).",
                                   identity="non-default", legacy=False)
-    # issue 16 (sequential strategy; pipeline/labeling/strategies.py)
+    # the sequential strategy's stopping rules (pipeline/labeling/strategies.py)
     target_confidence: float = option(DEFAULT_TARGET_CONFIDENCE, "sequential: stop when the first error's posterior probability "
                                            "reaches this.", identity="non-default",
                                       strategies=("sequential",))
@@ -269,25 +273,26 @@ class ExecutorConfig:
                                      shown="one per GPU (vllm) or CPU slot (hf), at most one per shard")
     cpus_per_worker: float | None = option(None, "CPUs per worker (hf: torch threads; every backend: grader "
                                                  "processes).",
-                                           shown="hf/openai: 1; vllm: the node's CPUs per GPU, at most 8")
+                                           shown="hf/openai: 1 (cores are used by workers, one per CPU); vllm: the "
+                                                 "node's CPUs per GPU, at most 8")
     gpus_per_worker: float = option(0.0, "GPUs per worker.", shown="vllm: --tensor-parallel-size; hf: 0")
-    # issue 29: an adaptive strategy's shard ends with its slowest solution; more shards at once keep a GPU
+    # an adaptive strategy's shard ends with its slowest solution; more shards at once keep a GPU
     # engine full through those tails (solutions in flight per worker = this x --shard-size)
     shards_per_worker: int | None = option(None, "Shards a worker labels at once (x --shard-size: solutions "
                                                  "in flight).", shown="vllm 2, else 1")
-    # issue 29: the end of a job on a GPU engine (pipeline.labeling.scheduler.Scheduler.tail_fill)
+    # the end of a job on a GPU engine (pipeline.labeling.scheduler.Scheduler.tail_fill)
     tail_fill: int | None = option(None, "Draw later waves ahead under N continuations in flight (same "
                                          "labels).",
                                    shown="vllm 256, else 0")
-    # issue 29: a warm fleet of named detached Ray actors kept between runs (pipeline/execution/fleet.py)
+    # a warm fleet of named detached Ray actors kept between runs (pipeline/execution/fleet.py)
     fleet: str | None = option(None, "ray: borrow the workers of the warm fleet NAME (`mcprm fleet up`) instead of "
                                      "starting new ones: no engine start; its engine options (backend, model, "
                                      "dtype, seed, backend options) must be this run's (docs/refresh.md).",
                                shown="off: workers started for this run")
     keep_warm: str | None = option(None, "How long workers stay warm after a run (90s, 30m, 2h; 0: stop): this "
-                                         "machine's for the next `mcprm label`; `fleet up`'s; --fleet's.",
-                                   shown=f"GPU, no --ray-address: {DEFAULT_LOCAL_KEEP_WARM}; CPU: 0; fleet up: "
-                                         f"{DEFAULT_KEEP_WARM}")
+                                         "machine's, for the next `mcprm label --keep-warm` (stop them: `mcprm "
+                                         "fleet down`); `fleet up`'s; --fleet's.",
+                                   shown=f"label: {DEFAULT_LOCAL_KEEP_WARM}; fleet up: {DEFAULT_KEEP_WARM}")
     max_batch_requests: int = option(DEFAULT_MAX_BATCH_REQUESTS, "Requests handed to the backend per generate() call.", cli=False)
     progress: bool = option(True, "Live progress (the CLI: --progress / --quiet).", cli=False)
     ray_logs: bool = option(False, "Show Ray's own log lines (workers' output) in the terminal (the CLI: -v).",

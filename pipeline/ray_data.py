@@ -1,4 +1,4 @@
-"""Ray Data in and out (issue 17): label a ``ray.data.Dataset`` of solutions, read a corpus as one.
+"""Ray Data in and out: label a ``ray.data.Dataset`` of solutions, read a corpus as one.
 
 In::
 

@@ -7,7 +7,7 @@ Under the output's lock (one writer at a time), four steps, one function each:
    keep only solutions the corpus does not hold yet (a refresh labels what is new; the rest is reused), and
    stage them as deterministic shards (input order, sizes from ``shard_sizes``) beside the output
    (:mod:`pipeline.input.staging`). The plan records per shard its staged file, count and key digest. The Ray
-   executor's engines start meanwhile (:class:`EarlyStart`), so their load overlaps the pass (issue 29).
+   executor's engines start meanwhile (:class:`EarlyStart`), so their load overlaps the pass.
 2. :func:`_resume`: write the plan, or, if an uncommitted run of the same work exists (a killed run), take
    over its plan and its finished shards, each verified.
 3. :func:`_execute`: stream the remaining shards, read from their staged files (never the input again),
@@ -31,7 +31,7 @@ from pipeline.execution.executors import CountedShards
 from pipeline.execution.sizing import planned_workers, solution_cost
 from pipeline.execution.startup import EarlyStart, startup_facts, worker_events
 from pipeline.input.staging import resume_shards
-from pipeline.storage.integrity import current_manifest, next_version, verified_base
+from pipeline.storage.integrity import current_manifest, verified_base
 from pipeline.storage.lock import OutputLock, corpus_lock
 from pipeline.storage.manifest import ExecutionFacts, InputCounts, build_manifest
 from pipeline.storage.output import new_local_folder, remove_empty_folders, storage_message
@@ -66,7 +66,7 @@ class RunResult:
 def input_spec(cfg: LabelConfig):
     return cfg.reading.spec(
         gold_check=gold_check(cfg.grader, cfg.grader_timeout),
-        prompt_check=_prompt_check(cfg),  # issue 14: rows too long for the model, before any rollout
+        prompt_check=_prompt_check(cfg),  # rows too long for the model, before any rollout
     )
 
 
@@ -92,7 +92,7 @@ def gold_check(grader: str, timeout_s: float):
     return GoldCheck(functools.partial(g.check_golds, config=GraderConfig(timeout_s=timeout_s)))
 
 
-from pipeline.execution.progress import LiveProgress as _Progress  # noqa: E402 - issue 25: phases, ETA, one final line
+from pipeline.execution.progress import LiveProgress as _Progress  # noqa: E402 - phases, ETA, one final line
 
 
 def _iter_shards(run: _Run, skip: set[int]) -> Iterator[tuple[int, list[Solution]]]:
@@ -105,7 +105,7 @@ def _iter_shards(run: _Run, skip: set[int]) -> Iterator[tuple[int, list[Solution
 
 
 def preflight(cfg: LabelConfig, output: bool = True, backend: bool = True) -> None:
-    """What a run checks before it touches anything (issue 25): ``backend``: the backend and the device can run
+    """What a run checks before it touches anything: ``backend``: the backend and the device can run
     on this machine (not checked for a Ray cluster's workers: --ray-address / RAY_ADDRESS); ``output``: the
     output folder is not a file. Raises a :class:`ConfigError` (or ``OutputIsAFile``) that says what to do."""
     import os
@@ -133,11 +133,11 @@ def label(config: LabelConfig, executor=None) -> RunResult:
     wrote anything (bad input rows, no valid solution) leaves no output folder it created."""
     preflight(config, backend=executor is None and not config.fleet)
     fleet = None
-    if executor is None and config.fleet:  # issue 29: a warm fleet's workers, leased before the input is read
+    if executor is None and config.fleet:  # a warm fleet's workers, leased before the input is read
         from pipeline.execution.fleet import borrow_fleet
 
         executor = fleet = borrow_fleet(config.resolved())
-    elif executor is None:  # issue 29: this machine's warm workers, kept by an earlier run (--keep-warm)
+    elif executor is None:  # this machine's warm workers, kept by an earlier run (--keep-warm)
         from pipeline.execution.kept import local_fleet, local_keep_warm
 
         if local_keep_warm(resolved := config.resolved()):
@@ -175,7 +175,7 @@ def _label_or_storage_error(config: LabelConfig, executor=None) -> RunResult:
         raise storage_message(config.output, e) from e
 
 
-# ---- integrity (issue 13): recovered manifest, verified shards, fencing; see pipeline.storage.integrity
+# ---- integrity: recovered manifest, verified shards, fencing; see pipeline.storage.integrity
 
 
 @dataclass
@@ -193,9 +193,11 @@ class _Run:
     plan: dict = field(default_factory=dict)
     done_shards: dict[int, dict] = field(default_factory=dict)  # finished shards of a killed run, verified
     owner: str | None = None  # the lock owner's id: in every shard name this run writes (fenced shard writes)
-    fleet: dict | None = None  # the warm fleet this run borrowed (manifest execution.fleet; issue 29)
-    starter: EarlyStart | None = None  # the Ray executor started while the input is read (issue 29)
+    fleet: dict | None = None  # the warm fleet this run borrowed (manifest execution.fleet)
+    starter: EarlyStart | None = None  # the Ray executor started while the input is read
     events: dict[str, float] = field(default_factory=dict)  # wall-clock start-up events (manifest throughput)
+    damaged_seen: set[str] = field(default_factory=set)  # rows of damaged base shards the input still holds
+    dropped: list[dict] = field(default_factory=list)  # rows of damaged shards left out (--drop-damaged)
 
     @property
     def vdir(self) -> str:
@@ -218,7 +220,7 @@ def _label(config: LabelConfig, executor=None) -> RunResult:
         run = _plan(cfg, store, version, starter)
         run.owner = lock.owner
         run.events["run_started"] = t0_wall
-        if not run.added and run.base is not None:
+        if not run.added and run.base is not None and not run.base.get("_damaged"):
             prev_version = run.manifest["version"] if run.manifest else 0
             log.info("corpus %s is up to date (version %d): nothing new to label", cfg.output, prev_version)
             return RunResult(cfg.output, prev_version, 0, run.counts.reused, run.counts.rejected, run.manifest,
@@ -267,7 +269,7 @@ def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, star
         log.warning("--overwrite: relabeling the schema-%d corpus at %s as a new schema-%d version", old_schema,
                     cfg.output, SCHEMA_VERSION)
         base = None
-    version = version or next_version(store, manifest)
+    version = version or store.next_version()
 
     base, existing = verified_base(store, base)
     run = _Run(cfg, store, manifest, base, version, InputCounts(), None, starter=starter)
@@ -279,12 +281,8 @@ def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, star
     run.added = sum(sh["rows"] for sh in shards)
     run.counts = InputCounts(reused=stats.known, rejected=stats.rejected,
                              duplicates=stats.duplicates + stats.same_content)
-    if base is not None and base.get("_damaged") and not run.added:
-        from pipeline.storage.store import ShardError
-
-        raise ShardError(f"damaged shards {', '.join(base['_damaged'])} and the input no longer holds their "
-                         "rows: nothing to label them again from. Restore the files from a backup, or run the "
-                         "input that holds those rows; `mcprm verify` lists what is damaged.")
+    if base is not None and base.get("_damaged"):
+        run.dropped = _damaged_rows_dropped(run, existing)
     run.plan = {
         "identity": identity,
         "version": version,
@@ -297,6 +295,48 @@ def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, star
     return run
 
 
+def _damaged_rows_dropped(run: _Run, existing) -> list[dict]:
+    """The rows of the base's damaged shards that the new version would not hold (the input no longer has them
+    and no intact shard does). Refused, naming them, unless ``--drop-damaged``; then they are what the new
+    manifest records under ``dropped``."""
+    import numpy as np
+
+    from pipeline.storage.store import ShardError
+
+    lost: list[dict] = []
+    for d in run.base["_damaged"]:
+        sh, keys = d["shard"], d["keys"]
+        entry = {"path": sh["path"], "version": sh.get("version"), "rows": int(sh.get("rows", 0))}
+        if keys is None:  # nothing tells which rows it held: the input cannot be shown to hold them
+            lost.append(dict(entry, keys=None, missing=entry["rows"]))
+            continue
+        elsewhere = set()
+        if existing is not None and len(existing):
+            nums = np.fromiter((int(k, 16) for k in keys), np.uint64, len(keys))
+            elsewhere = {k for k, hit in zip(keys, np.isin(nums, existing)) if hit}
+        missing = [k for k in keys if k not in run.damaged_seen and k not in elsewhere]
+        if missing:
+            lost.append(dict(entry, keys=missing, missing=len(missing)))
+    if not lost:
+        return []
+    n = sum(x["missing"] for x in lost)
+    where = "; ".join(
+        f"{run.store.uri(x['path'])} (version {x['version']}): "
+        + (f"{x['missing']} of its {x['rows']} rows, keys {', '.join(x['keys'][:5])}"
+           + (", ..." if len(x["keys"]) > 5 else "") if x["keys"] is not None
+           else f"its {x['rows']} rows (unreadable, and no checksum sidecar lists its keys)")
+        for x in lost)
+    if not run.cfg.drop_damaged:
+        raise ShardError(
+            f"{n} rows of damaged shards of {run.cfg.output} are not in the input any more, so the new version "
+            f"would not hold them: {where}. Nothing was labeled or committed. Restore the damaged files from a "
+            "backup, or add the input that holds those rows, then rerun; or pass --drop-damaged to commit the new "
+            "version without them (recorded in its manifest under `dropped`). `mcprm verify` lists what is "
+            "damaged.")
+    log.warning("--drop-damaged: the new version leaves out %d rows of damaged shards: %s", n, where)
+    return lost
+
+
 def _read_input(run: _Run, known):
     """The one pass over the input: validate every row (rejects to ``rejects/vNNNNN.jsonl`` with
     ``--skip-bad``, else an error naming them before anything is labeled), each content once, leave out what
@@ -304,7 +344,7 @@ def _read_input(run: _Run, known):
     takes the next ``sizes[i]`` solutions in input order). Returns (shard entries, digest of the keys, stats)."""
     from pipeline.input import IngestStats, RejectsWriter, iter_keyed_solutions
     from pipeline.input.staging import Stager
-    from pipeline.notes import InputNotes  # issue 14: warnings about the input
+    from pipeline.notes import InputNotes  # warnings about the input
 
     cfg, store = run.cfg, run.store
     run.input_notes = InputNotes()
@@ -316,12 +356,15 @@ def _read_input(run: _Run, known):
                     cost=solution_cost(cfg.strategy) if workers > 1 else None)
     starter = run.starter
     run.events["input_started"] = time.time()
+    damaged = {k for d in (run.base or {}).get("_damaged", []) for k in (d["keys"] or [])}
     try:
         for key, sol in iter_keyed_solutions(input_spec(cfg), cfg.skip_bad, rejects, stats, limit=cfg.limit,
                                              known=known, on_solution=run.input_notes.observe):
             stager.add(key, sol)
+            if key in damaged:
+                run.damaged_seen.add(key)  # a damaged shard's row the input still holds: labeled again
             if starter is not None:
-                starter.staged(stager.n)  # issue 29: the engines load while the rest is read
+                starter.staged(stager.n)  # the engines load while the rest is read
         shards, digest = stager.finish()
     except BaseException:
         stager.discard()
@@ -356,7 +399,7 @@ def _resume(run: _Run) -> None:
         log.info("resuming with the unfinished run's shard size %s", old_plan.get("shard_size"))
         run.plan = plan = old_plan
     if old_plan is not None and old_plan != plan:
-        if old_plan.get("identity") != plan["identity"]:  # issue 14: name the field; nothing committed: replace
+        if old_plan.get("identity") != plan["identity"]:  # name the field; nothing committed: replace
             diff = _identity_diff(old_plan.get("identity_fields") or {}, cfg.identity_dict())
             if run.manifest is not None and not cfg.overwrite:
                 raise ConfigError(
@@ -415,7 +458,7 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
     if todo > 0:
         from pipeline.execution.kept import start_executor
 
-        if executor is None and run.starter is not None:  # started while the input was read (issue 29)
+        if executor is None and run.starter is not None:  # started while the input was read
             executor = run.starter.take(len(plan["shards"]) - len(done_shards))
             if executor is not None:
                 run.events["engine_started"] = run.starter.started_at
@@ -424,6 +467,10 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
             executor = start_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
         try:
             def on_done(res: dict) -> None:
+                if res["shard"] in results:  # a retried task's second attempt: the first one recorded stays
+                    log.info("shard %d finished twice (a retried task); keeping %s", res["shard"],
+                             results[res["shard"]]["path"])
+                    return
                 results[res["shard"]] = res
                 lock.check()  # a run that lost its lock stops now, not at the commit
                 progress.shard(res)
@@ -434,7 +481,7 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
             version = Fenced(run.version, run.owner)  # shard names carry this owner's id
             executor.run(version, shards, on_done, cfg)  # a kept executor's workers label with this run's settings
             worker_stats = executor.backend_stats()
-            if hasattr(executor, "manifest_entry"):  # a fleet's workers, or this run's kept warm (issue 29)
+            if hasattr(executor, "manifest_entry"):  # a fleet's workers, or this run's kept warm
                 run.fleet = executor.manifest_entry()
         finally:
             progress.close()
@@ -455,10 +502,11 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
 
 def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: ExecutionFacts, t0: float) -> RunResult:
     """Write the new version's manifest and replace ``manifest.json`` (fenced by the lock), drop the plan."""
-    from pipeline.notes import run_notes  # issue 14: executor, warnings
+    from pipeline.notes import run_notes  # executor, warnings
 
     cfg, store, plan = run.cfg, run.store, run.plan
     lock.check()  # a run that lost its lock stops before reading its shards again (the fence is in commit)
+    _quarantine(run, results)
     new_manifest = build_manifest(cfg, plan, results, run.base, run.manifest, run.counts, facts)
     new_manifest.update(run_notes(cfg, store, [results[sh["shard"]]["path"] for sh in plan["shards"]],
                                   run.input_notes))
@@ -466,8 +514,11 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
         ex = new_manifest.get("execution", {})
         reason = run.fleet["reason"] if run.fleet["borrowed"] else f"{ex.get('reason')}; {run.fleet['reason']}"
         new_manifest["execution"] = {**ex, "reason": reason, "fleet": run.fleet}
-    new_manifest["throughput"].update(startup_facts(run.events))  # issue 29: input reading and engine start
+    new_manifest["throughput"].update(startup_facts(run.events))  # input reading and engine start
     new_manifest["first_error_model"] = _first_error_model(store, new_manifest["shards"])
+    if run.dropped:  # rows of damaged shards the user chose to leave out (--drop-damaged): said, never silent
+        new_manifest["dropped"] = run.dropped
+        new_manifest["counts"]["dropped"] = sum(x["missing"] for x in run.dropped)
     store.commit(new_manifest, fence=lock.check)
     from pipeline.input.staging import STAGED
 
@@ -478,6 +529,34 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
         time.perf_counter() - t0, shards_run=len(results) - len(run.done_shards),
         shards_resumed=len(run.done_shards), shard_results=[results[i] for i in sorted(results)],
     )
+
+
+def _quarantine(run: _Run, results: dict[int, dict]) -> None:
+    """Rows the workers failed on with ``--skip-bad`` (each shard's result says which, and why): added to
+    ``rejects/vNNNNN.jsonl`` beside the rows validation rejected, and to the version's rejected count."""
+    import dataclasses
+
+    found = [r for i in sorted(results) for r in results[i].get("rejects") or []]
+    if not found:
+        return
+    rel = f"rejects/v{run.version:05d}.jsonl"
+    try:
+        before = run.store.read_bytes(rel)
+    except FileNotFoundError:
+        before = b""
+    known = set()
+    for line in before.splitlines():
+        try:
+            known.add(json.loads(line).get("key"))
+        except (ValueError, AttributeError):
+            pass
+    new = [r for r in found if r.get("key") not in known or r.get("key") is None]
+    lines = b"".join(json.dumps({k: v for k, v in r.items() if k != "detail"}, ensure_ascii=False).encode() + b"\n"
+                     for r in new)
+    run.store.write_bytes(rel, before + lines)  # whole, in one step, as the validation rejects were
+    run.counts = dataclasses.replace(run.counts, rejected=run.counts.rejected + len(found))
+    for r in found:
+        log.warning("%s: quarantined to %s (--skip-bad): %s", r["where"], run.store.uri(rel), r["reason"])
 
 
 def _first_error_model(store, shards: list[dict]) -> dict | None:

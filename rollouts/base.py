@@ -37,7 +37,12 @@ class GenRequest:
     """``n`` independent continuations of ``prompt``.
 
     ``seed`` makes the samples reproducible; backends derive the i-th sample's randomness from it so that
-    the same request gives the same samples whatever else is in the batch (where the engine allows).
+    the same request gives the same samples whatever else is in the batch (where the engine allows). What a
+    sample is depends on the whole request, not on the seed alone: vLLM (and sglang, the same way) samples
+    sample i with seed ``seed + i``; hf draws ``n`` uniforms per decode step from one generator seeded with
+    ``seed``, so sample i depends on ``n`` as well. Two requests give the same samples only if their prompt,
+    ``seed`` and ``n`` are the same: the scheduler sends each wave of a probe as its own request with the seed
+    the plain schedule gives it, whether the wave is drawn ahead or not (pipeline.labeling.ahead).
     ``group`` names requests that share a prefix (the requests of one solution): backends keep them
     together so that the prefix is encoded once (HF KV-cache reuse, vLLM prefix caching).
     """

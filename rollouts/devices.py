@@ -1,4 +1,4 @@
-"""Device checks made before any work (issue 25): a device name torch does not know, CUDA asked for on a
+"""Device checks made before any work: a device name torch does not know, CUDA asked for on a
 machine (or a torch build) without it, and a GPU backend on a machine with no GPU are refused with a message
 that says what to do, before an output folder is touched or a model is loaded.
 

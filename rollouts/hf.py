@@ -15,10 +15,13 @@ How a ``generate`` call runs:
 
 Sampling is reproducible per request: each request owns a ``torch.Generator`` seeded with ``request.seed``
 that draws ``n`` uniforms per decode step (one per sample, used by inverse-CDF sampling), so a request gives
-the same samples whatever else is in the batch, up to floating-point differences between batch shapes.
-Measured with the bundled model (issue 24): a request's next-token log-probabilities at every decode step agree
-alone and in a mixed, left-padded batch to about 2e-5 on both paths, and its first token's with a plain forward
-pass of the unpadded prompt (tests/rollouts/test_hf_batch_invariance.py, bench/bench_hf_batch_invariance.py).
+the same samples whatever else is in the batch, up to floating-point differences between batch shapes. Sample
+i is the i-th of those uniforms per step, so it depends on the request's ``n`` as well as its seed (vLLM's
+depends on ``seed + i`` only): the same ``(prompt, seed, n)`` gives the same samples, which is what the scheduler
+keeps fixed for a wave (rollouts.base.GenRequest). Measured with the bundled model: a request's next-token
+log-probabilities at every decode step agree alone and in a mixed, left-padded batch to about 2e-5 on both
+paths, and its first token's with a plain forward pass of the unpadded prompt
+(tests/rollouts/test_hf_batch_invariance.py, bench/bench_hf_batch_invariance.py).
 Prefix reuse needs a decoder with full attention in every layer (Llama, Qwen2, ...); sliding-window or
 linear-attention models must use ``prefix_reuse=False`` or the vLLM backend.
 """
@@ -71,7 +74,7 @@ class HFBackend:
             raise ValueError(f"max_batch_rows must be >= 1, got {max_batch_rows}")
         from .devices import device_problem
 
-        if why := device_problem(device):  # a clear message, not torch's RuntimeError / AssertionError (issue 25)
+        if why := device_problem(device):  # a clear message, not torch's RuntimeError / AssertionError
             raise ValueError(why)
         self._torch = torch
         self.model_path = str(model_path)

@@ -128,11 +128,11 @@ class BackendSpec:
     # engine that batches (vLLM) generates them almost free when it has room; 0 where every token costs time
     tail_fill: int = 0
     local_model: bool = True  # the model is loaded here (so its context and tokenizer can be checked)
-    # completions carry token ids and the backend has encode_prompt(): rollout reuse can be exact (issue 24);
+    # completions carry token ids and the backend has encode_prompt(): rollout reuse can be exact (a reused draw is the same tokens);
     # False (a server that returns text only): no reuse
     token_ids: bool = True
     prepare_worker: Callable[[Any, float], None] = lambda opts, cpus: None  # before build, in the worker process
-    # why it cannot run on this machine with --device DEVICE, or None (rollouts.devices; issue 25)
+    # why it cannot run on this machine with --device DEVICE, or None (rollouts.devices), said before any work
     machine_problem: Callable[[str], str | None] = lambda device: None
     # the config section its options live in, when it is another backend's (its ``options`` is then that
     # section's class, and pipeline.config makes no section of its own); "": a section of its own, named after it

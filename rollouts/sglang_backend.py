@@ -1,6 +1,6 @@
 """SGLang backend (GPU): ``sglang.Engine`` driven offline, one ``Engine.generate`` per batch, like
 :class:`rollouts.vllm_backend.OfflineVLLMBackend` (no ``submit()``: the scheduler runs rounds, not a stream).
-Registered in ``rollouts.registry`` as ``--backend sglang`` (issue 29 item 4); its options are the vllm
+Registered in ``rollouts.registry`` as ``--backend sglang``; its options are the vllm
 backend's section (``--tensor-parallel-size``, ``--max-model-len``, ``--deterministic``, the run file's
 ``gpu_memory_utilization`` and ``load_format``), so the two engines run from one set of options.
 

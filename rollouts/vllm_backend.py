@@ -6,7 +6,8 @@ Written against vLLM 0.26 (V1 engine); ``vllm`` is imported only when a backend 
 
 * Every request becomes one vLLM request with ``SamplingParams(n=req.n, seed=req.seed, ...)``. vLLM fans
   ``n`` out into child requests with seeds ``seed + i``, so callers should give requests well-spread seeds
-  (hash-derived, not consecutive integers) to keep samples of different requests independent.
+  (hash-derived, not consecutive integers) to keep samples of different requests independent, and a request of
+  n = a + b does not sample what requests of a and b would (the scheduler sends each wave as its own request).
 * Prefix caching is on by default, and requests are ordered so a group's requests (one solution's step
   prefixes) are adjacent and scheduled together: the shared problem/solution prefix is computed once.
 * ``generate`` submits one whole batch (``LLM.generate`` in offline mode). With a streaming engine

@@ -1,9 +1,9 @@
 #!/bin/bash
-# Device side of issue 29 item 1-2: the default strategy's GPU-seconds against per-step K=8 on the same 400 real
+# Device side: the default strategy's GPU-seconds against per-step K=8 on the same 400 real
 # GSM8K-train solutions (bench/gpu_e2e/solutions400.jsonl: samples 0-3 of the first 100 training problems, from
 # the e2e `gen` stage), the real 1.5B model at /tmp/qwen (bench/gpu_e2e/device.sh prep), one GPU.
 #   bash bench/gpu_e2e/critical_path.sh RUN...     RUN = name:options (e.g. ps:"--strategy per-step --k 8")
-# CP_INPUT=FILE labels another input (bench/gpu_e2e/solutions600.jsonl: samples 0-5 of the same 100 problems).
+# CP_INPUT=FILE labels another input.
 # Each run labels into /tmp/cp/NAME (from scratch) and appends one JSON line to $OUT/critical_path.jsonl with the
 # manifest's throughput (startup, labeling seconds, tokens, GPU-seconds per solution) and the command's wall time.
 # The first run on a fresh machine is the cold start; later ones find vLLM's compile cache warm.

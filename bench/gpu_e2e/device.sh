@@ -1,5 +1,5 @@
 #!/bin/bash
-# Device side of issue 28 item 5 / issue 24 item 3 (real end to end on one GPU). Runs the named stages in order;
+# Device side of the real end-to-end run on one GPU (label, train, score, best-of-N). Runs the named stages in order;
 # a stage that finished on this warm machine (/tmp/e2e/done.STAGE) is skipped, so a call cut off by its time
 # limit goes on in the next call. Logs and timings go to $OUT (times.jsonl: one line per stage, wall seconds).
 #   bash bench/gpu_e2e/device.sh prep gen label_r150 ...      (see bench/gpu_e2e/README.md)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Device side of issue 29 item 2 on a GPU: a warm fleet serves refreshes with no engine start (the real 1.5B model,
+# Device side, on a GPU: a warm fleet serves refreshes with no engine start (the real 1.5B model,
 # vLLM, one GPU). Starts a local Ray head, `mcprm fleet up` (one vLLM worker, the defaults' engine options), then
 # labels the same input N times through `--fleet default` and once without (its own worker) for comparison.
 #   bash bench/gpu_e2e/fleet.sh [N]            (after device.sh prep and the vLLM stash install)

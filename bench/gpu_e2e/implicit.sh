@@ -1,5 +1,5 @@
 #!/bin/bash
-# Device side of issue 28 (fourth session): the implicit PRM (`mcprm train --kind implicit`, the default kind now,
+# Device side: the implicit PRM (`mcprm train --kind implicit`, the default kind now,
 # with --weight-by-confidence, float32) from the real 1.5B model on the e2e corpus (300 labeled GSM8K-train
 # solutions, bench/gpu_e2e/README.md), scored on the 800 held-out solutions and measured by best-of-8.
 #   bash bench/gpu_e2e/implicit.sh TAG "train options"      (after device.sh prep restore)

@@ -1,9 +1,9 @@
-"""Issue 29, time alone at 7B: the defaults against per-step K=8 on one GPU, random weights of the Qwen2.5-7B shape
-(bench/gpu_workload.py), issue 18's job shape (bench/gpu_fleet.py write_job), 128 new tokens with ignore_eos, one
+"""Time alone at 7B: the defaults against per-step K=8 on one GPU, random weights of the Qwen2.5-7B shape
+(bench/gpu_workload.py), the fleet benchmark's job shape (bench/gpu_fleet.py write_job), 128 new tokens with ignore_eos, one
 engine (a RayExecutor kept across both runs: no start in either run). Prints a JSON line per run.
 
 With random weights no continuation reaches a gold answer: every probe of the defaults is dead and draws all K=20,
-so this times a search that real data does not make (BENCHMARKS.md, issue 29, sixth session).
+so this times a search that real data does not make (BENCHMARKS.md, "7B, time alone").
     PYTHONPATH=/tmp/site:/tmp/mcprm python3 bench/gpu_e2e/seven_b_time.py [N] [defaults,per-step]   (on the device)
 """
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 29 item 4 on a GPU: the same labeling job through `mcprm label --backend sglang`, then `--backend vllm`, one
+# On a GPU: the same labeling job through `mcprm label --backend sglang`, then `--backend vllm`, one
 # after the other on one GPU: per-step K=8 on the 400 real GSM8K-train solutions (bench/gpu_e2e/solutions400.jsonl),
 # the real 1.5B model at /tmp/qwen, critical_path.sh's prompt options. Prints one table line per run from its
 # manifest (and writes them to OUTDIR/table.txt); each run's corpus and log are in OUTDIR/{sglang,vllm}[.log].

@@ -1,9 +1,9 @@
 #!/bin/bash
-# Issue 29 item 2 on a GPU: a second `mcprm label` on the same machine with default options. Run on a fresh machine
-# (empty compile caches): the first run starts its engine cold and keeps its worker warm (the default
-# --keep-warm for a GPU backend without --ray-address); the second, the same command into another output, borrows
-# it; then `mcprm fleet down --fleet local` and a third run with --keep-warm 0 (warm caches, its own engine: the
-# default before the change) for comparison. No Ray head of our own: the runs start this machine's Ray themselves.
+# On a GPU: a second `mcprm label` on the same machine. Run on a fresh machine (empty compile caches): the first
+# run starts its engine cold and keeps its worker warm (--keep-warm 10m, no --ray-address); the second, the same
+# command into another output, borrows it; then `mcprm fleet down --fleet local` and a third run with
+# --keep-warm 0 (warm caches, its own engine) for comparison. No Ray head of our own: the runs start this
+# machine's Ray themselves.
 #   bash bench/gpu_e2e/warm_start.sh        (after device.sh prep and the vLLM stash install; WS_GPU=N, default 0)
 # Each run appends a JSON line to $OUT/warm_start.jsonl (manifest throughput + execution, command wall time).
 set -u
@@ -39,10 +39,10 @@ except Exception as e:  # noqa: BLE001
 print(json.dumps(row, default=str))
 PY
 }
-run cold            # defaults: the engine starts (cold caches), and stays warm after the run
-run warm            # defaults again: borrows it
+run cold --keep-warm 10m   # the engine starts (cold caches), and stays warm after the run
+run warm --keep-warm 10m   # the same command again: borrows it
 mc fleet status > "$OUT/ws_status.log" 2>&1; cat "$OUT/ws_status.log" | cut -c1-200
 mc fleet down --fleet local > "$OUT/ws_down.log" 2>&1
-run own --keep-warm 0   # warm caches, its own engine: the default before --keep-warm
+run own --keep-warm 0      # warm caches, its own engine
 cp ~/.cache/mcprm/local-ray/keeper.log "$OUT/ws_keeper.log" 2>/dev/null
 echo "== done $(date -u +%T)"

@@ -18,7 +18,9 @@ Metrics
 * Step level, on steps up to and including the reference first error (steps after it have no reference
   label, the ProcessBench/PRM800K convention) and labeled by the corpus: ``step_accuracy``, and precision /
   recall of the negative class (error detection) and of the positive class.
-* Soft labels: ``brier`` = mean squared error of ``mc_value`` against the reference 0/1 on the same steps.
+* Soft labels: ``brier`` = mean squared error of ``mc_value`` against the reference 0/1 on the same steps,
+  those that have an ``mc_value`` (sampled: ``brier_steps`` of them); saying 0.5 everywhere scores 0.25, so a
+  larger value is worse than no information (MC values of a small model sit near 0 on steps that are right).
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ def evaluate(output: str, reference: str | None = None, version: int | None = No
                                                "rollouts", "rollout_tokens"]
                              + (_RULE_COLUMNS if label_rule else [])):
             n_rows += b.num_rows
-            if label_rule:  # issue 16: the labels of another rule, from the same counts
+            if label_rule:  # the labels of another rule, from the same counts
                 yield from (_relabel(r, label_rule) for r in b.to_pylist())
             else:
                 yield from b.to_pylist()
@@ -132,7 +134,7 @@ def evaluate(output: str, reference: str | None = None, version: int | None = No
         def lookup(r):
             try:
                 res = check_steps(r["problem"], list(r["steps"]))
-            except ValueError:  # issue 25: own data has no built-in checker; say what to pass instead
+            except ValueError:  # own data has no built-in checker; say what to pass instead
                 raise ReferenceNeeded(output, r, given=reference) from None
             fe = res.first_error
             ok = [None if (fe != -1 and i > fe) else (i != fe) for i in range(len(r["steps"]))]
@@ -215,6 +217,7 @@ def evaluate(output: str, reference: str | None = None, version: int | None = No
         "positive_precision": ratio(tp_pos, tp_pos + fp_pos),
         "positive_recall": ratio(tp_pos, tp_pos + fn_pos),
         "brier": ratio(brier_sum, brier_n),
+        "brier_steps": brier_n,  # the steps it is computed on: with an mc_value and a reference label
         "rollouts": int(rollouts),
         "rollout_tokens": int(rollout_tokens),
         "label_rule": label_rule or "stored",
@@ -223,7 +226,7 @@ def evaluate(output: str, reference: str | None = None, version: int | None = No
     }
 
 
-# ------------------------------------------------------------------ issue 16: label rules, standard errors
+# ------------------------------------------------------------------ label rules, standard errors
 _RULE_COLUMNS = ["mc_correct", "mc_total", "mc_ungradable", "solution_correct"]
 
 

@@ -16,7 +16,7 @@ from pipeline.errors import RowError
 
 FORMATS = ("trl", "math-shepherd", "qwen-prm", "openrlhf", "processbench")  # per-step rows (export_rows)
 ALL_FORMATS = (*FORMATS, "genprm")  # every --format: the trainer formats and genprm (exporters.genprm)
-# issue 16: the rules of pipeline.labeling.rules beyond these three export their hard labels (bool)
+# the rules of pipeline.labeling.rules beyond these three export their hard labels (bool)
 COUNT_RULES = ("relative", "ratio", "advantage", "er-prm", "changepoint")
 LABEL_RULES = ("hard", "threshold", "soft", *COUNT_RULES)
 FILE_FORMATS = ("parquet", "jsonl")
@@ -79,7 +79,7 @@ class Row:
     labels: list[Any]
     solution_correct: bool | None = None
     has_error: bool = False  # a kept step's hard label is False
-    weight: float | None = None  # --weight-by-confidence: the row's first-error confidence (issue 16)
+    weight: float | None = None  # --weight-by-confidence: the row's first-error confidence
 
 
 @dataclass

@@ -96,22 +96,22 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
                          tuple(r.reward_tokens), r.system_prompt)  # COUNT_RULES: relabeled in stream(), then "hard"
     from pipeline.commands.outputs import check_output_folder
 
-    check_output_folder(output_url)  # issue 25: before anything is written (a staging folder beside it)
+    check_output_folder(output_url)  # before anything is written (a staging folder beside it)
     tok = load_tokenizer(r.tokenizer)
 
     cols = ["id", "problem", "steps", "labels", "mc_value", "solution_correct"]
-    # issue 16: rules computed from the stored counts, and the per-row first-error confidence
+    # rules computed from the stored counts, and the per-row first-error confidence
     by_counts = r.label_rule in COUNT_RULES or r.min_confidence is not None or r.weight_by_confidence
     if r.min_confidence is not None and not 0 <= r.min_confidence <= 1:
         raise ExportError(f"--min-confidence must be in [0, 1], got {r.min_confidence}")
     count_cols = ["mc_correct", "mc_total", "mc_ungradable"] if by_counts else []
-    if by_counts:  # issue 24: own draws and the first-error posterior (schema 4); older corpora: none
+    if by_counts:  # own draws and the first-error posterior (schema 4); older corpora: none
         from pipeline.labeling.rules import schema_version
 
         if schema_version(out_url, r.version) >= 4:
             count_cols += ["mc_reused", "mc_reused_correct", "first_error_posterior", "first_error_confidence"]
     agree, judge_cols = None, []
-    if r.consensus is not None:  # issue 16: rows where MC and an LLM judge agree (pipeline.commands.judge)
+    if r.consensus is not None:  # rows where MC and an LLM judge agree (pipeline.commands.judge)
         from pipeline.commands.judge_store import ConsensusFilter
 
         agree = ConsensusFilter(out_url, r.consensus)
@@ -148,7 +148,7 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
         extra = [b.column(c).to_pylist() for c in count_cols] or [[None] * b.num_rows]
         for rid, problem, steps, lab, mc, sc, *cnt in zip(*columns(b, lengths_only), *extra, strict=True):
             weight = None
-            if by_counts:  # issue 16
+            if by_counts:  # a rule computed from the stored counts
                 lab, mc, weight = _by_counts(lab, mc, sc, cnt, r.label_rule)
                 if r.min_confidence is not None and (weight is None or weight < r.min_confidence):
                     skipped["low_confidence"] = skipped.get("low_confidence", 0) + 1
@@ -183,7 +183,7 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
 
     out = ExportOutput(output_url, r.overwrite)  # records are checked (check) and staged; published at the end
     schema = exporter.schema(opts.soft)
-    if r.weight_by_confidence:  # issue 16: one more column, the row's first-error confidence
+    if r.weight_by_confidence:  # one more column, the row's first-error confidence
         schema = schema.append(pa.field("weight", pa.float64()))
     chunk: list[dict] = []
     n_rows = n_steps = pos = n_labeled = unlabeled = 0
@@ -339,7 +339,7 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
 
 
 def _by_counts(labels, mc_value, solution_correct, counts, rule: str):
-    """Issue 16: (labels, mc_value, first-error confidence) of one row under ``rule`` from its stored counts.
+    """(labels, mc_value, first-error confidence) of one row under ``rule`` from its stored counts.
     Rules of :data:`COUNT_RULES` give their hard labels (exported as ``hard``); the others keep the corpus's.
     The confidence is the stored posterior probability of the (relabeled) first error (schema 4,
     pipeline.stats.changepoint), or the rule's own (:attr:`RuleResult.confidence`); None where the row has no posterior (no

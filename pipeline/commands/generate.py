@@ -52,7 +52,9 @@ def _read_problems(cfg: LabelConfig, problem_field: str, answer_field: str, id_f
 
 
 def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answer_field: str = "answer",
-             id_field: str = "id", batch_problems: int = 64) -> GenerateResult:
+             id_field: str = "id", batch_problems: int = 64, on_batch=None) -> GenerateResult:
+    """Sample ``n`` solutions per problem, ``batch_problems`` problems per backend call; ``on_batch(problems
+    done, problems, solutions kept, generated tokens, seconds)`` after each call (the CLI's progress lines)."""
     import time
 
     from pipeline.labeling.scheduler import derive_seed
@@ -92,6 +94,9 @@ def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answe
                         continue
                     lines.append(json.dumps({"id": f"{pid}-{j}", "problem_id": pid, "problem": prob, "answer": ans,
                                              "steps": steps, "finish_reason": c.finish_reason}, ensure_ascii=False))
+            if on_batch is not None:
+                on_batch(s + len(chunk), len(problems), len(lines), backend.stats.generated_tokens,
+                         time.perf_counter() - t0)
         tokens = backend.stats.generated_tokens
     finally:
         backend.close()

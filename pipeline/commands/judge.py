@@ -1,4 +1,4 @@
-"""LLM-judge consensus (issue 16, point 4): ask a judge model where a solution's first error is, store its answer
+"""LLM-judge consensus: ask a judge model where a solution's first error is, store its answer
 beside the Monte Carlo one, and keep only the rows where both agree (Qwen2.5-Math-PRM's consensus filtering).
 
 ``mcprm judge OUT --backend openai|vllm|hf --model M`` judges every solution of the corpus at ``OUT`` (current

@@ -1,4 +1,4 @@
-"""An output folder that is a file is refused before anything is written (issue 25): ``--output FILE``
+"""An output folder that is a file is refused before anything is written: ``--output FILE``
 otherwise fails deep inside a write ("Not a directory", "File exists") and may leave a staging folder."""
 
 from __future__ import annotations

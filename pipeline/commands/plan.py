@@ -73,7 +73,7 @@ def bootstrap_ci(xs: list[float], confidence: float = 0.95, n_boot: int = 2000, 
 
 def _estimate(xs: list[float], n_total: int, confidence: float, seed: int, scale: float = 1.0) -> Estimate:
     """The pilot mean times the input size, with a bootstrap interval; an exact count (a zero-width interval)
-    when the pilot labeled every solution of the input (issue 25: no interval around a known number)."""
+    when the pilot labeled every solution of the input (no interval around a known number)."""
     m = sum(xs) / len(xs)
     lo, hi = (m, m) if len(xs) >= n_total else bootstrap_ci(xs, confidence, seed=seed)
     return Estimate(m * scale, (lo * scale, hi * scale), m * n_total * scale, (lo * n_total * scale, hi * n_total * scale))

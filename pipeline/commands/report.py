@@ -48,8 +48,9 @@ def _pos_label(i: int) -> str:
 MC_BINS = [i / 20 for i in range(21)]
 
 
-def _fig_mc_value_counts(counts: list[int], n: int):
-    """The mc_value histogram from its counts per bin of :data:`MC_BINS` (what ``ax.hist(mc, MC_BINS)`` draws)."""
+def _fig_mc_value_counts(counts: list[int], n: int, steps: int | None = None):
+    """The mc_value histogram from its counts per bin of :data:`MC_BINS` (what ``ax.hist(mc, MC_BINS)`` draws),
+    over the ``n`` sampled steps of ``steps``."""
     fig = _figure()
     ax = fig.add_subplot()
     if n:
@@ -58,7 +59,8 @@ def _fig_mc_value_counts(counts: list[int], n: int):
         ax.text(0.5, 0.5, "no step has an MC estimate", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("mc_value (share of continuations reaching the gold answer)")
     ax.set_ylabel("steps")
-    ax.set_title(f"MC value distribution ({n:,} estimated steps)")
+    of = "" if steps is None else f" of {steps:,}"
+    ax.set_title(f"MC value distribution ({n:,} sampled steps{of}; unsampled steps not drawn)")
     return fig
 
 
@@ -112,7 +114,7 @@ def _fig_correctness_counts(counts: Counter):
     ax.set_xticks(range(len(groups)), groups)
     right = no_err[0] + err[0]
     rate = err[0] / right if right else None
-    # two lines: one line was wider than the figure and was clipped at both edges (issue 25)
+    # two lines: one line was wider than the figure and was clipped at both edges
     ax.set_title("Final answer vs process\nright answer, wrong process: "
                  + ("n/a" if rate is None else f"{err[0]:,} of {right:,} ({rate:.1%})"))
     ax.set_ylabel("solutions")
@@ -162,7 +164,9 @@ class _Figures:
 
     def __init__(self):
         self.mc = [0] * (len(MC_BINS) - 1)
-        self.mc_n = 0
+        self.mc_n = 0  # steps in the histogram: an mc_value from draws of their own
+        self.steps = 0
+        self.answer_valued = 0  # an mc_value from the solution's own answer only (a last step not sampled)
         self.balance: dict[int, Counter] = defaultdict(Counter)
         self.fe_hist: Counter = Counter()
         self.fe_none = 0
@@ -178,7 +182,18 @@ class _Figures:
 
         self.n += b.num_rows
         mc = b.column("mc_value").flatten()
-        mc = mc.drop_null().to_numpy(zero_copy_only=False).astype(float)
+        self.steps += len(mc)
+        # a step is drawn only if it was sampled: its mc_value comes from draws of its own, not from the
+        # solution's answer (a last step's 1.0/0.0) and never a null read as 0
+        own = np.asarray(b.column("mc_total").flatten().to_numpy(zero_copy_only=False), dtype=np.int64)
+        if "mc_reused" in b.schema.names:
+            reused = b.column("mc_reused").flatten().fill_null(0).to_numpy(zero_copy_only=False)
+            if len(reused) == len(own):  # else rows without the column's lists (written before it): no reuse
+                own = own - np.asarray(reused, dtype=np.int64)
+        valid = np.asarray(mc.is_valid())
+        sampled = valid & (own > 0)
+        self.answer_valued += int((valid & ~sampled).sum())
+        mc = mc.fill_null(0.0).to_numpy(zero_copy_only=False).astype(float)[sampled]
         counts, _ = np.histogram(mc, bins=MC_BINS)
         self.mc_n += len(mc)
         self.mc = [a + int(c) for a, c in zip(self.mc, counts, strict=True)]
@@ -228,7 +243,8 @@ def _color(label: bool | None) -> str:
 
 def examples_html(rows: list[dict], n: int = 4) -> str:
     """A few solutions with each step's text, hard label and mc_value, colour-coded (green positive, red
-    negative, grey unlabeled): some with a negative step and some without, in corpus order."""
+    negative, grey unlabeled): some with a negative step and some without, in corpus order. A step not sampled
+    (no draws of its own: null, or a last step valued by the answer alone) shows "—", never 0.00."""
     with_err = [r for r in rows if r["first_error"] != -1]
     without = [r for r in rows if r["first_error"] == -1]
     pick = with_err[: (n + 1) // 2] + without[: n // 2]
@@ -237,19 +253,32 @@ def examples_html(rows: list[dict], n: int = 4) -> str:
     for r in pick:
         fe = r["first_error"]
         head = (f"{html.escape(str(r['id']))}: {html.escape(r['problem'])} (gold answer "
-                f"{html.escape(str(r['answer']))}; " + ("no negative step" if fe == -1 else f"first error at step {fe + 1}")
-                + ")")
+                f"{html.escape(str(r['answer']))}; " + ("no negative label" if fe == -1 else
+                                                        f"first negative label at step {fe + 1}: the MC labels' first "
+                                                        "error, not a checker's") + ")")
         body = []
         for i, step in enumerate(r["steps"]):
             lab = r["labels"][i] if i < len(r["labels"]) else None
             val = r["mc_value"][i] if i < len(r["mc_value"]) else None
+            own = _own_draws(r, i)
+            if own is not None and own <= 0:
+                val = None  # not sampled: an answer-valued last step, or no estimate at all
             word = "positive" if lab is True else "negative" if lab is False else "unlabeled"
             body.append(f"<tr style=\"background:{_color(lab)}22\"><td>{i + 1}</td><td>{html.escape(step)}</td>"
                         f"<td style=\"color:{_color(lab)};font-weight:bold\">{word}</td>"
-                        f"<td>{'n/a' if val is None else f'{val:.2f}'}</td></tr>")
+                        f"<td>{'—' if val is None else f'{val:.2f}'}</td></tr>")
         out.append(f"<h3>{head}</h3><table class=\"example\"><tr><th>step</th><th>text</th><th>label</th>"
                    f"<th>mc_value</th></tr>{''.join(body)}</table>")
     return "".join(out)
+
+
+def _own_draws(r: dict, i: int) -> int | None:
+    """Draws of step ``i``'s own (``mc_total - mc_reused``), or None when the row does not have the counts."""
+    tot = r.get("mc_total")
+    if tot is None or i >= len(tot) or tot[i] is None:
+        return None
+    reused = r.get("mc_reused")
+    return tot[i] - (reused[i] or 0 if reused is not None and i < len(reused) else 0)
 
 
 EVAL_KEYS = ("f1", "acc_error", "acc_correct", "step_accuracy", "error_precision", "error_recall",
@@ -298,15 +327,16 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
     from pipeline.storage.corpus import corpus_stats, iter_corpus
     from pipeline.storage.store import CorpusStore
 
-    check_output_folder(output_dir)  # issue 25: a file there is named as such, before any figure is drawn
+    check_output_folder(output_dir)  # a file there is named as such, before any figure is drawn
     stats = corpus_stats(out_url, version)
     agg = _Figures()
-    for b in iter_corpus(out_url, version, ["labels", "mc_value", "first_error", "solution_correct", "rollouts",
-                                            "rollout_tokens", "strategy"]):
+    reused = ["mc_reused"] if (stats.get("schema_version") or _schema(out_url, version)) >= 4 else []
+    for b in iter_corpus(out_url, version, ["labels", "mc_value", "mc_total", *reused, "first_error",
+                                            "solution_correct", "rollouts", "rollout_tokens", "strategy"]):
         agg.add(b)
     examples: list[dict] = []
-    for b in iter_corpus(out_url, version, ["id", "problem", "answer", "steps", "labels", "mc_value", "first_error"],
-                         batch_rows=200):
+    for b in iter_corpus(out_url, version, ["id", "problem", "answer", "steps", "labels", "mc_value", "mc_total",
+                                            *reused, "first_error"], batch_rows=200):
         examples.extend(b.slice(0, 200 - len(examples)).to_pylist())
         if len(examples) >= 200:
             break
@@ -318,8 +348,14 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
 
     fig_corr, rawp = _fig_correctness_counts(agg.correctness)
     figs = [
-        ("mc_value.png", "Distribution of mc_value", _fig_mc_value_counts(agg.mc, agg.mc_n),
-         "Share of graded continuations from each step prefix that reached the gold answer."),
+        ("mc_value.png", "Distribution of mc_value", _fig_mc_value_counts(agg.mc, agg.mc_n, agg.steps),
+         f"Share of graded continuations from each step prefix that reached the gold answer, over the "
+         f"{agg.mc_n:,} of {agg.steps:,} steps that were sampled (draws of their own). Not drawn: "
+         f"{agg.steps - agg.mc_n - agg.answer_valued:,} steps with no estimate (a strategy that samples "
+         f"only some prefixes skips them) and {agg.answer_valued:,} last steps valued by the solution's answer "
+         "alone (1.0 or 0.0, no draws). A positive label does not need a value above 0: binary-search labels "
+         "every step before a prefix that reached the answer positive, whatever its own draws (docs/labels.md); "
+         "the labels' balance is the summary's positive rate, not this."),
         ("label_balance.png", "Hard-label balance by step position", _fig_balance_counts(agg.balance),
          "Positive / negative / unlabeled steps at each position (later steps after the first error are "
          "unlabeled under binary-search and adaptive)."),
@@ -350,7 +386,7 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
         ("strategy, K", f"{stats['strategy']}, {stats['k']}"),
         ("solutions / steps", f"{stats['solutions']:,} / {stats['steps']:,}"),
         ("positive / negative / unlabeled steps", f"{lab['positive']:,} / {lab['negative']:,} / {lab['unlabeled']:,}"),
-        ("positive rate", _fmt(stats["positive_rate"])),
+        (f"positive rate (of the {lab['positive'] + lab['negative']:,} labeled steps)", _fmt(stats["positive_rate"])),
         ("solutions with an error (a negative step; = stats' solutions_with_error)",
          f"{stats['solutions_with_error']:,}"),
         ("final answer correct", _fmt(stats["solution_correct_rate"])),
@@ -360,12 +396,14 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
         ("continuations with no final answer / an unreadable answer (both counted as failures)",
          f"{_count(stats.get('no_answer'))} / {_count(stats.get('unreadable'))}"
          + ("" if stats.get("unreadable_rate") is None else f" ({stats['unreadable_rate']:.1%} unreadable)")),
-        _uncertainty_row(out_url, version),  # issue 16
+        _uncertainty_row(out_url, version),  # how far to trust the labels
     ]
     parts = [f"<h1>mcprm corpus report</h1>{_table(summary)}"]
     if metrics is not None:
         names = {"solutions": "solutions compared with the reference",
-                 "solutions_with_error": "reference solutions with an error (the reference's count, not the labels')"}
+                 "solutions_with_error": "reference solutions with an error (the reference's count, not the labels')",
+                 "brier": f"brier (mc_value vs the reference's 0/1 on {metrics.get('brier_steps') or 0:,} sampled "
+                          "steps up to its first error; always 0.5 = 0.25)"}
         parts.append("<h2>eval metrics</h2>" + _table([(names.get(k, k), _fmt(metrics.get(k))) for k in
                                                        ("solutions", "solutions_with_error", *EVAL_KEYS,
                                                         "steps_compared", "rollout_tokens")])
@@ -383,12 +421,18 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
     return ReportResult(html=store.uri("report.html"), figures=urls, stats=stats, metrics=metrics)
 
 
+def _schema(out_url: str, version: int | None) -> int:
+    from pipeline.storage.corpus import open_manifest
+
+    return int(open_manifest(out_url, version)[1].get("schema_version") or 1)
+
+
 def _count(x: int | None) -> str:
     return "n/a" if x is None else f"{x:,}"
 
 
 def _uncertainty_row(out_url: str, version: int | None) -> tuple[str, str]:
-    """Issue 16: labels whose 95% interval straddles the threshold (pipeline.labeling.rules.corpus_uncertainty)."""
+    """Labels whose 95% interval straddles the threshold (pipeline.labeling.rules.corpus_uncertainty)."""
     from pipeline.labeling.rules import corpus_uncertainty
 
     u = corpus_uncertainty(out_url, version)

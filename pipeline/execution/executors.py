@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from pipeline.config import LabelConfig
 from pipeline.execution.ray_cluster import (
+    RAY_REQUIREMENT,
     check_resources,
     cpus_per_gpu,
     init_error,
@@ -142,7 +143,7 @@ class RayExecutor:
         the others (an executor started while the input is still read grows with it: pipeline.run)."""
         from rollouts.base import require
 
-        ray = require("ray", "pip install 'ray>=2.30'")
+        ray = require("ray", f"pip install '{RAY_REQUIREMENT}'")
         self.ray = ray
         t_start = time.time()
         init_ray(cfg.ray_address, log_to_driver=cfg.ray_logs)
@@ -451,7 +452,10 @@ class _Borrowed:
         pass
 
 
-SMALL_MACHINE_CPUS = 4  # fewer CPUs than this and no GPU: Ray's overhead (~1.7 GB, slower) is not worth it
+# fewer CPUs than this and no GPU: one worker in this process, no Ray start (~10-15 s, ~1.7 GB); Ray's one
+# single-thread worker per CPU (sizing.CPU_WORKER_THREADS) helped a run of minutes only while the machine was
+# quiet enough (sizing.CPU_WORKER_THREADS's measurements), so the reason line offers it and does not impose it
+SMALL_MACHINE_CPUS = 4
 
 
 def _cpu_count() -> int:
@@ -485,8 +489,9 @@ def choose_executor(cfg: LabelConfig) -> tuple[str, str]:
     if gpus:
         return "ray", f"{gpus} GPU(s) on this machine"
     if cpus < SMALL_MACHINE_CPUS:
-        return "local", (f"a small machine ({cpus} CPUs, no GPU): in-process is faster than Ray here; "
-                         "--executor ray to use Ray")
+        return "local", (f"a small machine ({cpus} CPUs, no GPU): one worker in this process, no Ray start"
+                         + ("; --executor ray uses every CPU (a single-thread worker each; its start pays off "
+                            "only on a run of minutes on a quiet machine)" if cpus > 1 else ""))
     return "ray", f"{cpus} CPUs on this machine"
 
 

@@ -1,5 +1,5 @@
-"""A warm fleet (issue 29): rollout workers kept loaded on a running Ray cluster between runs, so that a scheduled
-refresh starts no engine at all.
+"""A warm fleet: rollout workers kept loaded on a running Ray cluster between runs, so that a scheduled refresh
+starts no engine at all.
 
 ``mcprm fleet up`` starts named **detached** actors (:class:`_FleetActor`, a :class:`_ShardActor` that also keeps a
 lease and an idle timer) in the Ray namespace :data:`NAMESPACE`, named ``fleet/<name>/<i>``, each with its backend
@@ -9,9 +9,9 @@ built, and returns. ``mcprm label --fleet NAME`` borrows them (:func:`borrow_fle
   tokenizer, dtype, seed -- and the backend's options section, exactly what a worker's engine is built from and what
   ``ShardWorker.use`` refuses to change) equals the run's; else a :class:`FleetError` naming each option that differs;
 - one run per worker at a time: a run takes a **lease** on each worker it uses (the free ones, up to
-  ``--num-workers``), renewed every :data:`RENEW_S` by a thread of the run and lapsing :data:`LEASE_TTL_S` after the
-  last renewal (a run killed with -9 frees its workers by itself); a worker labels only its leaseholder's shards, and
-  a run that finds no free worker stops at once with an error naming the runs that hold them;
+  ``--num-workers``; :mod:`pipeline.execution.leases`), which lapses if its run dies; a worker labels only its
+  leaseholder's shards, and a run that finds no free worker stops at once with an error naming the runs that hold
+  them;
 - the run never kills the workers: closing it releases its leases.
 
 Each worker stops itself once it has been idle (no lease, no shard) for its ``--keep-warm`` (a thread in the actor:
@@ -31,16 +31,13 @@ from typing import Any
 from pipeline.config import ConfigError, LabelConfig, option_fields
 from pipeline.execution import local_head
 from pipeline.execution.executors import RayExecutor, _ShardActor, worker_shape
+from pipeline.execution.leases import CONTROL, LEASE_TTL_S, Leases, control, holder_gone, this_holder
 from pipeline.execution.local_head import NAMESPACE
-from pipeline.execution.ray_cluster import check_resources, init_error, init_ray, task_cause
+from pipeline.execution.ray_cluster import RAY_REQUIREMENT, check_resources, init_error, init_ray, task_cause
 from pipeline.options import parse_duration
 from rollouts.registry import ModelRef
 
 log = logging.getLogger("mcprm")
-
-LEASE_TTL_S = 60.0  # a run's lease on a worker lapses this long after its last renewal
-RENEW_S = 10.0  # how often a run renews its leases
-CONTROL = "control"  # the actors' concurrency group for leases and status: answered while a shard is labeled
 
 
 class FleetError(ConfigError):
@@ -105,14 +102,21 @@ class _FleetActor(_ShardActor):
         threading.Thread(target=self._watch, daemon=True, name="mcprm-fleet-idle").start()
 
     # ---- lease (the control group: answered while shards are labeled)
-    def acquire(self, run: str, holder: dict, ttl: float, now: float | None = None) -> dict | None:
+    def acquire(self, run: str, holder: dict, ttl: float, now: float | None = None,
+                replace: str | None = None) -> dict | None:
         """Take or renew the lease for ``run``: None when it holds it now, else the lease that holds the worker.
-        (A lease left without its run -- the actor restarted under a run -- is taken back by that run's output.)"""
+        (A lease left without its run -- the actor restarted under a run -- is taken back by that run's output.)
+        ``replace``: the run of a lease whose holder the caller found gone (a process of its own machine that no
+        longer exists, :func:`pipeline.execution.leases.holder_gone`): taken over at once, not after it lapses."""
         now = time.time() if now is None else now
         with self._lock:
             self._lapse(now)
             if self.stopping:
                 return {"stopping": True}
+            if replace is not None and self.lease is not None and self.lease["run"] == replace:
+                log.warning("the lease of run %s (%s) is taken over: its process is gone", replace,
+                            self.lease["holder"])
+                self.lease = None
             held = self.lease
             if held is not None and held["run"] != run and (held["run"] is not None
                                                            or held["holder"].get("output") != holder.get("output")):
@@ -201,7 +205,7 @@ def connect(cfg: LabelConfig):
     process's own, whose actors would end with it)."""
     from rollouts.base import require
 
-    ray = require("ray", "pip install 'ray>=2.30'")
+    ray = require("ray", f"pip install '{RAY_REQUIREMENT}'")
     address = cfg.ray_address or os.environ.get("RAY_ADDRESS")
     if not address or address == "local":
         st = local_head.running()  # this machine's warm workers (pipeline.execution.kept)
@@ -235,10 +239,6 @@ def _reachable(address: str, timeout_s: float = 5.0) -> None:
                          "(`ray status` on the head prints it), or start one with `ray start --head`") from None
 
 
-def _ctl(handle, method: str, *args):
-    return getattr(handle, method).options(concurrency_group=CONTROL).remote(*args)
-
-
 def fleet_names(ray) -> dict[str, list[int]]:
     """Each fleet on the cluster: its name and its live workers' indices."""
     out: dict[str, list[int]] = {}
@@ -255,7 +255,7 @@ def fleet_status(ray, name: str) -> list[tuple[Any, dict]]:
     for i in fleet_names(ray).get(name, []):
         try:
             h = ray.get_actor(actor_name(name, i), namespace=NAMESPACE)
-            out.append((h, ray.get(_ctl(h, "status"), timeout=60)))
+            out.append((h, ray.get(control(h, "status"), timeout=60)))
         except Exception as e:  # noqa: BLE001 - stopped (expired, taken down) between the listing and the call
             log.debug("fleet %s worker %d: %s", name, i, e)
     return out
@@ -298,7 +298,7 @@ def start_fleet(cfg: LabelConfig, name: str, keep_warm_s: float) -> list[dict]:
             actors.append(cls.options(name=actor_name(name, i), namespace=NAMESPACE, lifetime="detached")
                           .remote(cfg, cpus, dict(info, index=i)))
         ray.get([a.ready.remote() for a in actors])
-        return [ray.get(_ctl(a, "status")) for a in actors]
+        return [ray.get(control(a, "status")) for a in actors]
     except BaseException as e:
         for a in actors:
             ray.kill(a, no_restart=True)
@@ -323,44 +323,7 @@ def stop_fleet(ray, name: str, force: bool = False) -> int:
     return len(workers)
 
 
-class _Leases:
-    """A run's leases on fleet workers (``self.actors``, for run ``self.run_id`` held by ``self.holder``): renewed
-    every :data:`RENEW_S` by a thread of the run, released at ``close`` (the workers stay up, warm for their
-    keep-warm from then: ``self.keep_warm_s``, None for their own)."""
-
-    release_wait_s = 60.0  # how long close() waits for the releases (a lease not released lapses by itself)
-    release_log_level = logging.WARNING  # (of a lease not released in that time)
-
-    def _start_renewing(self) -> None:
-        self._stop = threading.Event()
-        threading.Thread(target=self._renew, daemon=True, name="mcprm-fleet-lease").start()
-
-    def _renew(self) -> None:
-        while not self._stop.wait(RENEW_S):
-            for i, a in enumerate(self.actors):
-                try:
-                    other = self.ray.get(_ctl(a, "acquire", self.run_id, self.holder, LEASE_TTL_S), timeout=30)
-                except Exception as e:  # noqa: BLE001 - loading or restarting: renewed (taken back) next time
-                    log.debug("fleet %s worker %d: lease not renewed (%s)", self.fleet, i, e)
-                    continue
-                if other is not None:
-                    log.error("fleet %s worker %d was leased to another run (%s) after this run's lease lapsed",
-                              self.fleet, i, other["holder"])
-
-    def close(self) -> None:
-        """Release this run's leases (the workers stay up, warm for their keep-warm time from now)."""
-        if self._stop.is_set():
-            return
-        self._stop.set()
-        refs = [_ctl(a, "release", self.run_id, self.keep_warm_s) for a in self.actors]
-        try:
-            self.ray.get(refs, timeout=self.release_wait_s)
-        except Exception as e:  # noqa: BLE001 - a worker gone (or still loading); an unreleased lease lapses by itself
-            log.log(self.release_log_level, "fleet %s: a lease was not released (%s); it lapses in %.0f s", self.fleet,
-                    e, LEASE_TTL_S)
-
-
-class FleetExecutor(_Leases, RayExecutor):
+class FleetExecutor(Leases, RayExecutor):
     """A warm fleet's workers leased to one run: a :class:`RayExecutor` over them that starts no actor (they are
     up: ``startup_seconds`` is 0) and whose ``close`` releases the leases instead of killing the actors."""
 
@@ -378,7 +341,7 @@ class FleetExecutor(_Leases, RayExecutor):
         self.model_ref = self.status0[0]["model_ref"]
         self.keep_warm_s = parse_duration(cfg.keep_warm) if cfg.keep_warm else None
         self.borrow_seconds = borrow_seconds
-        self.stats0 = [ray.get(_ctl(h, "backend_stats"), timeout=60) for h, _ in leased]  # counters before this run
+        self.stats0 = [ray.get(control(h, "backend_stats"), timeout=60) for h, _ in leased]  # counters before this run
         self._start_renewing()
 
     def run(self, version, shards, on_done, cfg: LabelConfig | None = None) -> None:
@@ -395,7 +358,7 @@ class FleetExecutor(_Leases, RayExecutor):
         out = []
         for a, was in zip(self.actors, self.stats0):
             try:
-                now = self.ray.get(_ctl(a, "backend_stats"), timeout=30)
+                now = self.ray.get(control(a, "backend_stats"), timeout=30)
             except Exception as e:  # noqa: BLE001 - a worker gone: its counters are lost, not the labels
                 log.warning("could not read a fleet worker's backend counters: %s", e)
                 continue
@@ -439,17 +402,18 @@ def borrow_fleet(cfg: LabelConfig) -> FleetExecutor:
 
 def lease_workers(ray, cfg: LabelConfig, name: str, workers: list[tuple[Any, dict]], t0: float) -> FleetExecutor:
     """Lease the free ones of ``workers`` (fleet ``name``'s, running ``cfg``'s engine), up to ``--num-workers``."""
-    import socket
     import uuid
 
     want = cfg.num_workers or len(workers)
     run = uuid.uuid4().hex[:12]
-    holder = {"host": socket.gethostname(), "pid": os.getpid(), "output": cfg.output}
+    holder = this_holder(cfg.output)
     leased, held = [], []
     for h, st in workers:
         if len(leased) == want:
             break
-        other = ray.get(_ctl(h, "acquire", run, holder, LEASE_TTL_S))
+        other = ray.get(control(h, "acquire", run, holder, LEASE_TTL_S))
+        if other is not None and other.get("run") and holder_gone(other.get("holder") or {}):
+            other = ray.get(control(h, "acquire", run, holder, LEASE_TTL_S, None, other["run"]))
         if other is None:
             leased.append((h, st))
         elif not other.get("stopping"):

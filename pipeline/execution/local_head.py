@@ -1,7 +1,7 @@
-"""This machine's own Ray cluster for warm workers kept between ``mcprm label`` runs (issue 29, ``--keep-warm``).
+"""This machine's own Ray cluster for the warm workers an ``mcprm label --keep-warm`` run keeps between runs.
 
-A run that keeps its workers warm on this machine (a GPU backend without ``--ray-address``, by default) needs a
-Ray that outlives the command: a Ray a command starts for itself (``ray.init()``) ends with it, and its
+A run that keeps its workers warm on this machine (``--keep-warm DURATION``, or ``keep_warm`` in its run file)
+needs a Ray that outlives the command: a Ray a command starts for itself (``ray.init()``) ends with it, and its
 detached actors with it. :func:`ensure` finds this machine's **keeper** or starts one: a small process
 (``python -m pipeline.execution.local_head``, in a session of its own) that starts a local Ray head as its
 driver and watches it. It stops the cluster (and itself) once no fleet worker has been up for its grace time
@@ -9,26 +9,33 @@ driver and watches it. It stops the cluster (and itself) once no fleet worker ha
 keeper then stops Ray; nothing is left running. Ray's processes share the keeper's fate (Ray's kernel
 fate-sharing on Linux), so a keeper killed with -9 takes them with it.
 
-State (:func:`state_dir`: ``$MCPRM_LOCAL_RAY_DIR``, default ``~/.cache/mcprm/local-ray``): ``state.json`` (the
-keeper's pid and the cluster's address), ``claim`` (touched by each run that is about to use the cluster, so
-the keeper does not stop it under the run), ``lock`` (``flock``: one keeper starts, a stop and a claim never
-cross) and ``keeper.log``. Ray's own files go to a short folder under the system temp dir (Ray's socket paths
-are limited to 107 bytes), never to ``/tmp/ray``, so a plain ``ray.init()`` elsewhere never joins this cluster.
+State lives under :func:`state_dir` (``$MCPRM_LOCAL_RAY_DIR``, default ``~/.cache/mcprm/local-ray``), in a folder
+of this host and boot (:func:`pipeline.processes.machine_key`): a home folder that the nodes of a cluster share
+holds one folder per node, and no node reads, joins, deletes or overwrites another's. In it: ``state.json`` (the
+keeper's pid, host and boot, and the cluster's address), ``claim`` (touched by each run that is about to use the
+cluster, so the keeper does not stop it under the run), ``lock`` (``flock``: one keeper starts, a stop and a
+claim never cross), ``auth_token`` (mode 0600: Ray's token authentication, so no other user's process joins)
+and ``keeper.log``. Ray's own files go to a private folder (mode 0700, a fresh random name under the system temp
+dir: Ray's socket paths are limited to 107 bytes) that the keeper removes when it stops; Ray makes its own
+folders in it world-writable, but nobody else can reach them. Never ``/tmp/ray``: a plain ``ray.init()``
+elsewhere never joins this cluster.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+from pipeline.processes import machine_key, pid_alive
 
 log = logging.getLogger("mcprm")
 
@@ -37,27 +44,55 @@ DIR_ENV = "MCPRM_LOCAL_RAY_DIR"
 GRACE_ENV = "MCPRM_LOCAL_RAY_GRACE"  # seconds (tests shorten it)
 GRACE_S = 60.0  # the keeper stops the cluster once no fleet worker was up (and no run claimed it) this long
 START_TIMEOUT_S = 180.0
+TEMP_PREFIX = "mcprm-ray-"  # the keeper's private folder for Ray's files, under the system temp dir
 
 
 def state_dir() -> str:
+    """The folder under which each machine (host and boot) keeps its own state (:func:`machine_dir`)."""
     return os.path.abspath(os.path.expanduser(os.environ.get(DIR_ENV) or "~/.cache/mcprm/local-ray"))
 
 
-def _paths(d: str) -> dict[str, str]:
-    return {k: os.path.join(d, f) for k, f in (("state", "state.json"), ("claim", "claim"), ("lock", "lock"),
-                                                 ("log", "keeper.log"), ("token", "auth_token"))}
+def machine_dir(d: str | None = None) -> str:
+    """This host's and boot's own state folder under ``d`` (default :func:`state_dir`)."""
+    return os.path.join(d or state_dir(), machine_key())
+
+
+def _paths(folder: str) -> dict[str, str]:
+    return {k: os.path.join(folder, f) for k, f in (("state", "state.json"), ("claim", "claim"), ("lock", "lock"),
+                                                      ("log", "keeper.log"), ("token", "auth_token"))}
 
 
 def auth_env(d: str | None = None) -> dict[str, str]:
     """What a process sets before it joins this machine's cluster: Ray's token authentication, with the token the
-    keeper wrote (mode 0600) in the state folder: no other user's process can join the cluster."""
-    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": _paths(d or state_dir())["token"]}
+    keeper wrote (mode 0600) in this machine's state folder: no other user's process can join the cluster."""
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": _paths(machine_dir(d))["token"]}
 
 
 def use_auth(d: str | None = None) -> None:
     """Set :func:`auth_env` in this process (Ray reads its mode into a cached config: refreshed here, as Ray's own
     ``_enable_token_auth`` does)."""
     os.environ.update(auth_env(d))
+    _refresh_ray_config()
+
+
+@contextlib.contextmanager
+def authenticated(d: str | None = None):
+    """:func:`use_auth` for a block: the variables as they were afterwards (a process that only looked at this
+    machine's workers starts a Ray of its own later without this cluster's token)."""
+    before = {k: os.environ.get(k) for k in auth_env(d)}
+    use_auth(d)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        _refresh_ray_config()
+
+
+def _refresh_ray_config() -> None:
     if "ray" in sys.modules:
         from ray._raylet import Config
 
@@ -65,9 +100,9 @@ def use_auth(d: str | None = None) -> None:
 
 
 @contextlib.contextmanager
-def _locked(d: str):
-    os.makedirs(d, exist_ok=True)
-    with open(_paths(d)["lock"], "a+") as f:
+def _locked(folder: str):
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    with open(_paths(folder)["lock"], "a+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -75,28 +110,26 @@ def _locked(d: str):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _alive(pid: int) -> bool:
+def _load(folder: str) -> dict | None:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover - someone else's pid reused
-        return False
-    return True
-
-
-def _read_state(d: str) -> dict | None:
-    try:
-        with open(_paths(d)["state"]) as f:
+        with open(_paths(folder)["state"]) as f:
             st = json.load(f)
     except (OSError, ValueError):
         return None
-    return st if isinstance(st, dict) and _alive(int(st.get("pid", 0) or 0)) and st.get("address") else None
+    return st if isinstance(st, dict) else None
+
+
+def _live(st: dict | None) -> dict | None:
+    """``st`` if it is the state of a keeper of this host and boot that is alive, with its cluster's address."""
+    if not st or st.get("machine") != machine_key() or not st.get("address"):
+        return None
+    return st if pid_alive(int(st.get("pid", 0) or 0)) else None
 
 
 def running(d: str | None = None) -> dict | None:
-    """The keeper's state (``pid``, ``address``, ``temp_dir``, ``started_at``) if this machine's cluster is up."""
-    return _read_state(d or state_dir())
+    """The keeper's state (``pid``, ``machine``, ``address``, ``temp_dir``, ``started_at``) if this machine's
+    cluster is up."""
+    return _live(_load(machine_dir(d)))
 
 
 def _touch(path: str) -> None:
@@ -104,27 +137,53 @@ def _touch(path: str) -> None:
         os.utime(path, None)
 
 
+def _remove_private(path: str | None) -> None:
+    """Remove a keeper's private Ray folder once its keeper is gone: only a folder of that name under the system
+    temp dir, owned by this user (never a link)."""
+    if not path or os.path.dirname(os.path.abspath(path)) != os.path.abspath(tempfile.gettempdir()):
+        return
+    if not os.path.basename(path).startswith(TEMP_PREFIX):
+        return
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    import stat
+
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def ensure(d: str | None = None, timeout_s: float = START_TIMEOUT_S) -> dict:
     """This machine's cluster, started if none is up (a new keeper); claims it for a run about to use it (the
-    keeper will not stop it for :data:`GRACE_S` from now)."""
-    d = d or state_dir()
-    p = _paths(d)
-    with _locked(d):
+    keeper will not stop it for :data:`GRACE_S` from now). Refused on a Ray without token authentication."""
+    from pipeline.config import ConfigError
+    from pipeline.execution.ray_cluster import installed_ray_version, keep_warm_ray_problem
+
+    problem = keep_warm_ray_problem(installed_ray_version())
+    if problem:
+        raise ConfigError(problem)
+    folder = machine_dir(d)
+    p = _paths(folder)
+    with _locked(folder):
         _touch(p["claim"])
-        st = _read_state(d)
+        old = _load(folder)
+        st = _live(old)
         if st is not None:
             return st
         with contextlib.suppress(FileNotFoundError):
             os.remove(p["state"])
+        if old and old.get("machine") == machine_key():  # its keeper died without cleaning up (kill -9)
+            _remove_private(old.get("temp_dir"))
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         with open(p["log"], "ab") as logf:
-            proc = subprocess.Popen([sys.executable, "-m", "pipeline.execution.local_head", d], stdin=subprocess.DEVNULL,
-                                    stdout=logf, stderr=subprocess.STDOUT, start_new_session=True, env=env,
-                                    close_fds=True)
+            proc = subprocess.Popen([sys.executable, "-m", "pipeline.execution.local_head", folder],
+                                    stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                    start_new_session=True, env=env, close_fds=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            st = _read_state(d)
+            st = _live(_load(folder))
             if st is not None and st.get("pid") == proc.pid:
                 return st
             if proc.poll() is not None:
@@ -132,10 +191,10 @@ def ensure(d: str | None = None, timeout_s: float = START_TIMEOUT_S) -> dict:
             time.sleep(0.2)
         if proc.poll() is None:
             proc.terminate()
-        from pipeline.config import ConfigError
+            proc.wait()
 
         raise ConfigError(f"could not start this machine's Ray for warm workers (--keep-warm): see {p['log']}; "
-                          "run with --keep-warm 0 to start workers for this run only")
+                          "run without --keep-warm to start workers for this run only")
 
 
 def fleet_actor_names(ray) -> list[str]:
@@ -144,28 +203,39 @@ def fleet_actor_names(ray) -> list[str]:
             if a.get("namespace") == NAMESPACE and a["name"].startswith("fleet/")]
 
 
-def _temp_dir(d: str) -> str:
-    h = hashlib.sha256(d.encode()).hexdigest()[:8]
-    return os.path.join(tempfile.gettempdir(), f"mcprm-ray-{os.getuid()}-{h}")
-
-
-def _keep(d: str) -> None:
+def _keep(folder: str) -> None:
     """The keeper: a local Ray head as this process's driver, stopped once no fleet worker is up for the grace."""
-    p = _paths(d)
+    p = _paths(folder)
     grace = float(os.environ.get(GRACE_ENV) or GRACE_S)
-    stop = []
+    stop: list = []
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
     import secrets
 
     with open(os.open(p["token"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         f.write(secrets.token_hex(32))
-    use_auth(d)
+    os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": p["token"]})
+    private = tempfile.mkdtemp(prefix=TEMP_PREFIX)  # mode 0700, a name nobody could take before
+    try:
+        _serve(folder, private, grace, stop)
+    finally:
+        if "ray" in sys.modules:  # (Ray's processes write to the folder until they are gone)
+            sys.modules["ray"].shutdown()
+        _remove_private(private)
+
+
+def _serve(folder: str, private: str, grace: float, stop: list) -> None:
     import ray
 
-    ray.init(address="local", include_dashboard=False, _temp_dir=_temp_dir(d), namespace=NAMESPACE,
+    p = _paths(folder)
+    ray.init(address="local", include_dashboard=False, _temp_dir=os.path.join(private, "r"), namespace=NAMESPACE,
              logging_level=logging.ERROR, log_to_driver=False)
-    st = {"pid": os.getpid(), "address": ray.get_runtime_context().gcs_address, "temp_dir": _temp_dir(d),
-          "started_at": time.time()}
+    # ray.init sets a SIGTERM handler that exits at once: the keeper's own again, so that a stop (`mcprm fleet
+    # down`) shuts Ray down and removes its folder
+    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+    import socket
+
+    st = {"pid": os.getpid(), "machine": machine_key(), "host": socket.gethostname(),
+          "address": ray.get_runtime_context().gcs_address, "temp_dir": private, "started_at": time.time()}
     tmp = p["state"] + ".tmp"
     with open(tmp, "w") as f:
         json.dump(st, f)
@@ -181,15 +251,15 @@ def _keep(d: str) -> None:
         except Exception as e:  # noqa: BLE001 - the cluster is failing: stop
             print(f"keeper: the cluster does not answer ({e}): stopping", flush=True)
             break
-        with _locked(d):
+        with _locked(folder):
             claimed = os.path.getmtime(p["claim"]) if os.path.exists(p["claim"]) else 0.0
             if time.time() - max(last, claimed) > grace and not fleet_actor_names(ray):
                 os.remove(p["state"])  # (under the lock: a run now starts a new keeper)
                 break
-    with _locked(d):
-        if (_read_state(d) or {}).get("pid") == os.getpid():
+    with _locked(folder):
+        if (_load(folder) or {}).get("pid") == os.getpid():
             os.remove(p["state"])
-    print(f"keeper {os.getpid()}: no warm worker for {grace:g} s: stopping Ray", flush=True)
+    print(f"keeper {os.getpid()}: stopping Ray", flush=True)
     ray.shutdown()
 
 
@@ -198,9 +268,15 @@ def stop(d: str | None = None, timeout_s: float = 60.0) -> bool:
     st = running(d)
     if st is None:
         return False
-    os.kill(int(st["pid"]), signal.SIGTERM)
+    pid = int(st["pid"])
+    os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while _alive(int(st["pid"])) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):  # a keeper this very process started: reaped here
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                break
+        if not pid_alive(pid):
+            break
         time.sleep(0.2)
     return True
 

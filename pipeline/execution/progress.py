@@ -5,14 +5,17 @@ ETA, from per-solution reports of the workers (not only when a shard finishes).
 unit. Counts are kept per shard: a worker's partial counts for a shard are replaced by the shard's final counts
 when it finishes (a retried shard is never counted twice).
 
-The ETA is the remaining solutions at the mean solution rate since the first solution was reported (so a model
-load or Ray actors starting are not counted as pace), shown only once ``ETA_MIN_SHARE`` of the solutions (at
-most ``ETA_MIN_SOLUTIONS``) are done and ``ETA_MIN_SECONDS`` have passed; "estimating" until then. Measured on
-the bundled sample's default run (issue 25, BENCHMARKS.md): the mean rate from the start showed 92 s at 11 s
-and 296 s at 37 s (true: 282, 255 s), because each shard's solutions with a correct answer are labeled first
-and at once; withheld that early, the shown ETA is within 12% of the true time left on average (29% at worst)
-and never grows by more than 9% from one line to the next. An exponentially weighted rate (60 s) was tried
-and measured worse (47% on average): a shard's burst of free solutions then dominates it.
+The ETA is grounded in work units, not in solutions: each shard's solutions with a correct answer are labeled
+first and at once (no rollouts), so solutions done early overstate the pace, and on a busy machine the slow
+rest falls further behind (a shown ETA rose from 4 to 17 minutes before it fell). Once a shard has finished, its
+rollouts per solution (a whole shard: the free solutions and the costly ones) estimate the rollouts the
+solutions not done yet still need, and the rollout rate since the first report (the engine's pace, the same
+for every kind of solution) turns them into time. Until a shard has finished, ``ETA_MIN_SECONDS`` have passed
+and ``ETA_MIN_SHARE`` of the solutions (at most ``ETA_MIN_SOLUTIONS``) are done the ETA is "estimating"; a run
+whose finished shards needed no rollout at all falls back to the solution rate. Measured on the bundled
+sample's default run (BENCHMARKS.md, "the progress ETA on the bundled run"): the mean rate from the start
+showed 92 s at 11 s and 296 s at 37 s (true: 282, 255 s); an exponentially weighted rate (60 s) was worse
+(47% off on average): a shard's burst of free solutions dominates it.
 :class:`LiveProgress` shows it: a rich bar on a terminal, else a plain line every ``every_s`` seconds and the
 final line once.
 """
@@ -35,6 +38,8 @@ class ProgressState:
     _shards: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # shard -> (solutions, rollouts, tokens)
     t_first: float | None = None  # when the first solution was reported done
     _done_first: int = 0  # solutions done at that report
+    _rollouts_first: int = 0  # rollouts done at that report
+    _finished: set[int] = field(default_factory=set)  # shards whose final counts are in
 
     def solution_done(self, shard: int, rollouts: int, tokens: int, now: float | None = None) -> None:
         """One more solution of ``shard`` labeled by a worker (partial count), at ``now``."""
@@ -45,11 +50,12 @@ class ProgressState:
     def shard_done(self, shard: int, solutions: int, rollouts: int, tokens: int, now: float | None = None) -> None:
         """``shard`` finished: its final counts replace whatever partial counts were reported."""
         self._shards[shard] = (solutions, rollouts, tokens)
+        self._finished.add(shard)
         self._tick(now)
 
     def _tick(self, now: float | None) -> None:
         if now is not None and self.t_first is None and self.done > 0:
-            self.t_first, self._done_first = now, self.done  # the pace is timed from here
+            self.t_first, self._done_first, self._rollouts_first = now, self.done, self.rollouts  # timed from here
 
     @property
     def done(self) -> int:
@@ -68,23 +74,35 @@ class ProgressState:
         el = now - self.t0
         return (self.rollouts / el, self.tokens / el) if el > 0 else (0.0, 0.0)
 
+    def _grounded(self, now: float) -> bool:
+        """Enough is known to tell the pace: a shard finished, ``ETA_MIN_SECONDS`` since the first report and
+        ``ETA_MIN_SHARE`` of the solutions (at most ``ETA_MIN_SOLUTIONS``) done (module docstring)."""
+        return (self.t_first is not None and bool(self._finished) and now - self.t_first >= ETA_MIN_SECONDS
+                and self.done > self._done_first and self.done >= min(ETA_MIN_SHARE * self.total, ETA_MIN_SOLUTIONS))
+
     def solution_rate(self, now: float) -> float | None:
-        """Solutions per second since the first report; None until enough is done to tell (module docstring)."""
-        if self.t_first is None:
+        """Solutions per second since the first report; None until the pace is grounded (module docstring)."""
+        if not self._grounded(now):
             return None
-        span, n = now - self.t_first, self.done - self._done_first
-        if span < ETA_MIN_SECONDS or n <= 0 or self.done < min(ETA_MIN_SHARE * self.total, ETA_MIN_SOLUTIONS):
-            return None
-        return n / span
+        return (self.done - self._done_first) / (now - self.t_first)
 
     def eta(self, now: float) -> float | None:
-        """Seconds left at the solution rate; None until a rate is known."""
+        """Seconds left: the rollouts still needed (finished shards' rollouts per solution times the solutions
+        not in a finished shard, less those already run for them) at the rollout rate since the first report;
+        the solution rate where finished shards needed no rollouts; None until the pace is grounded."""
         if self.done >= self.total:
             return 0.0
-        rate = self.solution_rate(now)
-        if not rate:
+        if not self._grounded(now):
             return None
-        return (self.total - self.done) / rate
+        fin = [self._shards[s] for s in self._finished]
+        fin_solutions, fin_rollouts = sum(x[0] for x in fin), sum(x[1] for x in fin)
+        rollout_rate = (self.rollouts - self._rollouts_first) / (now - self.t_first)
+        if fin_rollouts <= 0 or rollout_rate <= 0:
+            rate = self.solution_rate(now)
+            return (self.total - self.done) / rate if rate else None
+        running = self.rollouts - fin_rollouts  # already run for solutions of shards not finished
+        left = (self.total - fin_solutions) * fin_rollouts / max(1, fin_solutions) - running
+        return max(0.0, left) / rollout_rate
 
     def info(self, now: float, loading: bool = False) -> str:
         """What follows "done/total solutions": the phase before a first solution, else counts, rate, ETA."""

@@ -12,11 +12,41 @@ from pipeline.config import ConfigError, LabelConfig
 
 log = logging.getLogger("mcprm")
 
+# The oldest Ray mcprm runs on: the first with token authentication (RAY_AUTH_MODE=token), which keeps other users
+# of a machine out of the Ray that holds its warm workers (pipeline.execution.local_head). pyproject.toml says the
+# same; a Ray installed around it is refused where the token matters (keep_warm_ray_problem).
+RAY_MIN_VERSION = (2, 52)
+RAY_REQUIREMENT = "ray>=2.52"
+
+
+def installed_ray_version() -> str | None:
+    """The installed Ray's version (without importing it: that takes seconds), or None when Ray is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ray")
+    except PackageNotFoundError:
+        return None
+
+
+def keep_warm_ray_problem(found: str | None) -> str | None:
+    """Why Ray version ``found`` cannot keep workers warm on this machine (None: it can)."""
+    import re
+
+    if found is None:
+        return f"--keep-warm keeps workers on this machine's Ray, and Ray is not installed: pip install '{RAY_REQUIREMENT}'"
+    nums = [int(x) for x in re.findall(r"\d+", found)[:2]]
+    if tuple(nums) >= RAY_MIN_VERSION:
+        return None
+    return (f"--keep-warm needs Ray >= {'.'.join(map(str, RAY_MIN_VERSION))} (token authentication keeps other users "
+            f"of this machine out of the Ray that holds the warm workers); Ray {found} is installed. Upgrade it "
+            f"(pip install -U '{RAY_REQUIREMENT}') or run without --keep-warm")
+
 
 def init_ray(address: str | None = None, log_to_driver: bool = False) -> None:
     from rollouts.base import require
 
-    ray = require("ray", "pip install 'ray>=2.30'")
+    ray = require("ray", f"pip install '{RAY_REQUIREMENT}'")
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS") or None

@@ -9,7 +9,7 @@ worker: every first wave is balanced) and a large one into full shards that shri
 last wave is small on every worker. For a large run (more than ``4 · workers · shard_size`` solutions left)
 every shard but the last few has the full size.
 
-Measured on 4 H200s (BENCHMARKS.md, issue 18): with 1/(2·workers) the first wave of a 96-solution job gave one
+Measured on 4 H200s (BENCHMARKS.md, "GPU fleet"): with 1/(2·workers) the first wave of a 96-solution job gave one
 actor 23 solutions and another 12 (shards 12+11 vs 6+6), and efficiency was 0.81.
 
 The layout is decided once, at plan time, and recorded in the run's plan: a resumed run keeps the layout of
@@ -59,7 +59,7 @@ def weighted_cuts(costs: list[float], sizes: list[int]) -> list[int]:
     ``(sizes[0] + ... + sizes[i]) x mean cost`` (cumulative targets: no drift, the last shard ends at the last
     solution; each shard keeps at least one solution). Equal costs give ``sizes`` back.
 
-    Measured on 4 H200s (BENCHMARKS.md, issue 18, second session): equal-count shards of 6 solutions with 3-10
+    Measured on 4 H200s (BENCHMARKS.md, "GPU fleet", second session): equal-count shards of 6 solutions with 3-10
     steps each carried 130-430 continuations, and one actor ran its last pair while the others idled."""
     n, m = len(costs), len(sizes)
     if m == 0 or n != sum(sizes):
@@ -85,6 +85,21 @@ def weighted_cuts(costs: list[float], sizes: list[int]) -> list[int]:
         out.append(end - start)
         start = end
     return out
+
+
+CPU_WORKER_THREADS = 1
+"""CPUs (hf on CPU: torch threads; every backend: grader processes) of one worker of a CPU or remote backend
+when --cpus-per-worker is not given: the one place that default is declared (LabelConfig.worker_cpus). A machine's
+cores are used by workers, one per CPU (Ray: ``planned_workers``, ``executors.worker_shape``), never by threads:
+workers x threads stays at most the CPUs. Measured with the bundled 1 M-parameter model on a 2-core machine
+shared with other work: 2 torch threads ran a 64 x 200-token forward pass at 0.61-0.65/s against 1.38-1.68/s
+for 1 thread, and a one-token decode step at 4/s against 100-160/s (each thread waits for the other at every
+operation while the other is preempted); with OMP_WAIT_POLICY=PASSIVE 2 threads were still no faster (1.48 vs
+1.51/s, 125 vs 223/s). The same machine labeled the default run (300 solutions) in 316 s and 315 s wall with one
+in-process worker (load 0.8-2.6), and in 272 s and 495 s wall with two single-thread Ray workers (`--executor
+ray`; load 2-4.7, then 2.6-6 with other test suites running), all with the same 9,316 rollouts and 633,092
+tokens: two workers help only when the other load leaves them the second core, so the small-machine default
+stays one in-process worker (executors.SMALL_MACHINE_CPUS) and its reason line offers Ray."""
 
 
 def planned_workers(cfg) -> int:

@@ -1,4 +1,4 @@
-"""Issue 29: the engines start while the input is read (:class:`EarlyStart`, used by :mod:`pipeline.run`), and the
+"""The engines start while the input is read (:class:`EarlyStart`, used by :mod:`pipeline.run`), and the
 manifest's start-up facts from a run's wall-clock events (:func:`worker_events`, :func:`startup_facts`)."""
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ from pipeline.config import LabelConfig
 
 
 class EarlyStart:
-    """Issue 29: the Ray executor (its engines) started while the input is read, so that the engine load overlaps
+    """The Ray executor (its engines) started while the input is read, so that the engine load overlaps
     reading and validation. For a new corpus (or ``--overwrite``) it starts before the input pass; for a refresh
     when the pass stages the first solution the corpus lacks (a re-run with nothing new starts no engine). It
     starts one actor, one more per ``shard_size`` solutions staged, up to the executor's worker count;
     :meth:`take` hands it to the run sized to its shards. Only for the Ray executor: the local one loads its
     model in this process, which has nothing to overlap it with but the reading itself. Whatever the run does not
-    take (bad input, nothing to do, any error) :meth:`close` kills."""
+    take (bad input, nothing to do, any error) :meth:`close` kills (or, for workers kept warm on this machine,
+    releases: they stay warm as asked, and say so)."""
 
     def __init__(self, cfg: LabelConfig):
         self.cfg, self.executor, self.started_at = cfg, None, None
@@ -75,7 +76,7 @@ def worker_events(events: dict[str, float], executor) -> None:
 
 
 def startup_facts(events: dict[str, float]) -> dict:
-    """The manifest's start-up fields (issue 29) from the run's wall-clock events: ``input_seconds`` (reading and
+    """The manifest's start-up fields from the run's wall-clock events: ``input_seconds`` (reading and
     validating the input), ``engine_start_seconds`` (the engine start this run made: asked for until the first
     worker was ready; absent for a caller's or a fleet's workers), ``startup_overlap_seconds`` (how much of that
     start ran while the input was still being read) and ``startup_events`` (each event's seconds since the run

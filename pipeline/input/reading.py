@@ -120,7 +120,7 @@ def _prompt_checked(spec: InputSpec, rows: Checked) -> Checked:
 
     def quiet_check(sols):
         # transformers warns "Token indices sequence length is longer than the specified maximum sequence
-        # length" when it counts an over-long prompt: the reject's own message says it better (issue 25)
+        # length" when it counts an over-long prompt: the reject's own message says it better (file, row, length and limit)
         import logging
 
         tok_log = logging.getLogger("transformers.tokenization_utils_base")

@@ -167,7 +167,7 @@ def validate(raw: RawRow, spec: InputSpec) -> Solution | Reject:
         where_field = tf
     if len(steps) > spec.max_steps:
         return reject(where_field, f"{len(steps)} steps, over the limit of {spec.max_steps} (--max-steps)")
-    for i, s in enumerate(steps, 1):  # steps count from 1 in every message (issue 25)
+    for i, s in enumerate(steps, 1):  # steps count from 1 in every message, as a reader counts them
         if len(s) > spec.max_step_chars:
             return reject(
                 where_field,

@@ -1,14 +1,17 @@
-"""Drawing a probe's later waves ahead (issue 29: the end of a job on a GPU engine).
+"""Drawing a probe's later waves ahead: the end of a job on a GPU engine.
 
 A first-success probe (binary-search, adaptive: waves until the first success or K) waits one round per wave.
 At the end of a job a few solutions' chains of rounds decide its length while the engine has room: there the
 scheduler draws a probe's later waves (:attr:`pipeline.labeling.strategies.Probe.later`) in the same round and
 keeps only what the schedule would have drawn, the waves up to the first with a success
-(:func:`keep_schedule`). Draw d of a step is the same draw either way, so the labels, the first wave's
-unbiased ``mc_value`` and the intervals of the first-success design are exactly the plain schedule's; the
-dropped continuations cost tokens that an engine with room generates almost free. Nothing is cancelled: every
-continuation drawn runs to its end, and what is kept depends on the outcomes of whole waves only, never on which
-continuation finished first (a cancelled wave would favour short continuations).
+(:func:`keep_schedule`). Each wave is its own request with the seed and size the plain schedule gives that wave
+(``Scheduler._requests``), so a wave drawn ahead is the very wave the plain schedule would draw a round later:
+the labels, the first wave's unbiased ``mc_value`` and the intervals of the first-success design are exactly
+the plain schedule's, whatever the engine's load when the probe was sent (which decides whether it draws
+ahead). The dropped continuations cost tokens that an engine with room generates almost free, and are not
+draws of their step (a later probe of it samples the same seeds again, as the plain schedule would). Nothing
+is cancelled: every continuation drawn runs to its end, and what is kept depends on the outcomes of whole
+waves only, never on which continuation finished first (a cancelled wave would favour short continuations).
 """
 
 from __future__ import annotations
@@ -50,6 +53,19 @@ def draw_ahead(probes: Sequence[Probe], room: int) -> list[tuple[int, ...]]:
             take.append(w)
             room -= w
         out.append((p.n, *take))
+    return out
+
+
+def wave_probes(waves: Sequence[tuple[int, ...]]) -> list[int]:
+    """The probe of each request of a round, one request per wave (``waves``: per probe), in order."""
+    return [k for k, ws in enumerate(waves) for _w in ws]
+
+
+def join_waves(waves: Sequence[tuple[int, ...]], per_request: Sequence[list]) -> list[list]:
+    """The completions of a round's requests (one per wave), joined per probe, its waves in order."""
+    out: list[list] = [[] for _ in waves]
+    for k, comps in zip(wave_probes(waves), per_request, strict=True):
+        out[k].extend(comps)
     return out
 
 

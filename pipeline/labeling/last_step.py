@@ -23,7 +23,7 @@ CORRECT, FAILURE, EXCLUDED = "correct", "failure", "excluded"
 
 
 def outcome(verdict, unreadable: str = "failure") -> str:
-    """The one rule of what a graded continuation counts as (issue 24), from why the grader decided
+    """The one rule of what a graded continuation counts as (labeling, `stats` and the notes all use it), from why the grader decided
     (:attr:`graders.verdict.Verdict.kind`):
 
     * a readable answer equal to the gold -> ``correct``; readable and different -> ``failure``;

@@ -27,7 +27,7 @@ never sampled, so step 0 keeps its hard label there):
   and steps from e on dead (a dead prefix still reaches the gold answer by luck at rate ``eps``, default 0.02),
   the last step known from the solution's own answer, uniform prior over e. The rule labels the MAP e; steps
   before it positive, it negative, steps after it null (ProcessBench convention). Uses every step's counts, so
-  a 0-of-K step followed by live steps is not an error (issue 16: errors placed too early).
+  a 0-of-K step followed by live steps is not an error (a rule reading each step alone places errors too early).
 
 The comparison rules (``relative``, ``ratio``, ``advantage``) compare with the **adjacent** step. Where a design
 leaves it unestimated (binary-search samples only its probes), a step keeps the strategy's own label: the rule

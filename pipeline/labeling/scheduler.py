@@ -1,14 +1,14 @@
 """Drives many solutions' strategies against one rollout backend and one grader.
 
-Each round, the scheduler collects the probes of every live solution, turns them into generation requests
-(prefix prompt, ``n``, a seed derived from the run seed, the solution's content key, the step and how many
-continuations that prefix already had), sends them to the backend in large batches with the requests of one
+Each round, the scheduler collects the probes of every live solution, turns them into generation requests,
+one per wave (prefix prompt, ``n``, a seed derived from the run seed, the solution's content key, the step and
+how many continuations that prefix already had), sends them to the backend in large batches with the requests of one
 solution kept together (prefix reuse / prefix caching), grades every completion in one batch, and hands
 each solution its results. Rollout and token accounting happen here, in one place.
 
 Determinism: the seed of every request depends only on the run seed and the solution's content, and a
 backend that honours per-request seeds returns the same samples whatever else is in the batch, so the same
-solution gets the same labels under any sharding, worker count or restart.
+solution gets the same labels under any sharding, worker count or restart, and with or without drawing ahead.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pipeline.faults import fault_raise
-from pipeline.labeling.ahead import SequenceLoad, draw_ahead, keep_schedule
+from pipeline.labeling.ahead import SequenceLoad, draw_ahead, join_waves, keep_schedule, wave_probes
 from pipeline.labeling.last_step import (
     CORRECT,
     EXCLUDED,
@@ -225,17 +225,25 @@ class Scheduler:
             return self._requests1(st)
 
     def _requests1(self, st: _Live) -> list[GenRequest]:
+        """One request per wave: a probe's own wave, then each later wave drawn ahead, each with the seed the
+        plain schedule gives that wave (its first draw's index). An engine seeds sample i of a request with
+        seed + i (vLLM) or from the request's (seed, n) (hf), so one request of n = the sum of the waves would
+        sample other continuations than the plain schedule's later waves; a request per wave samples the very
+        same ones, and drawing ahead changes only when a wave is drawn, never what is drawn."""
         sol = st.sol
-        waves = st.waves or [(p.n,) for p in st.probes]
-        return [
-            GenRequest(
-                prompt=self.prompt.prefix(sol.problem, sol.steps[: p.step + 1]),
-                n=sum(w),
-                seed=derive_seed(self.seed, sol.key, p.step, st.stats_seen[p.step].total),
-                group=sol.key,
-            )
-            for p, w in zip(st.probes, waves)
-        ]
+        reqs = []
+        for p, ws in zip(st.probes, self._waves(st), strict=True):
+            prompt = self.prompt.prefix(sol.problem, sol.steps[: p.step + 1])
+            draw = st.stats_seen[p.step].total
+            for w in ws:
+                reqs.append(GenRequest(prompt=prompt, n=w, seed=derive_seed(self.seed, sol.key, p.step, draw),
+                                       group=sol.key))
+                draw += w
+        return reqs
+
+    @staticmethod
+    def _waves(st: _Live) -> list[tuple[int, ...]]:
+        return st.waves or [(p.n,) for p in st.probes]
 
     def _draw_ahead(self, st: _Live) -> None:
         """This round's waves for ``st``: each probe's own, plus later waves that fit (:attr:`tail_fill`)."""
@@ -276,14 +284,14 @@ class Scheduler:
             return comps_per_probe, verdicts, reused, st.probes
         kept = keep_schedule(st.probes, st.waves, comps_per_probe,
                              [outcome(v, self.unreadable) == CORRECT for v in verdicts], reused)
-        for step, dropped in kept.dropped:
+        for _step, dropped in kept.dropped:
             tokens = sum(c.num_tokens for c in dropped)
             st.rollouts += len(dropped)
             st.tokens += tokens
             self.stats.rollouts += len(dropped)
             self.stats.rollout_tokens += tokens
             self.stats.drawn_ahead_dropped += len(dropped)
-            st.stats_seen[step].total += len(dropped)  # the seeds of later draws of this step stay new
+            # not a draw of the step: a later probe of it draws these seeds again, as the plain schedule would
         return kept.comps, [verdicts[i] for i in kept.verdict_index], kept.reused, kept.probes
 
     def _account(self, st: _Live, comps_per_probe: list, verdicts: list,
@@ -388,6 +396,7 @@ class Scheduler:
         done: dict[int, list] = {}
         for idx, comps in zip(owners, completions):
             done.setdefault(idx, []).append(comps)
+        done = {idx: join_waves(self._waves(live[idx]), per_request) for idx, per_request in done.items()}
         self._grade_rounds(live, done, out)
 
     def _label_streaming(self, live: dict[int, _Live], out: dict) -> None:
@@ -430,7 +439,7 @@ class Scheduler:
                 try:
                     comps = fut.result()  # re-raises an engine error here
                 except Exception as e:
-                    sol, step = live[idx].sol, live[idx].probes[j].step
+                    sol, step = live[idx].sol, live[idx].probes[wave_probes(self._waves(live[idx]))[j]].step
                     where = f" ({sol.source})" if sol.source else ""
                     raise RuntimeError(f"generation failed for solution {sol.id!r}{where} (prefix ending at step "
                                        f"{step + 1} of {len(sol.steps)}): {e}") from e
@@ -440,7 +449,7 @@ class Scheduler:
                 outstanding[idx] -= 1
                 if outstanding[idx] == 0:
                     del outstanding[idx]
-                    ready[idx] = waiting.pop(idx)
+                    ready[idx] = join_waves(self._waves(live[idx]), waiting.pop(idx))
             if ready:
                 self.stats.rounds += 1
                 self._grade_rounds(live, ready, out)

@@ -107,7 +107,7 @@ class StrategyParams:
     max_tokens_per_solution: int | None = None  # sequential: stop sampling a solution past this many tokens
     eps: float = DEAD_PREFIX_RATE  # sequential: success rate of a dead prefix (pipeline.labeling.rules.changepoint)
     # binary-search: where in the open interval (lo, hi) the next probe goes; 0.5 = classic bisection, larger =
-    # later prefixes first (LabelConfig.bisect_fraction; measured in BENCHMARKS.md, issue 16)
+    # later prefixes first (LabelConfig.bisect_fraction; measured in BENCHMARKS.md, "Strategies x label rules")
     bisect_fraction: float = DEFAULT_BISECT_FRACTION
     # binary-search: each probe's first round also draws the first wave of both prefixes the search may probe
     # next, so the next probe starts one round ahead (fewer rounds on a GPU's critical path, more tokens); the
@@ -188,7 +188,7 @@ def _estimate(step: int, stats: list[StepStats], p: StrategyParams, early_stop: 
     speculation: the prefixes the search may probe next). A step that already has draws of its own continues
     from them on the same wave schedule, and is decided without a round if they already decide it.
 
-    K and the stop count the prefix's own draws only (issue 24): draws credited by rollout reuse make a prefix
+    K and the stop count the prefix's own draws only: draws credited by rollout reuse make a prefix
     alive when one succeeded, but never stand in for its own K (so a dead prefix failed K draws of its own, as
     per-step would have it), and the sampling design stays the one ``mc_value`` and the intervals assume.
     """
@@ -244,7 +244,7 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
     The probe is :func:`_probe_point`, ``bisect_fraction`` of the way from ``lo`` to ``hi`` (default 0.5: the
     midpoint). Above 0.5 later prefixes go first: a live late prefix settles every step before it at once and is
     the cheap, reliable probe, while an early prefix of a long solution can be alive and still fail K times.
-    Measured on the bundled task (BENCHMARKS.md, issue 16, 1,440 solutions): 0.6 gives +0.037 first-error F1 at
+    Measured on the bundled task (BENCHMARKS.md, "Strategies x label rules", 1,440 solutions): 0.6 gives +0.037 first-error F1 at
     K=8 (paired 95% interval +0.016 to +0.057); it is the default (LabelConfig.bisect_fraction).
 
     With ``relative_drop`` (rho) a probe is compared with the last live prefix ``lo`` rather than with zero: a

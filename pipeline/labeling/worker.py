@@ -2,7 +2,8 @@
 
 Executors (:mod:`pipeline.execution.executors`) only decide *where* a :class:`ShardWorker` lives (in the driver, or in
 a Ray actor per GPU / CPU slot); they all call :meth:`ShardWorker.process`. The shard file is written whole
-under its final name, so a shard is either complete or absent and re-running it is idempotent.
+under a name of its own (owner and attempt), so a shard is either complete or absent, and a re-run of it never
+touches an earlier attempt's file.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SolutionFailur
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.labeling.types import Solution
 from pipeline.storage.schema import to_table
-from pipeline.storage.store import CorpusStore
+from pipeline.storage.store import CorpusStore, new_attempt
 from rollouts.base import SamplingConfig
 from rollouts.prompts import PromptFormat
 
@@ -69,6 +70,21 @@ class WorkerError(RowError, RuntimeError):
         text = str(e).strip().splitlines()[0] if str(e).strip() else ""
         msg = f"a worker failed while labeling {what}: {type(e).__name__}" + (f": {text}" if text else "")
         return cls(msg, detail)
+
+
+def worker_reject(e: SolutionFailure) -> dict:
+    """A row a worker failed on, as the rejects file records validation rejects (file, row, where, field,
+    reason, raw), with its content key and id: what ``--skip-bad`` quarantines instead of stopping the run."""
+    import traceback
+
+    sol, cause = e.solution, e.__cause__
+    file, sep, row = (sol.source or "").rpartition(":")
+    text = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+    return {"file": file if sep else sol.source, "row": int(row) if sep and row.isdigit() else None,
+            "where": source_where(sol.source) if sol.source else "an input row", "field": None,
+            "reason": f"a worker failed while labeling it: {type(cause).__name__}" + (f": {text}" if text else ""),
+            "raw": "", "key": sol.key, "id": sol.id, "stage": "labeling",
+            "detail": "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))[-4000:]}
 
 
 def build_backend(cfg: LabelConfig):
@@ -168,24 +184,37 @@ class ShardWorker:
     def process(self, version: int, shard: int, solutions: Sequence[Solution]) -> dict:
         """Label and write one shard (``self.on_solution`` hears of each solution as it is done)."""
         t0 = time.perf_counter()
-        try:
-            labeled, st = self.label(solutions, self.on_solution)
-        except WorkerError:
-            raise
-        except Exception as e:  # labeling touches no storage: even an OSError here is the engine's or a row's
-            raise WorkerError.from_exception(e, shard, solutions) from e
+        rejects: list[dict] = []
+        todo = list(solutions)
+        while True:
+            try:
+                labeled, st = self.label(todo, self.on_solution)
+                break
+            except WorkerError:
+                raise
+            except SolutionFailure as e:  # one row's failure: with --skip-bad it is quarantined, the rest labeled
+                if not self.cfg.skip_bad or e.solution not in todo or e.__cause__ is None:
+                    raise WorkerError.from_exception(e, shard, solutions) from e
+                rejects.append(worker_reject(e))
+                todo.remove(e.solution)
+            except Exception as e:  # labeling touches no storage: even an OSError here is the engine's or a row's
+                raise WorkerError.from_exception(e, shard, solutions) from e
         table = to_table(labeled, self.cfg.k)
-        rel = self.store.shard_rel(version, shard)
-        written = self.store.write_table(rel, table, counts={"steps": sum(len(s.steps) for s in solutions),
-                                                             **st.shard_dict()})  # sidecar (+counts), shard
+        # a name of this attempt's own: a task Ray resubmits while this attempt still finishes can never
+        # overwrite the bytes a manifest records (the driver keeps the first result)
+        rel = self.store.shard_rel(version, shard, attempt=new_attempt())
+        steps = sum(len(s.steps) for s in todo)
+        written = self.store.write_table(rel, table, counts={"steps": steps, **st.shard_dict()},
+                                         extra={"rejects": rejects} if rejects else None)  # sidecar, shard
         return {
             "shard": shard,
             "path": rel,
             "rows": table.num_rows,
             "bytes": written["bytes"],
             "sha256": written["sha256"],
-            "steps": sum(len(s.steps) for s in solutions),
+            "steps": steps,
             **st.shard_dict(),
+            **({"rejects": rejects} if rejects else {}),
             "seconds": time.perf_counter() - t0,
         }
 

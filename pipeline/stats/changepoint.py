@@ -19,7 +19,7 @@ A solution of ``m`` steps has a true first error ``e`` (``-1``: none). The prefi
   probability ``1 - rho``, else one wrong step before the last (recovered from), uniformly.
 
 Independent prefixes with one Beta for every alive prefix (the first version of this model) stated 0.85 on
-rows that were right 20% of the time on the bundled task; this one is measured in BENCHMARKS.md (issue 24).
+rows that were right 20% of the time on the bundled task; this one is measured in BENCHMARKS.md ("labels that tell the truth about themselves").
 One mixing distribution for every length (``changepoint-eb-2``) stated ~0.33 on the all-failure rows of long
 solutions that were right ~0.15: their zeros were read as an early error where a long hard problem was alive.
 

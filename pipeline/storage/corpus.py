@@ -242,7 +242,7 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
     store, m = open_manifest(url, version)
     # mc_no_answer exists from schema version 2 on; an older corpus reports its no-answer count as unknown.
     has_no_answer = _has_column(store, m, "mc_no_answer")
-    has_unreadable = _has_column(store, m, "mc_unreadable")  # schema 4 (issue 24)
+    has_unreadable = _has_column(store, m, "mc_unreadable")  # schema 4 (unreadable answers counted)
     cols = ["labels", "first_error", "solution_correct", "rollouts", "rollout_tokens"]
     pos = neg = unl = n = steps = right_wrong = with_error = correct = rollouts = tokens = no_answer = 0
     unreadable = counted = 0

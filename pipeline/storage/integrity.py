@@ -121,8 +121,8 @@ def check_labels(table, uri: str) -> list[str]:
 
 
 def shard_counts(table, side: dict | None) -> dict:
-    """A finished shard's counters as the run that labeled it reported them: from its sidecar (written with
-    them since issue 25), else (older sidecars) what the rows hold: steps, rollouts and tokens."""
+    """A finished shard's counters as the run that labeled it reported them: from its sidecar, else (sidecars
+    of older runs, written without counters) what the rows hold: steps, rollouts and tokens."""
     import pyarrow.compute as pc
 
     out = {"steps": int(pc.sum(pc.list_value_length(table.column("steps"))).as_py() or 0),
@@ -161,7 +161,8 @@ def kept_shard(store: CorpusStore, rel: str, keys: list[str], into: str | None =
         written_by = (table.schema.metadata or {}).get(b"mcprm_schema_version", b"").decode()
         if written_by != str(SCHEMA_VERSION):  # an unfinished run of an older mcprm (other schema)
             raise ShardError(f"shard {store.uri(rel)} was written with schema version {written_by or '?'}")
-        if table.column("key").to_pylist() != keys:
+        quarantined = {r.get("key") for r in side.get("rejects") or []}  # rows its worker failed on (--skip-bad)
+        if table.column("key").to_pylist() != [k for k in keys if k not in quarantined]:
             raise ShardError(f"shard {store.uri(rel)} holds other solutions than the plan")
         bad = check_labels(table, store.uri(rel))
         if bad:
@@ -174,10 +175,12 @@ def kept_shard(store: CorpusStore, rel: str, keys: list[str], into: str | None =
     counts = shard_counts(table, side)
     path = rel
     if into is not None and into != rel:
-        store.write_shard_bytes(into, data, table.num_rows, side.get("counts"))
+        store.write_shard_bytes(into, data, table.num_rows, side.get("counts"), keys=table.column("key").to_pylist(),
+                                extra={k: side[k] for k in ("rejects",) if k in side})
         path = into  # the other owner's file stays as it is (it may still read it); `mcprm prune` removes it
     return {**counts, "shard": None, "path": path, "rows": table.num_rows, "resumed": True,
-            "bytes": int(side["bytes"]), "sha256": side["sha256"]}
+            "bytes": int(side["bytes"]), "sha256": side["sha256"],
+            **({"rejects": side["rejects"]} if side.get("rejects") else {})}
 
 
 def key_numbers(keys):
@@ -207,20 +210,37 @@ def base_keys(store: CorpusStore, manifest: dict):
     return np.unique(np.concatenate(keys)), bad
 
 
-def next_version(store: CorpusStore, manifest: dict | None) -> int:
-    """One above every version ever committed (a version number is never reused)."""
-    return max([manifest["version"] if manifest else 0] + store.versions()) + 1
+def damaged_keys(store: CorpusStore, sh: dict) -> list[str] | None:
+    """The keys of a damaged shard's rows, or None when nothing tells them: its checksum sidecar (it lists
+    them, and its sha256 is the manifest's), else the shard's key column where that still reads whole."""
+    try:
+        side = store.read_json(sidecar_rel(sh["path"]))
+    except (RuntimeError, OSError):
+        side = None
+    if (isinstance(side, dict) and isinstance(side.get("keys"), list)
+            and side.get("sha256") == sh.get("sha256", side.get("sha256"))
+            and len(side["keys"]) == int(sh.get("rows", len(side["keys"])))):
+        return [str(k) for k in side["keys"]]
+    try:
+        keys = store.read_table(sh["path"], columns=["key"]).column("key").to_pylist()
+    except (ShardError, KeyError):
+        return None
+    if len(keys) != int(sh.get("rows", -1)) or not all(isinstance(k, str) and len(k) == 16 for k in keys):
+        return None
+    return keys
 
 
 def verified_base(store: CorpusStore, base: dict | None):
-    """The base version with its damaged shards left out (their rows are labeled again), and its content keys
-    (a sorted numpy uint64 array, None without a base)."""
+    """The base version with its damaged shards left out (their rows are labeled again where the input still
+    holds them), and its content keys (a sorted numpy uint64 array, None without a base). ``base["_damaged"]``:
+    per damaged shard its manifest entry and its keys (None: unknown), for the check that no row is dropped
+    unasked (``pipeline.run``)."""
     if not base:
         return base, None
     keys, bad = base_keys(store, base)
     if bad:
         base = dict(base, shards=[s for s in base["shards"] if s not in bad],
-                    _damaged=[s["path"] for s in bad])
+                    _damaged=[{"shard": s, "keys": damaged_keys(store, s)} for s in bad])
     return base, keys
 
 
@@ -234,13 +254,6 @@ def _read_version(store: CorpusStore, v: int) -> dict | None:
     if is_fenced(m) or not isinstance(m, dict) or m.get("version") != v or not isinstance(m.get("shards"), list):
         return None
     return m
-
-
-def _is_fence(store: CorpusStore, v: int) -> bool:
-    try:
-        return is_fenced(store.version_manifest(v))
-    except RuntimeError:
-        return False
 
 
 def newest_intact_version(store: CorpusStore) -> dict | None:
@@ -292,11 +305,40 @@ def current_manifest(store: CorpusStore, repair: bool = False, follow_newer: boo
                             f"(version {newest['version']}) with `mcprm verify {store.url} --repair`, or rerun "
                             "`mcprm label` on this output, which does the same.")
     log.warning("%s %s: recovered from versions/v%05d.json", store.uri(MANIFEST), why, newest["version"])
-    store.write_json(MANIFEST, newest)
+    store.write_manifest(newest)  # never over a newer copy another run wrote meanwhile
     return newest
 
 
 # ------------------------------------------------------------------ verify
+def _key_array(keys):
+    """Content keys as a numpy uint64 array, in order and with repeats (8 bytes a key)."""
+    import numpy as np
+
+    return np.fromiter((int(k, 16) for k in keys), np.uint64, len(keys))
+
+
+def _duplicate_keys(shards: list[dict], shard_keys: dict) -> str | None:
+    """What a version's shards hold more than once (a key in two shards, or twice in one), or None."""
+    import numpy as np
+
+    parts = [(sh["path"], shard_keys[sh["path"]]) for sh in shards if sh["path"] in shard_keys]
+    if not parts:
+        return None
+    allk = np.concatenate([k for _, k in parts])
+    uniq, counts = np.unique(allk, return_counts=True)
+    dups = uniq[counts > 1]
+    if not len(dups):
+        return None
+    first = dups[:3]
+    where = []
+    for d in first:
+        paths = [f"{p} ({int(np.count_nonzero(k == d))}x)" if np.count_nonzero(k == d) > 1 else p
+                 for p, k in parts if np.count_nonzero(k == d)]
+        where.append(f"key {int(d):016x} in {', '.join(paths)}")
+    return (f"{len(dups)} solution keys are held more than once: " + "; ".join(where)
+            + ("; ..." if len(dups) > 3 else ""))
+
+
 @dataclass
 class Problem:
     where: str
@@ -347,13 +389,14 @@ def verify_corpus(url: str, full: bool = True, repair: bool = False) -> tuple[li
             problems.append(Problem(store.uri(MANIFEST), f"differs from versions/v{cur['version']:05d}.json",
                                     f"`mcprm verify {url} --repair` after checking which one is right"))
     checked: dict[str, str | None] = {}
+    shard_keys: dict = {}  # path -> its keys (numpy uint64), for the duplicate check across a version's shards
     damaged_versions: list[int] = []
     latest = max(versions) if versions else 0
     summary["fenced_versions"] = []
     for v in versions:
         m = _read_version(store, v)
         rel = f"versions/v{v:05d}.json"
-        if m is None and _is_fence(store, v):
+        if m is None and store.is_fence(v):
             summary["fenced_versions"].append(v)  # a number claimed at a takeover: no version, nothing to check
             continue
         if m is None:
@@ -372,6 +415,7 @@ def verify_corpus(url: str, full: bool = True, repair: bool = False) -> tuple[li
                 try:
                     if full:
                         t = load_shard(store, path, sh, m.get("schema_version") or 1)
+                        shard_keys[path] = _key_array(t.column("key").to_pylist())
                         bad = check_labels(t, store.uri(path))
                         if bad:
                             checked[path] = "label invariants broken: " + bad[0]
@@ -393,6 +437,14 @@ def verify_corpus(url: str, full: bool = True, repair: bool = False) -> tuple[li
                             "(or restore the file from a backup)")
                 problems.append(Problem(f"version {v}", checked[path], fix))
             rows += int(sh.get("rows", 0))
+        if full and ok:
+            dup = _duplicate_keys(m["shards"], shard_keys)
+            if dup:
+                problems.append(Problem(
+                    f"version {v}", dup,
+                    "readers see these solutions more than once; label the input into a new output "
+                    f"(`mcprm label ... --output NEW`), then replace {url} with it (or restore it from a backup)"))
+                ok = False
         if m.get("counts", {}).get("solutions") not in (None, rows):
             problems.append(Problem(store.uri(rel), f"counts.solutions {m['counts']['solutions']} != sum of shard "
                                     f"rows {rows}", "restore it from a backup"))

@@ -19,9 +19,14 @@ gone (a killed run re-run on the same machine).
   stale after ``stale_after_s`` (or at once if its process is provably gone); the next claim is ``...-2``.
 * **Fenced shard writes**: :attr:`OutputLock.owner` (part of the token) goes into every shard name this owner
   writes (:class:`pipeline.storage.store.Fenced`), so a shard its successor recorded is never overwritten.
-* **Heartbeat**: on local disk the lock is updated in place through a file descriptor opened and checked
-  first, so a run that was taken over can never overwrite its successor's lock. A heartbeat write error is
-  logged; when no heartbeat got through for half of ``stale_after_s`` the run considers the lock lost.
+* **Heartbeat, takeover and release never touch another owner's lock**: on local disk the heartbeat updates
+  the lock in place through a file descriptor opened and checked first (a successor's lock is another file),
+  and the release renames the lock away before it checks whose it is (a successor's is put back with an
+  exclusive link). On memory:// and S3 every replace and removal of the lock is conditional on the content
+  this run read (:meth:`CorpusStore.replace_if` / :meth:`CorpusStore.delete_if`: ``If-Match`` with the ETag on
+  S3). A store without conditional writes falls back to read-check-write, with a warning when the lock is
+  taken (docs/storage.md says what that leaves to timing). A heartbeat write error is logged; when no
+  heartbeat got through for half of ``stale_after_s`` the run considers the lock lost.
 * **Check**: :meth:`check` (after every shard, before and after the version file is created) raises
   :class:`LockLost` when the lock file no longer carries this run's token, or the heartbeat failed. It stops a
   run that lost its lock early; what makes a lost lock harmless is the fence above, not the check.
@@ -41,10 +46,12 @@ import uuid
 from collections.abc import Callable
 
 from pipeline.errors import FatalError
+from pipeline.processes import pid_alive
 
 log = logging.getLogger("mcprm")
 
 _RECORD_BYTES = 512  # the record is padded to a fixed size so that a heartbeat rewrites it in place
+_WARNED: set = set()  # stores already warned about (no conditional writes)
 
 
 class LockError(FatalError, RuntimeError):
@@ -100,18 +107,6 @@ def _default_stale_after() -> float:
                         "unset it (default 600) or set e.g. MCPRM_LOCK_STALE_S=120") from None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except (OverflowError, ValueError):
-        return False
-    return True
-
-
 class OutputLock:
     """``fence(stale_record)``: called at a takeover from an owner that may still be alive, before the lock is
     replaced (a corpus passes :meth:`CorpusStore.fence_next_version`; see :func:`corpus_lock`)."""
@@ -157,7 +152,7 @@ class OutputLock:
             pid = int(rec.get("pid", -1))
         except (TypeError, ValueError):
             return False
-        return pid > 0 and not _pid_alive(pid)
+        return pid > 0 and not pid_alive(pid)
 
     def _stale(self, rec: dict) -> bool:
         if self._dead(rec):
@@ -196,9 +191,28 @@ class OutputLock:
             self.store.fs.invalidate_cache()
         return self._parse(self._read_raw(rel), rel)
 
+    def _read_tagged(self) -> tuple[dict | None, object]:
+        """The lock record and the tag of exactly that content (object stores with conditional writes)."""
+        raw, tag = self.store.read_tagged(self.rel)
+        return self._parse(raw, self.rel), tag
+
+    def _warn_unconditional(self) -> None:
+        if self.store.local or self.store.conditional_replace:
+            return
+        key = (type(self.store.fs), self.store.root.split("/", 1)[0])
+        if key in _WARNED:
+            return
+        _WARNED.add(key)
+        log.warning("%s: this storage (%s) has no conditional writes (If-Match), so this lock's heartbeat and "
+                    "release read, check and then write: a run paused for longer than the stale limit exactly "
+                    "between the two can overwrite or remove the lock of the run that took over. Commits stay "
+                    "fenced either way (docs/storage.md). Use S3 (or a local disk) for a lock that never does.",
+                    self.store.uri(self.rel), type(self.store.fs).__name__)
+
     # ------------------------------------------------------------ acquire
     def acquire(self) -> OutputLock:
         self.store.require_exclusive_create()  # no conditional write: refused (two runs could both win)
+        self._warn_unconditional()
         data = self._encode(self._record())
         current = self._read()
         if current is None:
@@ -230,14 +244,21 @@ class OutputLock:
         else:  # pragma: no cover
             raise LockError(self._busy_message(stale))
         self._claim = claim
-        now = self._read()
+        if self.store.local:
+            now, tag = self._read(), None
+        else:
+            now, tag = self._read_tagged()
         if now is None or now.get("token") != stale.get("token") or now.get("heartbeat") != stale.get("heartbeat"):
             self.store.delete(claim)
             raise LockError(self._busy_message(now or {}, taking_over=True))
         if self.fence is not None and not self._dead(stale):
             # the old owner may still be running: make its commit impossible before the lock changes hands
             self.fenced = self.fence(stale)
-        self.store.write_bytes(self.rel, data)
+        if self.store.local or not self.store.conditional_replace:
+            self.store.write_bytes(self.rel, data)
+        elif not self.store.replace_if(self.rel, data, tag):  # the stale owner's heartbeat got through meanwhile
+            self.store.delete(claim)
+            raise LockError(self._busy_message(self._read() or {}, taking_over=True))
         log.warning("took over the stale lock %s (host %s, pid %s, last heartbeat %.0f s ago)",
                     self.store.uri(self.rel), stale.get("host"), stale.get("pid"),
                     time.time() - float(stale.get("heartbeat", 0) or 0))
@@ -293,12 +314,18 @@ class OutputLock:
             finally:
                 os.close(fd)
             return True
-        rec = self._read() or {}
+        rec, tag = self._read_tagged()
+        rec = rec or {}
         if rec.get("token") != self.token:
             self._lost = self._lost_message(rec)
             return False
         rec["heartbeat"] = time.time()
-        self.store.write_bytes(self.rel, self._encode(rec))
+        if not self.store.conditional_replace:
+            self.store.write_bytes(self.rel, self._encode(rec))
+            return True
+        if not self.store.replace_if(self.rel, self._encode(rec), tag):  # taken over since it was read
+            self._lost = self._lost_message(self._read() or {})
+            return False
         return True
 
     def _lost_message(self, rec: dict) -> str:
@@ -321,16 +348,47 @@ class OutputLock:
         return self._lost is None and (self._read() or {}).get("token") == self.token
 
     def release(self) -> None:
+        """Remove the lock if it is still this run's, never its successor's (see the module's docstring)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
-            if (self._read() or {}).get("token") == self.token:
+            if self.store.local:
+                self._release_local()
+            elif self.store.conditional_replace:
+                rec, tag = self._read_tagged()
+                if (rec or {}).get("token") == self.token and not self.store.delete_if(self.rel, tag):
+                    log.info("the lock %s changed while it was released: left to its new owner",
+                             self.store.uri(self.rel))
+            elif (self._read() or {}).get("token") == self.token:
                 self.store.delete(self.rel)
             if self._claim is not None:
                 self.store.delete(self._claim)
         except OSError as e:  # a lock left behind is stale at once for a re-run in this process namespace
             log.warning("could not remove the lock %s: %s", self.store.uri(self.rel), e)
+
+    def _release_local(self) -> None:
+        """Local disk: the lock is renamed to a name of this run's own (atomic: whichever lock is there moves),
+        then checked; this run's is removed, another run's (it took over while this one was paused) is put back
+        with an exclusive link, which never replaces a lock created meanwhile."""
+        if (self._read() or {}).get("token") != self.token:
+            return
+        fs, full = self.store.fs, self.store.path(self.rel)
+        away = self.store.path(f"{self.rel}.released-{self.token[:12]}")
+        try:
+            fs.mv(full, away)
+        except FileNotFoundError:
+            return
+        raw = self._read_raw(f"{self.rel}.released-{self.token[:12]}")
+        rec = self._parse(raw, self.rel) or {}
+        if rec.get("token") != self.token:
+            try:
+                fs.link(away, full)
+                log.info("the lock %s changed while it was released: left to its new owner", full)
+            except FileExistsError:
+                log.warning("the lock %s was taken over while this run released it, and another run has "
+                            "created a lock since; the run that took over stops at its next lock check", full)
+        self.store.delete(f"{self.rel}.released-{self.token[:12]}")
 
     def __enter__(self) -> OutputLock:
         return self.acquire()

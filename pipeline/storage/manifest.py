@@ -149,7 +149,7 @@ def build_manifest(cfg: LabelConfig, plan: dict, results: dict[int, dict], prev:
             "generated_tokens_per_s": round(gen_tokens_run / labeling, 2) if labeling > 0 else None,
             "generated_tokens_per_s_incl_startup": round(gen_tokens_run / run_seconds, 2) if run_seconds > 0 else None,
             "prefix_cache_hit_rate": round(hit, 4) if hit is not None else None,
-            # what users pay (issue 29): GPU-seconds held by this run (every GPU for the whole run, start-up
+            # what users pay: GPU-seconds held by this run (every GPU for the whole run, start-up
             # included) and per solution it labeled; None on CPU
             "gpu_seconds": round(run_seconds * run.gpus, 3) if run.gpus else None,
             "labeling_gpu_seconds": round(labeling * run.gpus, 3) if run.gpus else None,

@@ -2,7 +2,8 @@
 
 Versions share shards (a refresh lists the older shards again), so pruning removes the manifests of old
 versions and only the shard files no kept version lists. An unfinished run's folder (a version above the
-current one) is left alone, and so are fences (``pipeline.storage.store``); leftover temporary files from killed writes and the staged input of committed
+current one) is left alone, and so are fences (``pipeline.storage.store``); leftover temporary files from
+killed writes, shards of attempts no manifest records (a retried task's other attempt), and the staged input of committed
 runs (``data/vN/_staged/``, left by a kill between a commit and their removal) are removed. Runs under the output
 lock, so it never races a refresh.
 """
@@ -13,7 +14,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from pipeline.storage.lock import corpus_lock
-from pipeline.storage.store import STAGED, CorpusStore, is_fenced
+from pipeline.storage.store import STAGED, CorpusStore
 
 
 @dataclass
@@ -21,13 +22,6 @@ class PruneResult:
     kept_versions: list[int]
     removed_versions: list[int]
     removed_files: list[str] = field(default_factory=list)
-
-
-def _fence(store: CorpusStore, v: int) -> bool:
-    try:
-        return is_fenced(store.version_manifest(v))
-    except RuntimeError:  # an unreadable version file: a version (verify names it)
-        return False
 
 
 def prune(url: str, keep: int = 1, dry_run: bool = False) -> PruneResult:
@@ -40,7 +34,7 @@ def prune(url: str, keep: int = 1, dry_run: bool = False) -> PruneResult:
             raise FileNotFoundError(f"{url} is not an mcprm corpus (no manifest.json)")
         cur = current["version"]
         # fences (numbers claimed at a takeover) are no versions and stay: a number is never used twice
-        versions = [v for v in store.versions() if v <= cur and not _fence(store, v)]
+        versions = [v for v in store.versions() if v <= cur and not store.is_fence(v)]
         kept = sorted(set(versions[-keep:]) | {cur})
         removed = [v for v in versions if v not in kept]
         referenced: set[str] = set()

@@ -14,11 +14,11 @@ from pipeline.storage.rows import LabeledSolution, last_step_value
 
 # 2: mc_no_answer added; a continuation with no final answer counts as incorrect (in version 1 it was
 #    ungradable and left out of mc_value). Corpora of different versions are never mixed (pipeline.run).
-# 3: uncertainty (issue 16): mc_low / mc_high (95% Wilson interval of each step's success probability),
+# 3: uncertainty: mc_low / mc_high (95% Wilson interval of each step's success probability),
 #    first_error_confidence and label_status (pipeline.labeling.rules); older corpora stay readable.
-# 4: issue 24 (labels that tell the truth about themselves): an unreadable answer counts as a failure (in
+# 4: labels that tell the truth about themselves: an unreadable answer counts as a failure (in
 #    mc_total, not mc_correct; was ungradable), mc_unreadable per step; mc_low/mc_high/mc_value follow the
-#    sampling design (null where it cannot give them); first_error_confidence calibrated. Issue 28: scored
+#    sampling design (null where it cannot give them); first_error_confidence calibrated; a scored
 #    corpora (mcprm score) carry prm_score. A refresh never mixes version 3 and 4 rows (pipeline.run).
 SCHEMA_VERSION = 4
 
@@ -66,7 +66,7 @@ _FIELDS = [
     ("strategy", "string", False),
     ("k", "int32", False),
     ("source", "string", True),
-    # issue 28: a scored corpus's per-step PRM probabilities (mcprm score, pipeline.training.score); null: labeled
+    # a scored corpus's per-step PRM probabilities (mcprm score, pipeline.training.score); null: labeled
     ("prm_score", "list<float32>", True),
 ]
 

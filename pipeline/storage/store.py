@@ -2,11 +2,13 @@
 
 Layout of an output folder::
 
-    OUT/manifest.json                  the commit point: the current version's manifest (config, versions,
-                                       counts, the full shard list). Readers start here.
-    OUT/versions/v00002.json           every committed version's manifest, immutable
-    OUT/data/v00002/part-00000.parquet shards written by version 2 (a refresh adds a new v-folder and
-                                       lists old and new shards in its manifest)
+    OUT/versions/v00002.json           every committed version's manifest, created once (exclusively), never
+                                       overwritten: **the commit point** (config, versions, counts, shard list)
+    OUT/manifest.json                  a copy of the newest committed version, for readers that start there;
+                                       only ever replaced by a newer version (it may lag behind versions/)
+    OUT/data/v00002/part-00000.<owner>.<attempt>.parquet
+                                       a shard written by version 2 (a refresh adds a new v-folder and lists
+                                       old and new shards in its manifest)
     OUT/data/v00003/_plan.json         an uncommitted run's plan (identity; per shard its staged file, rows and
                                        key digest), for resume
     OUT/data/v00003/_staged/*.parquet  an uncommitted run's input, cut into its shards (pipeline.input.staging)
@@ -18,13 +20,14 @@ rename (then the folder is flushed); on object storage with a single PUT, which 
 completely or not at all, so a run killed at any moment leaves nothing half-written.
 
 **What counts** (``docs/storage.md``): a version is committed when its ``versions/vNNNNN.json`` is created by
-an exclusive create, and only then; ``manifest.json`` is a copy of the newest committed version, replaced after
-it. A run that takes over the lock of an owner that may still be alive first creates the next version file
-itself as a *fence* (``{"format": "mcprm-fenced-version"}``, never a version): the old owner's exclusive create
-of that number then fails, whatever the timing, and the new owner commits the number after it. Readers, the
-manifest recovery of ``label`` and ``mcprm verify`` skip fences. Shards are written under names that carry the
-writing owner's id (``part-00003.<owner>.parquet``), so an owner that lost its lock can never overwrite a shard
-its successor recorded.
+an exclusive create, and only then; ``manifest.json`` is a copy of the newest committed version, written after
+it and never replaced by an older one (:meth:`CorpusStore.write_manifest`). A run that takes over the lock of
+an owner that may still be alive first creates the next version file itself as a *fence*
+(``{"format": "mcprm-fenced-version"}``, never a version): the old owner's exclusive create of that number then
+fails, whatever the timing, and the new owner commits the number after it. Readers, the manifest recovery of
+``label`` and ``mcprm verify`` skip fences. Shards are written under names that carry the writing owner's id
+and an id of the attempt (``part-00003.<owner>.<attempt>.parquet``), so neither an owner that lost its lock
+nor a retried task of the same owner can overwrite a shard a manifest records.
 
 All I/O goes through the fsspec filesystem of the URL (on a local disk the renames and hard links too), the one
 seam the chaos tests wrap (``tests/integration/test_takeover.py``).
@@ -37,6 +40,7 @@ import io
 import json
 import logging
 import posixpath
+import threading
 import time
 import uuid
 from typing import Any
@@ -54,6 +58,12 @@ STAGED = "_staged"  # data/vNNNNN/_staged/: a run's staged input (pipeline.input
 def is_fenced(m: Any) -> bool:
     """Whether a version file is a fence (a number a takeover claimed so that the old owner cannot commit it)."""
     return isinstance(m, dict) and m.get("format") == FENCED_FORMAT
+
+
+def new_attempt() -> str:
+    """An id of one attempt at writing a shard (a task Ray resubmits while the first attempt still runs gets
+    another one, so the two never write the same name)."""
+    return uuid.uuid4().hex[:8]
 
 
 class Fenced(int):
@@ -118,9 +128,44 @@ def _is_local(fs) -> bool:
     return isinstance(fs, LocalFileSystem)
 
 
+def _is_memory(fs) -> bool:
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    return isinstance(fs, MemoryFileSystem)
+
+
+def _is_s3(fs) -> bool:
+    try:
+        from s3fs import S3FileSystem
+    except ImportError:
+        return False
+    return isinstance(fs, S3FileSystem)
+
+
+def _newer(raw: bytes | None, version: int) -> bool:
+    """Whether ``version`` is newer than the manifest copy ``raw`` (True when missing or unreadable)."""
+    try:
+        cur = json.loads(raw.decode()).get("version") if raw is not None else None
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        cur = None
+    return not isinstance(cur, int) or cur < version
+
+
+def _precondition_failed(e: BaseException) -> bool:
+    """Whether an object store refused a conditional write or delete because the object changed (HTTP 412)."""
+    for err in (e, e.__cause__, e.__context__):
+        code = (getattr(err, "response", None) or {}).get("Error", {}).get("Code")
+        if code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+            return True
+    return "PreconditionFailed" in str(e) or "pre-conditions you specified did not hold" in str(e)
+
+
 # Whether a backend's exclusive create is real, probed once per filesystem class and bucket (see
-# CorpusStore.exclusive_create).
+# CorpusStore.exclusive_create); the same for its conditional replace and delete (CorpusStore.conditional_replace).
 _EXCLUSIVE: dict[tuple, bool] = {}
+_CONDITIONAL: dict[tuple, bool] = {}
+# memory:// lives in this process only: a compare-and-swap under one mutex is a real conditional write there
+_MEMORY_CAS = threading.Lock()
 
 
 class CorpusStore:
@@ -152,11 +197,13 @@ class CorpusStore:
     def version_dir(self, version: int) -> str:
         return f"data/v{version:05d}"
 
-    def shard_rel(self, version: int, shard: int) -> str:
-        """Where a shard is written: ``part-00003.<owner>.parquet`` for a :class:`Fenced` version (every run
-        since issue 25), ``part-00003.parquet`` for a plain number (older runs; still read and resumed)."""
+    def shard_rel(self, version: int, shard: int, attempt: str | None = None) -> str:
+        """Where a shard is written: ``part-00003.<owner>.<attempt>.parquet`` for a :class:`Fenced` version and
+        an ``attempt`` (:func:`new_attempt`: a worker labeling it), ``part-00003.<owner>.parquet`` for a shard
+        a resumed run adopts, ``part-00003.parquet`` for a plain number (older runs; still read and resumed)."""
         owner = version.owner if isinstance(version, Fenced) else None
-        return f"{self.version_dir(version)}/part-{shard:05d}" + (f".{owner}" if owner else "") + ".parquet"
+        tail = (f".{owner}" if owner else "") + (f".{attempt}" if owner and attempt else "")
+        return f"{self.version_dir(version)}/part-{shard:05d}{tail}.parquet"
 
     def shard_files(self, version: int) -> dict[int, list[str]]:
         """The shard files in ``data/vNNNNN`` by shard index: any owner's names and the name older runs used
@@ -240,6 +287,8 @@ class CorpusStore:
         key = (type(self.fs), self.root.split("/", 1)[0])
         if key not in _EXCLUSIVE:
             _EXCLUSIVE[key] = self._probe_exclusive()
+            if _EXCLUSIVE[key]:
+                _ = self.conditional_replace  # probed together: a run does the same storage operations each time
         return _EXCLUSIVE[key]
 
     def _probe_exclusive(self) -> bool:
@@ -299,6 +348,129 @@ class CorpusStore:
     def create_json(self, rel: str, obj: Any) -> None:
         self.create_bytes(rel, (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode())
 
+    # ---------------------------------------------------------------- conditional replace and delete
+    @property
+    def conditional_replace(self) -> bool:
+        """Whether :meth:`replace_if` and :meth:`delete_if` are real compare-and-swap operations here, so that a
+        writer paused between its read and its write cannot replace or remove what another writer put there
+        meanwhile. memory://: yes (one process; a mutex). S3 (s3fs): probed once per bucket, a PUT and a
+        DELETE with ``If-Match: <ETag>``, which must fail for an ETag that is not the object's. Other object
+        stores (GCS, Azure, ...): no (not implemented here). A local disk does not use them: the lock and
+        ``manifest.json`` are guarded there by file descriptors and renames."""
+        if self.local:
+            return False
+        if _is_memory(self.fs):
+            return True
+        if not _is_s3(self.fs):
+            return False
+        key = (type(self.fs), self.root.split("/", 1)[0])
+        if key not in _CONDITIONAL:
+            _CONDITIONAL[key] = self._probe_conditional()
+        return _CONDITIONAL[key]
+
+    def _probe_conditional(self) -> bool:
+        rel = f"_probe-conditional-{uuid.uuid4().hex[:12]}"
+        try:
+            self.create_bytes(rel, b"1")
+            _, tag = self._read_etag(rel)
+            if tag is None or self.replace_if(rel, b"2", '"00000000000000000000000000000000"'):
+                return False  # a write with another object's ETag went through: the condition is ignored
+            if not self.replace_if(rel, b"3", tag):
+                return False
+            data, tag3 = self._read_etag(rel)
+            if data != b"3" or self.delete_if(rel, tag):  # the old ETag must not delete the new object
+                return False
+            return self.delete_if(rel, tag3)
+        except (ValueError, TypeError, NotImplementedError, OSError) as e:  # no such parameter in this client
+            log.debug("conditional writes probe on %s failed: %s", self.url, e)
+            return False
+        finally:
+            self.delete(rel)
+
+    def _memory_key(self, rel: str) -> str:
+        return self.fs._strip_protocol(self.path(rel))
+
+    def read_tagged(self, rel: str) -> tuple[bytes | None, Any]:
+        """The file's bytes (None: absent) and a tag of exactly that content for :meth:`replace_if` and
+        :meth:`delete_if`: the object itself on memory://, the ETag on S3 (read between two HEADs that agree,
+        so the bytes are those of that ETag), None where the store has no conditional writes."""
+        if _is_memory(self.fs):
+            with _MEMORY_CAS:
+                f = self.fs.store.get(self._memory_key(rel))
+                return (bytes(f.getvalue()) if f is not None else None), f
+        if not self.conditional_replace:
+            try:
+                return self.read_bytes(rel), None
+            except FileNotFoundError:
+                return None, None
+        return self._read_etag(rel)
+
+    def _read_etag(self, rel: str) -> tuple[bytes | None, Any]:
+        full = self.path(rel)
+        for _ in range(20):
+            try:
+                self.fs.invalidate_cache(full)
+                before = self.fs.info(full).get("ETag")
+                data = self.fs.cat_file(full)
+                self.fs.invalidate_cache(full)
+                after = self.fs.info(full).get("ETag")
+            except FileNotFoundError:
+                return None, None
+            if before is not None and before == after:
+                return data, before
+        raise StorageError.said(f"{self.uri(rel)} kept changing while it was read (20 tries); retry")
+
+    def replace_if(self, rel: str, data: bytes, tag: Any) -> bool:
+        """Write ``data`` only if the file is still the content :meth:`read_tagged` gave ``tag`` for (``tag``
+        None: only if it does not exist). False when it changed meanwhile (or was removed); nothing written."""
+        if tag is None:
+            try:
+                self.create_bytes(rel, data)
+                return True
+            except FileExistsError:
+                return False
+        if _is_memory(self.fs):
+            with _MEMORY_CAS:
+                if self.fs.store.get(self._memory_key(rel)) is not tag:
+                    return False
+                self.fs.pipe_file(self.path(rel), data)
+                return True
+        full = self.path(rel)
+        try:
+            self.fs.pipe_file(full, data, IfMatch=tag)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            if _precondition_failed(e):
+                return False
+            raise self._storage_error(e, rel, "writing") from e
+        finally:
+            self.fs.invalidate_cache(full)
+        return True
+
+    def delete_if(self, rel: str, tag: Any) -> bool:
+        """Remove the file only if it is still the content ``tag`` was read for; False when it changed."""
+        if _is_memory(self.fs):
+            with _MEMORY_CAS:
+                key = self._memory_key(rel)
+                if tag is None or self.fs.store.get(key) is not tag:
+                    return False
+                del self.fs.store[key]
+                return True
+        full = self.path(rel)
+        bucket, key, _ = self.fs.split_path(full)
+        try:
+            self.fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=tag)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            if _precondition_failed(e):
+                return False
+            raise self._storage_error(e, rel, "removing") from e
+        finally:
+            self.fs.invalidate_cache(full)
+        return True
+
     def read_bytes(self, rel: str) -> bytes:
         """The whole file. On an object store one GET of the whole object: a snapshot of it even while another
         writer replaces it (a file object would pin the object's ETag and fail mid-read, e.g. s3fs's
@@ -342,22 +514,29 @@ class CorpusStore:
         except FileNotFoundError:
             pass
 
-    def write_table(self, rel: str, table, counts: dict | None = None) -> dict:
+    def write_table(self, rel: str, table, counts: dict | None = None, extra: dict | None = None) -> dict:
         """Write a shard: its checksum sidecar first, then the shard (both atomically). Returns
         ``{"bytes", "sha256"}``. A shard without a sidecar, or that does not match it, is never kept.
         ``counts``: the worker's counters for the shard (steps, rollouts, reused rollouts, ...), kept in the
-        sidecar so that a resumed run counts a finished shard exactly as the run that labeled it."""
+        sidecar so that a resumed run counts a finished shard exactly as the run that labeled it. ``extra``:
+        more sidecar fields (rows the worker quarantined). A corpus shard's sidecar also lists its keys, so that
+        the rows of a shard damaged later can still be named."""
         import pyarrow.parquet as pq
 
         buf = io.BytesIO()
         pq.write_table(table, buf, compression="zstd")
-        return self.write_shard_bytes(rel, buf.getvalue(), table.num_rows, counts)
+        keys = table.column("key").to_pylist() if "key" in table.column_names else None
+        return self.write_shard_bytes(rel, buf.getvalue(), table.num_rows, counts, keys=keys, extra=extra)
 
-    def write_shard_bytes(self, rel: str, data: bytes, rows: int, counts: dict | None = None) -> dict:
+    def write_shard_bytes(self, rel: str, data: bytes, rows: int, counts: dict | None = None,
+                          keys: list[str] | None = None, extra: dict | None = None) -> dict:
         d = digest(data)
         side = dict(d, rows=rows)
         if counts:
             side["counts"] = counts
+        if keys is not None:
+            side["keys"] = keys
+        side.update(extra or {})
         self.write_json(sidecar_rel(rel), side)
         self.write_bytes(rel, data)
         return d
@@ -388,8 +567,9 @@ class CorpusStore:
     def commit(self, manifest: dict, fence=None) -> None:
         """Commit a version: ``fence()`` (the lock check: raises LockLost if this run no longer holds the
         output), then create ``versions/vNNNNN.json`` with an exclusive create, the commit point: from here on
-        the version counts. Then ``manifest.json`` (a copy) is replaced, unless the lock was taken over in
-        between (its successor writes it; readers follow the version file meanwhile).
+        the version counts. Then ``manifest.json`` (a copy) is brought up to it (:meth:`write_manifest`: never
+        back to an older version), unless the lock was taken over in between (its successor writes it; readers
+        follow the version file meanwhile).
 
         No check-then-write window is left: an owner that lost its lock after its last check finds its number
         taken by its successor's fence (:meth:`fence_next_version`), and its create fails."""
@@ -423,10 +603,68 @@ class CorpusStore:
                             "manifest.json is left to the run that took over (readers follow the version file)",
                             v, self.uri(rel), str(e).split(". ")[0])
                 return
-        self.write_json(MANIFEST, manifest)
+        self.write_manifest(manifest)
+
+    def write_manifest(self, manifest: dict) -> bool:
+        """Replace ``manifest.json`` with ``manifest`` only if that is a newer version than the one it holds (or
+        it is missing or unreadable), so that the copy does not go back in time when a writer paused after its
+        commit (or a repair) writes late. Returns whether it was written.
+
+        memory:// and S3: a compare-and-swap (:meth:`replace_if`), retried while other writers change it: the
+        copy never goes back. A local disk and other object stores: re-read, write if newer, then catch up: a
+        writer paused between its re-read and its write may have put back an older copy than a version
+        committed meanwhile, and brings it up to the newest committed version itself right after
+        (docs/storage.md)."""
+        version = manifest["version"]
+        if self.conditional_replace:
+            data = self._manifest_bytes(manifest)
+            for _ in range(100):
+                raw, tag = self.read_tagged(MANIFEST)
+                if not _newer(raw, version):
+                    return False
+                if self.replace_if(MANIFEST, data, tag):
+                    return True
+            raise StorageError.said(f"{self.uri(MANIFEST)} kept changing while version {version} was written to "
+                                    "it (100 tries); the version is committed; run `mcprm verify --repair`")
+        wrote = self._write_manifest_if_newer(manifest)
+        for _ in range(10):  # catch up with versions committed while this writer was paused
+            try:
+                cur = json.loads(self.read_bytes(MANIFEST).decode()).get("version")
+            except (FileNotFoundError, ValueError, UnicodeDecodeError, AttributeError):
+                return wrote
+            newer = self._newest_version_above(cur if isinstance(cur, int) else 0)
+            if newer is None or not self._write_manifest_if_newer(newer):
+                return wrote
+        return wrote
+
+    @staticmethod
+    def _manifest_bytes(manifest: dict) -> bytes:
+        return (json.dumps(manifest, indent=2, sort_keys=False, default=str) + "\n").encode()
+
+    def _write_manifest_if_newer(self, manifest: dict) -> bool:
+        try:
+            raw = self.read_bytes(MANIFEST)
+        except FileNotFoundError:
+            raw = None
+        if not _newer(raw, manifest["version"]):
+            return False
+        self.write_bytes(MANIFEST, self._manifest_bytes(manifest))
+        return True
+
+    def _newest_version_above(self, cur: int) -> dict | None:
+        """The newest committed version file above ``cur`` that is a whole version (not a fence), or None."""
+        for v in reversed([v for v in self.versions() if v > cur]):
+            try:
+                m = self.version_manifest(v)
+            except RuntimeError:
+                continue
+            if isinstance(m, dict) and not is_fenced(m) and m.get("version") == v and isinstance(m.get("shards"), list):
+                return m
+        return None
 
     def next_version(self) -> int:
-        """One above every version number ever used (committed, fenced, or named by manifest.json)."""
+        """One above every version number ever used (committed, fenced, or named by manifest.json): a number
+        is never used twice."""
         try:
             m = self.manifest()
         except RuntimeError:
@@ -455,6 +693,13 @@ class CorpusStore:
 
     def version_manifest(self, version: int) -> dict | None:
         return self.read_json(f"versions/v{version:05d}.json")
+
+    def is_fence(self, version: int) -> bool:
+        """Whether ``versions/vNNNNN.json`` is a fence (an unreadable file is not: ``verify`` names it)."""
+        try:
+            return is_fenced(self.version_manifest(version))
+        except RuntimeError:
+            return False
 
     def versions(self) -> list[int]:
         if not self.local:

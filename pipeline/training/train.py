@@ -191,10 +191,12 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
                         "bf16": bf16, "world_size": args.world_size}, t0,
                        best={"restored": restored, "eval_loss": keep.best, "step": keep.step, "epoch": keep.epoch},
                        speed=speed)
-        if checkpoints and not cfg.keep_checkpoints and ckpt_dir.is_dir():
+        if ckpt_dir.is_dir() and not (checkpoints and cfg.keep_checkpoints):
             import shutil
 
-            shutil.rmtree(ckpt_dir)  # the run finished: its checkpoints (optimizer state and all) go
+            # the run finished: its checkpoints (optimizer state and all) go, and so does the folder the Trainer
+            # made for them when none were asked for
+            shutil.rmtree(ckpt_dir)
     trainer.accelerator.wait_for_everyone()
     return TrainResult(cfg.output, card, time.perf_counter() - t0)
 

@@ -58,6 +58,43 @@ def rows_by_key(table) -> dict:
     return out
 
 
+# A subprocess never outlives its test's pytest-timeout budget: each gets at most what is left of it, less
+# BUDGET_MARGIN_S, so a slow command fails as a TimeoutExpired that names it (and its process is ended by
+# subprocess.run) instead of pytest-timeout stopping the test with the command still running. A slow test
+# states its own budget with @pytest.mark.timeout(N), sized for a loaded 2-core machine.
+BUDGET_MARGIN_S = 30.0
+_deadline: list[float | None] = [None]
+
+
+def _test_timeout(item) -> float | None:
+    """The pytest-timeout budget of ``item``: its ``timeout`` mark, else ``--timeout``, else the ini's."""
+    m = item.get_closest_marker("timeout")
+    if m is not None and (m.args or "timeout" in m.kwargs):
+        v = m.args[0] if m.args else m.kwargs["timeout"]
+    else:
+        v = item.config.getoption("timeout", None) or item.config.getini("timeout")
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return None
+    return v if v > 0 else None
+
+
+@pytest.fixture(autouse=True)
+def _subprocess_budget(request):
+    t = _test_timeout(request.node)
+    _deadline[0] = None if t is None else time.monotonic() + t - BUDGET_MARGIN_S
+    yield
+    _deadline[0] = None
+
+
+def budget(seconds: float) -> float:
+    """``seconds``, or less: what is left of the running test's pytest-timeout budget (at least 1 s)."""
+    if _deadline[0] is None:
+        return seconds
+    return max(1.0, min(seconds, _deadline[0] - time.monotonic()))
+
+
 def mcprm_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "cli.main", *args]
 
@@ -66,7 +103,8 @@ def run_mcprm(*args: str, timeout: float = 600, env: dict | None = None) -> subp
     e = dict(os.environ)
     e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
     e.update(env or {})
-    return subprocess.run(mcprm_cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=e)
+    return subprocess.run(mcprm_cmd(*args), capture_output=True, text=True, timeout=budget(timeout), cwd=ROOT,
+                          env=e)
 
 
 def popen_mcprm(*args: str, env: dict | None = None) -> subprocess.Popen:

@@ -186,8 +186,14 @@ def test_label_prints_progress_once_and_what_to_run_next(corpora):
     assert "ETA 0 s" in final[0]
     assert "0 rollouts, 0 tok/s" not in r.stderr, r.stderr
     nxt = r.stdout[r.stdout.index("next:"):]
-    for cmd in ("stats", "eval", "export", "report"):
+    for cmd in ("stats", "eval", "export", "report", "train"):
         assert f"mcprm {cmd} {out}" in nxt, nxt
+    # the path on from the labels: a PRM, new solutions to score (on CPU: the bundled problems), best-of-N
+    at = [nxt.index(f"mcprm {cmd} ") for cmd in ("stats", "eval", "export", "report", "train", "generate",
+                                                  "score", "bestofn")]
+    assert at == sorted(at), nxt
+    assert f"mcprm score {out}-prm --input {out}-new8.jsonl --output {out}-scored" in nxt, nxt
+    assert f"mcprm bestofn {out}-scored" in nxt, nxt
     assert "--reference FILE" not in nxt  # the bundled task: its exact checker needs no file
     own, r_own = corpora["own"]
     assert f"mcprm eval {own} --reference FILE" in r_own.stdout, r_own.stdout

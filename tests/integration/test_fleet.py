@@ -15,6 +15,7 @@ from pipeline.storage.corpus import read_corpus
 from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
 
 
+@pytest.mark.timeout(1500)  # a two-node Ray cluster started, then a run on it (loaded 2-core machine)
 def test_multi_node_cluster_by_address_matches_in_process(small_input, reference_run, tmp_path):
     """Two Ray nodes (a head and a worker node, one CPU each, this test's own processes): `mcprm label
     --ray-address` puts one worker on each and writes the same labels as the in-process run."""

@@ -1,12 +1,18 @@
-"""Issue 29: a run's own workers kept warm on this machine (``--keep-warm``; by default for a GPU backend without
-``--ray-address``): the next ``mcprm label`` with the same engine borrows them and starts none; another engine
-stops the idle ones and starts its own; once nothing is warm, this machine's Ray stops by itself. Real ``mcprm``
-subprocesses, a real local Ray (this test's own: its state folder under tmp_path), the real bundled model."""
+"""A run's own workers kept warm on this machine when asked (``--keep-warm``): the next ``mcprm label --keep-warm``
+with the same engine borrows them and starts none; another engine stops the idle ones and starts its own; once
+nothing is warm, this machine's Ray stops by itself. Every way a run ends says what it keeps and how to stop it;
+``mcprm fleet down`` stops it. Chaos: the keeper killed with -9 takes its Ray and workers with it and the next run
+starts afresh; a run killed with -9 leaves its workers to the rerun, and nothing outlives the keep-warm. Real
+``mcprm`` subprocesses, a real local Ray (this test's own: its state folder under tmp_path), the real bundled model;
+only processes this test started are signalled."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,9 +20,10 @@ import time
 import pytest
 
 from pipeline.execution import local_head
+from pipeline.processes import pid_alive
 from pipeline.storage.corpus import read_corpus
 
-from .conftest import ROOT, rows_by_key, run_mcprm
+from .conftest import ROOT, own_actor_pids, popen_mcprm, rows_by_key, run_mcprm, wait_for
 
 ARGS = ("--k", "2", "--strategy", "per-step", "--max-new-tokens", "48", "--shard-size", "3", "--executor", "ray",
         "--num-workers", "1", "--cpus-per-worker", "1", "--quiet")
@@ -34,12 +41,28 @@ def local_ray(tmp_path):
         local_head.stop(d)
 
 
+def _says_kept(text: str, d: str, workers: int = 1) -> bool:
+    """The run said what it keeps, until when, and the exact command that stops it."""
+    return (f"kept warm on this machine: {workers} worker(s)" in text and " until " in text
+            and f"Stop them now: {local_head.DIR_ENV}={d} mcprm fleet down" in text)
+
+
+def _parts(out: str) -> list[str]:
+    v = os.path.join(out, "data", "v00001")
+    return [f for f in os.listdir(v) if f.endswith(".parquet")] if os.path.isdir(v) else []
+
+
+def _gone(pids) -> bool:
+    return not any(pid_alive(p) for p in pids)
+
+
 def _status(env) -> list[dict]:
     r = run_mcprm("fleet", "status", "--fleet", "local", "--json", env=env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
 
 
+@pytest.mark.timeout(1800)  # three runs with Ray on a loaded 2-core machine
 def test_kept_workers_serve_the_next_run_and_stop_with_the_machines_ray(small_input, reference_run, local_ray,
                                                                        tmp_path):
     d, env = local_ray
@@ -49,6 +72,7 @@ def test_kept_workers_serve_the_next_run_and_stop_with_the_machines_ray(small_in
         r = run_mcprm("label", "--input", small_input, "--output", str(tmp_path / name), "--keep-warm", "5m", *ARGS,
                       env=env, timeout=900)
         assert r.returncode == 0, r.stdout + r.stderr
+        assert _says_kept(r.stdout + r.stderr, d)
         manifests.append(json.loads((tmp_path / name / "manifest.json").read_text()))
         assert rows_by_key(read_corpus(str(tmp_path / name))) == ref  # the labels of an in-process run
         if name == "a":
@@ -96,3 +120,116 @@ def test_keep_warm_on_a_cluster_needs_a_fleet(small_input, tmp_path):
     assert r.returncode != 0
     assert "--keep-warm without --fleet" in r.stdout + r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_every_exit_says_what_is_kept_and_fleet_down_stops_it(small_input, local_ray, tmp_path):
+    d, env = local_ray
+    pids_file = tmp_path / "pids.json"
+    # Ctrl-C mid-run: the run stops, its workers stay warm as asked, and it says so
+    p = popen_mcprm("label", "--input", small_input, "--output", str(tmp_path / "a"), "--keep-warm", "5m",
+                    *ARGS, env={**env, "MCPRM_WORKER_PIDS_FILE": str(pids_file)})
+    try:
+        wait_for(lambda: _parts(str(tmp_path / "a")), 600, "a finished shard", p)
+        p.send_signal(signal.SIGINT)
+        text, _ = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode != 0 and _says_kept(text, d), text
+    workers = own_actor_pids(pids_file)
+    assert workers and not _gone(workers)
+    # `mcprm fleet down` with no name finds them: workers and this machine's Ray stop now
+    r = run_mcprm("fleet", "down", env=env, timeout=300)
+    assert r.returncode == 0 and "stopped 1 worker(s)" in r.stdout, r.stdout + r.stderr
+    assert local_head.running(d) is None
+    wait_for(lambda: _gone(workers), 120, "the warm worker to stop")
+    r = run_mcprm("fleet", "down", env=env, timeout=300)
+    assert r.returncode == 0 and "no warm workers are kept on this machine" in r.stdout, r.stdout + r.stderr
+
+    # a run that fails (a worker raises on a row) says so too
+    pids_file.unlink()
+    r = run_mcprm("label", "--input", small_input, "--output", str(tmp_path / "b"), "--keep-warm", "5m", *ARGS,
+                  env={**env, "MCPRM_FAULT_RAISE": "label-solution:synth-20250-00000",
+                       "MCPRM_WORKER_PIDS_FILE": str(pids_file)}, timeout=900)
+    assert r.returncode != 0 and "injected fault" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert _says_kept(r.stdout + r.stderr, d)
+    workers = own_actor_pids(pids_file)
+    r = run_mcprm("fleet", "down", env=env, timeout=300)
+    assert r.returncode == 0 and "stopped 1 worker(s)" in r.stdout, r.stdout + r.stderr
+    wait_for(lambda: _gone(workers) and local_head.running(d) is None, 120, "nothing left running")
+
+
+def test_keeper_killed_takes_its_ray_with_it_and_the_next_run_starts_afresh(small_input, reference_run, local_ray,
+                                                                             tmp_path):
+    d, env = local_ray
+    _, _, ref = reference_run
+    st = local_head.ensure(d)  # this test's own keeper (its child): the runs below use it
+    keeper = st["pid"]
+    pids_file = tmp_path / "pids.json"
+    r = run_mcprm("label", "--input", small_input, "--output", str(tmp_path / "a"), "--keep-warm", "5m", *ARGS,
+                  env={**env, "MCPRM_WORKER_PIDS_FILE": str(pids_file)}, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert local_head.running(d)["pid"] == keeper
+    workers = own_actor_pids(pids_file)
+    assert workers and not _gone(workers)
+
+    os.kill(keeper, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):  # reaped here (a child of this process)
+        os.waitpid(keeper, 0)
+    assert local_head.running(d) is None
+    wait_for(lambda: _gone(workers), 120, "the warm worker to go with its keeper")
+    host, port = st["address"].rsplit(":", 1)
+
+    def refused() -> bool:
+        try:
+            socket.create_connection((host, int(port)), timeout=2).close()
+        except OSError:
+            return True
+        return False
+
+    wait_for(refused, 120, "the keeper's Ray to stop answering")
+
+    r = run_mcprm("label", "--input", small_input, "--output", str(tmp_path / "b"), "--keep-warm", "5m", *ARGS,
+                  env=env, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert rows_by_key(read_corpus(str(tmp_path / "b"))) == ref
+    fleet = json.loads((tmp_path / "b" / "manifest.json").read_text())["execution"]["fleet"]
+    assert fleet["borrowed"] is False  # a new keeper, new workers
+    new = local_head.running(d)
+    assert new is not None and new["pid"] != keeper and not os.path.exists(st["temp_dir"])
+    r = run_mcprm("fleet", "down", env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert local_head.running(d) is None
+
+
+def test_run_killed_while_using_kept_workers_the_rerun_takes_them_and_nothing_outlives_them(
+        small_input, reference_run, local_ray, tmp_path):
+    d, env = local_ray
+    _, _, ref = reference_run
+    pids_file = tmp_path / "pids.json"
+    r = run_mcprm("label", "--input", small_input, "--output", str(tmp_path / "a"), "--keep-warm", "5m", *ARGS,
+                  env={**env, "MCPRM_WORKER_PIDS_FILE": str(pids_file)}, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    workers = own_actor_pids(pids_file)
+    keeper = local_head.running(d)
+
+    out = str(tmp_path / "b")
+    args = ("label", "--input", small_input, "--output", out, *ARGS)
+    p = popen_mcprm(*args, "--keep-warm", "5m", env=env)  # borrows the warm worker
+    try:
+        wait_for(lambda: _parts(out), 600, "a finished shard", p)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)  # this test's own child and its session (the keeper has its own)
+        p.wait()
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
+
+    # the rerun finds the worker leased to a run whose process is gone: it takes it over at once
+    r = run_mcprm(*args, "--keep-warm", "3s", env=env, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert rows_by_key(read_corpus(out)) == ref
+    fleet = json.loads(open(os.path.join(out, "manifest.json")).read())["execution"]["fleet"]
+    assert fleet["borrowed"] is True and fleet["pids"] == workers
+    # released with 3 s of keep-warm: the worker stops itself, then the keeper stops this machine's Ray
+    wait_for(lambda: _gone([*workers, keeper["pid"]]) and local_head.running(d) is None, 300, "nothing left running")
+    wait_for(lambda: not os.path.exists(keeper["temp_dir"]), 60, "Ray's private folder removed")

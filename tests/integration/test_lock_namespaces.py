@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from pipeline.storage.lock import INSTANCE, LockError, OutputLock, _pid_alive, corpus_lock
+from pipeline.processes import pid_alive
+from pipeline.storage.lock import INSTANCE, LockError, OutputLock, corpus_lock
 from pipeline.storage.store import CorpusStore, is_fenced
 
 from .conftest import ROOT, wait_for
@@ -57,7 +58,7 @@ def test_lock_from_another_pid_namespace_with_the_same_host_name(tmp_path):
         wait_for(lambda: os.path.exists(os.path.join(out, "_lock")), 60, "the lock of the other namespace", p)
         rec = json.load(open(os.path.join(out, "_lock")))
         assert rec["host"] == socket.gethostname() and rec["instance"] != INSTANCE
-        if _pid_alive(rec["pid"]):
+        if pid_alive(rec["pid"]):
             pytest.skip(f"pid {rec['pid']} of the other namespace exists here too: nothing to tell apart")
         # its pid exists in no process here; it is alive all the same, so the lock is refused
         with pytest.raises(LockError, match="held by another mcprm run"):

@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 import subprocess
 
-from .conftest import ROOT, shell_env
+import pytest
+
+from .conftest import ROOT, budget, shell_env
 
 
 def _tour() -> list[str]:
@@ -17,6 +19,7 @@ def _tour() -> list[str]:
     return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
 
 
+@pytest.mark.timeout(1800)  # a small label, then every tour command (train, report, ...) on a loaded 2-core box
 def test_readme_tour_runs_as_written(small_input, tmp_path):
     cmds = _tour()
     assert cmds and all(c.startswith("mcprm ") for c in cmds)
@@ -26,12 +29,13 @@ def test_readme_tour_runs_as_written(small_input, tmp_path):
     (work / "data").symlink_to(ROOT / "data")
     first = ["mcprm", "label", "--input", small_input, "--output", "mcprm-out", "--k", "2", "--max-new-tokens", "48",
              "--executor", "local"]
-    r = subprocess.run(first, cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(first, cwd=work, env=env, capture_output=True, text=True, timeout=budget(600))
     assert r.returncode == 0, r.stdout + r.stderr
     for cmd in cmds:
         if cmd.startswith("mcprm train"):
             cmd += " --epochs 1"  # the tour's train, shortened: the training itself is test_train_score's
-        r = subprocess.run(["bash", "-c", cmd], cwd=work, env=env, capture_output=True, text=True, timeout=900)
+        r = subprocess.run(["bash", "-c", cmd], cwd=work, env=env, capture_output=True, text=True,
+                           timeout=budget(900))
         assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-2000:])
         assert "Traceback" not in r.stderr, (cmd, r.stderr[-2000:])
     assert (work / "trl-data").is_dir() and (work / "report" / "report.html").is_file() and (work / "prm").is_dir()

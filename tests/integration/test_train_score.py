@@ -1,4 +1,4 @@
-"""Issue 28 end to end with the real bundled model, real files and real `mcprm` processes: label -> train -> score
+"""PRM training end to end with the real bundled model, real files and real `mcprm` processes: label -> train -> score
 -> eval / stats / export / report, resume, best-of-N over generated solutions, and the errors a user can make."""
 
 from __future__ import annotations
@@ -100,27 +100,42 @@ def test_score_writes_a_corpus_that_eval_stats_export_and_report_read(labeled, t
     t = read_corpus(str(out)).to_pylist()
     assert [x["id"] for x in t] == [x["id"] for x in rows]
     card = json.loads((trained / "mcprm_card.json").read_text())
-    # the labels' conventions: the answer's grade labels the last step; the fixture's corpus is per-step, which
-    # does not trust right answers, so neither does its PRM (--trust-correct below)
-    assert card["corpus"]["trust_correct"] is False
+    assert card["corpus"]["trust_correct"] is False  # a per-step corpus
     thr = card["threshold"]
-    for x in t:
+    for x in t:  # the PRM's labels alone: its scores at its threshold, whatever the answer key says
         assert x["strategy"] == "prm" and x["k"] == 0 and x["rollouts"] == 0
         assert len(x["prm_score"]) == len(x["steps"]) and all(0 <= p <= 1 for p in x["prm_score"])
         want = [p >= thr for p in x["prm_score"]]
-        if x["solution_correct"] is not None:
-            want[-1] = x["solution_correct"]
         assert x["labels"] == want
         assert x["first_error"] == next((i for i, ok in enumerate(want) if not ok), -1)
         assert x["mc_value"] == [None] * len(x["steps"]) and x["first_error_confidence"] is None
+    # the same labels and first errors without gold answers in the input
+    keyless = tmp_path / "keyless.jsonl"
+    keyless.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "answer"}) + "\n" for r in rows))
+    mcprm("score", str(trained), "--input", str(keyless), "--output", str(tmp_path / "keyless"))
+    for x, y in zip(t, read_corpus(str(tmp_path / "keyless")).to_pylist(), strict=True):
+        assert (y["labels"], y["first_error"]) == (x["labels"], x["first_error"])
+        assert y["solution_correct"] is None
+    # --use-answer-key: the labels' conventions (the answer's grade labels the last step; --trust-correct makes a
+    # right answer error-free), named in the manifest
+    r = mcprm("score", str(trained), "--input", str(fresh), "--output", str(tmp_path / "x"), "--trust-correct",
+              ok=False)
+    assert r.returncode == 1 and "--use-answer-key" in r.stderr
+    keyed = tmp_path / "keyed"
+    mcprm("score", str(trained), "--input", str(fresh), "--output", str(keyed), "--use-answer-key")
+    assert json.loads((keyed / "manifest.json").read_text())["config"]["use_answer_key"] is True
+    for x, y in zip(t, read_corpus(str(keyed)).to_pylist(), strict=True):
+        want = list(x["labels"])
+        if x["solution_correct"] is not None:
+            want[-1] = x["solution_correct"]
+        assert y["labels"] == want
     trusted = tmp_path / "trusted"
-    mcprm("score", str(trained), "--input", str(fresh), "--output", str(trusted), "--trust-correct")
+    mcprm("score", str(trained), "--input", str(fresh), "--output", str(trusted), "--use-answer-key",
+          "--trust-correct")
     for x, y in zip(t, read_corpus(str(trusted)).to_pylist(), strict=True):
         assert y["prm_score"] == pytest.approx(x["prm_score"], abs=1e-5)
         if x["solution_correct"] is True:
             assert y["labels"] == [True] * len(x["steps"]) and y["first_error"] == -1
-        else:
-            assert y["labels"] == x["labels"] and y["first_error"] == x["first_error"]
     assert t[0]["solution_correct"] is None and all(x["solution_correct"] is not None for x in t[1:])
     assert {x["solution_correct"] for x in t[1:]} == {True, False}  # both kinds of graded rows are checked
     # the same probabilities as the PRM read in this process
@@ -167,14 +182,16 @@ def test_genprm_export_targets_are_the_first_errors(labeled, tmp_path):
 
 
 def test_resume_goes_on_from_the_last_checkpoint(labeled, trained, tmp_path):
-    import shutil
-
     d, _ = labeled
     out = tmp_path / "prm"
-    shutil.copytree(trained, out)  # a finished 1-epoch training, its checkpoints beside it
+    assert not (trained / "checkpoints").exists()  # none unless asked
+    # a finished 1-epoch training whose checkpoints were asked for and kept
+    mcprm("train", str(d / "corpus"), "--output", str(out), "--kind", "head", "--epochs", "1", "--batch-size", "8",
+          "--val-fraction", "0.3", "--no-progress", "--save-steps", "1", "--keep-checkpoints")
+    assert any((out / "checkpoints").glob("checkpoint-*"))
     first = json.loads((out / "mcprm_card.json").read_text())
     args = ("train", str(d / "corpus"), "--output", str(out), "--batch-size", "8", "--val-fraction", "0.3",
-            "--no-progress", "--epochs", "2")
+            "--no-progress", "--epochs", "2", "--save-steps", "1")
     r = mcprm(*args, ok=False)
     assert r.returncode == 1 and "--overwrite" in r.stderr  # a finished PRM is not replaced silently
     r = mcprm(*args, "--resume", ok=False)  # the default kind for the bundled model is implicit, these are head's
@@ -184,6 +201,7 @@ def test_resume_goes_on_from_the_last_checkpoint(labeled, trained, tmp_path):
     card = json.loads((out / "mcprm_card.json").read_text())
     assert card["training"]["steps"] == 2 * first["training"]["steps"]  # one more epoch, not two
     assert card["data"] == first["data"]
+    assert not (out / "checkpoints").exists()  # the finished run's checkpoints went
 
 
 def test_best_of_n_over_generated_solutions(trained, tmp_path):

@@ -66,3 +66,27 @@ def test_error_not_tied_to_one_row_names_the_shard_and_its_rows():
     assert str(w2) == str(w) and w2.detail == w.detail
     assert source_where("d/x.parquet:0") == "d/x.parquet row 0"
     assert source_where("s3://b/in.jsonl:16") == "s3://b/in.jsonl line 17"
+
+
+def test_skip_bad_quarantines_a_row_a_worker_fails_on(small_input, tmp_path):
+    """With --skip-bad, a row the worker fails on goes to rejects/ with its reason, like a row validation
+    rejects; the rest is labeled and committed, and a rerun once the row is fixed labels it."""
+    from pipeline.storage.corpus import read_corpus
+
+    inp, bad_id = _input(small_input, tmp_path)
+    out = str(tmp_path / "out")
+    env = {"MCPRM_FAULT_RAISE": f"label-solution:{bad_id}", "MCPRM_DEBUG": ""}
+    r = _label(inp, out, "--executor", "local", "--skip-bad", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rejects = [json.loads(x) for x in open(f"{out}/rejects/v00001.jsonl").read().splitlines()]
+    assert len(rejects) == 1, rejects
+    rej = rejects[0]
+    assert rej["id"] == bad_id and rej["where"] == f"{inp} line 4" and rej["file"] == inp and rej["row"] == 3
+    assert "ValueError: injected fault" in rej["reason"] and rej["stage"] == "labeling"
+    m = json.load(open(f"{out}/manifest.json"))
+    assert m["counts"]["rejected"] == 1 and m["counts"]["solutions"] == 4 and m["counts"]["added"] == 4
+    assert bad_id not in read_corpus(out, verify=True).column("id").to_pylist()
+    r = _label(inp, out, "--executor", "local", "--skip-bad")  # the cause is gone: the row is labeled now
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = json.load(open(f"{out}/manifest.json"))
+    assert m["version"] == 2 and m["counts"]["added"] == 1 and m["counts"]["solutions"] == 5

@@ -89,7 +89,8 @@ def test_report_examples_positions_and_error_counts(tmp_path):
     assert "reference solutions with an error" in page and "differ by" in page
     # example solutions: each step numbered from 1, with its label and mc_value, colour-coded
     assert "Example solutions" in page and page.count('class="example"') >= 3
-    assert "first error at step 2" in page  # s2: first_error == 1
+    assert "first negative label at step 2: the MC labels&#x27; first error" in page or \
+        "first negative label at step 2: the MC labels' first error" in page  # s2: first_error == 1
     assert "color:#2e7d32" in page and "color:#c62828" in page and "color:#9e9e9e" in page
     assert "<td>1</td><td>2 * 3 = 6</td>" in page and "<td>0.50</td>" in page
     assert "step N here is index N - 1" in page

@@ -28,7 +28,9 @@ def test_counts_partial_then_final_never_twice():
     assert p.done == 4
     assert p.rates(110.0) == (1.7, 17.0)
     assert p.eta(110.0) is None  # 9 s after the first report: too early to tell
-    assert p.eta(141.0) == 2 * 40 / 3  # 3 solutions in the 40 s after the first one: 2 left
+    # shard 0 (finished) needed 5 rollouts a solution: 3 solutions outside it need 15, 2 are run; 13 rollouts in
+    # the 40 s after the first report (17 - 4): 13 left at 13 per 40 s
+    assert p.eta(141.0) == pytest.approx(40.0)
     p.shard_done(1, 3, 9, 90, now=150.0)
     assert p.done == 6 and p.eta(150.0) == 0.0
     assert "6/6 solutions" in p.line(150.0) and "ETA 0 s" in p.line(150.0)
@@ -102,6 +104,9 @@ def test_eta_converges_at_a_steady_rate():
     for i in range(1, 1000):
         now = float(i) + 5.0  # 1 solution/s after a 5 s warm-up
         p.solution_done(i // 10, 1, 10, now=now)
+        if i % 10 == 9:  # a shard finishes (the first has 9 solutions, the others 10): its final counts
+            n = 9 if i < 10 else 10
+            p.shard_done(i // 10, n, n, 10 * n, now=now)
         eta = p.eta(now)
         if eta is not None:
             errors.append(abs(eta - (1000 - i)))
@@ -170,3 +175,58 @@ def test_cli_run_with_progress_on_a_terminal(tmp_path):
     assert rc == 0, text
     assert "labeling" in text and "4/4" in text and "tok/s" in text and "ETA" in text, text
     assert "version 1: labeled 4 solutions" in text  # the final summary
+
+
+def _loaded_run(total: int = 300, shard: int = 64, free: float = 0.35, per_solution: int = 30,
+                rollouts_per_s: float = 8.0, seed: int = 3):
+    """Per-solution reports of a run on a busy machine: each shard's solutions with a correct answer (``free``)
+    are labeled at once with no rollouts when the shard starts; the others need about ``per_solution`` rollouts
+    each, run at ``rollouts_per_s``. Returns (time, shard, rollouts, shard end?) events."""
+    import random
+
+    rng = random.Random(seed)
+    t, events = 0.0, []
+    for idx, start in enumerate(range(0, total, shard)):
+        n = min(shard, total - start)
+        k = int(n * free)
+        for j in range(n):
+            if j < k:
+                t += 0.01
+                events.append((t, idx, 0, False))
+            else:
+                r = max(1, int(rng.gauss(per_solution, per_solution / 3)))
+                t += r / rollouts_per_s
+                events.append((t, idx, r, j == n - 1))
+    return events
+
+
+def test_eta_on_a_busy_machine_is_grounded_in_rollouts_not_early_easy_solutions():
+    """The issue: on a busy machine the first ETA was 4 minutes and rose to 17 before it fell, because each
+    shard's free solutions come first. Grounded in a finished shard's rollouts per solution and the rollout
+    rate, the shown ETA is close to the time left and never climbs like that."""
+    events = _loaded_run()
+    end = events[-1][0]
+    p = ProgressState(total=300, t0=0.0)
+    per_shard: dict[int, list[int]] = {}
+    shown = []
+    for t, idx, r, last in events[:-1]:
+        p.solution_done(idx, r, 0, now=t)
+        per_shard.setdefault(idx, []).append(r)
+        if last:
+            p.shard_done(idx, len(per_shard[idx]), sum(per_shard[idx]), 0, now=t)
+        e = p.eta(t)
+        if e is not None:
+            shown.append((t, e, end - t))
+    assert shown, "no ETA shown"
+    first_eta, first_left = shown[0][1], shown[0][2]
+    assert abs(first_eta - first_left) <= 0.25 * first_left, shown[0]  # the old one: 309 s shown for 658 s
+    assert max(e for _, e, _ in shown) <= 1.25 * first_eta  # the old one climbed to 543 s
+    errors = [abs(e - left) / left for _, e, left in shown if left > 30]
+    assert sum(errors) / len(errors) <= 0.1, errors[:10]  # the old one: 0.2
+    # the old estimate (solutions at the mean rate since the first report, from 10% done and 30 s) on the
+    # same run: far too low at first, then climbing
+    first_t = events[0][0]
+    old = [(t, (300 - (i + 1)) * (t - first_t) / i, end - t) for i, (t, *_rest) in enumerate(events[:-1])
+           if i >= 30 and t - first_t >= 30]
+    assert old[0][1] < 0.6 * old[0][2]  # the first shown: about half the time left
+    assert max(b for _, b, _ in old) > 1.5 * old[0][1]  # and it climbed

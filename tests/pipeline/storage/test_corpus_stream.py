@@ -209,8 +209,12 @@ def test_report_figures_from_streamed_counts(corpus, tmp_path):
     for b in iter_corpus(corpus, batch_rows=17):
         agg.add(b)
     t = read_corpus(corpus).to_pylist()
-    mc = [v for r in t for v in r["mc_value"] if v is not None]
+    # the histogram holds the sampled steps only: an mc_value from draws of their own (not a last step's value
+    # from the answer alone)
+    mc = [v for r in t for i, v in enumerate(r["mc_value"])
+          if v is not None and r["mc_total"][i] - (r.get("mc_reused") or [0] * len(r["mc_value"]))[i] > 0]
     assert agg.mc_n == len(mc) and sum(agg.mc) == len(mc)
+    assert agg.mc_n + agg.answer_valued == sum(v is not None for r in t for v in r["mc_value"])
     bal = Counter((min(i, 20), y) for r in t for i, y in enumerate(r["labels"]))
     assert {(p, y): c for p, cs in agg.balance.items() for y, c in cs.items()} == dict(bal)
     assert agg.fe_hist == Counter(min(r["first_error"], 20) for r in t if r["first_error"] != -1)

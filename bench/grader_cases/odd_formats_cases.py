@@ -1,6 +1,6 @@
-"""Writes ``issue26_formats.jsonl``: hand-verdicted cases for the formats and policies of issue 26.
+"""Writes ``odd_formats.jsonl``: hand-verdicted cases for odd answer formats and the grader's wording policies.
 
-    python bench/grader_cases/issue26_cases.py
+    python bench/grader_cases/odd_formats_cases.py
 
 Each answer form (with the gold and the hand verdict) is written inside two of seven response styles seen in
 real model output (Qwen/DeepSeek boxes, Llama's "The final answer is: $\\boxed{}$", Minerva's "Final Answer:
@@ -221,13 +221,13 @@ def main() -> None:
     rows = []
     for n, (cat, gold, ans, ok) in enumerate(FORMS):
         for k in (n % len(STYLES), (n + 3) % len(STYLES)):
-            rows.append({"gold": gold, "response": STYLES[k](ans), "expected": ok, "source": f"issue26:{cat}:{n}:{k}"})
+            rows.append({"gold": gold, "response": STYLES[k](ans), "expected": ok, "source": f"odd:{cat}:{n}:{k}"})
     for n, (cat, gold, resp, ok, *problem) in enumerate(WHOLE):
-        row = {"gold": gold, "response": resp, "expected": ok, "source": f"issue26:{cat}:whole{n}"}
+        row = {"gold": gold, "response": resp, "expected": ok, "source": f"odd:{cat}:whole{n}"}
         if problem and problem[0] is not None:
             row["problem"] = problem[0]
         rows.append(row)
-    with open(os.path.join(HERE, "issue26_formats.jsonl"), "w", encoding="utf-8") as f:
+    with open(os.path.join(HERE, "odd_formats.jsonl"), "w", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
     print(f"{len(rows)} cases")
