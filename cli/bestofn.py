@@ -21,6 +21,10 @@ def bestofn_cmd(
                                                             "default: powers of two up to the largest N every "
                                                             "problem has).")] = None,
     version: Version = None,
+    choose_on: Annotated[float | None, typer.Option(
+        "--choose-on", help="Share of the problems (by hash) that chooses the PRM aggregation (min, product, last, "
+                            "vote) at the largest N; the table is then measured on the other problems only, so "
+                            "the chosen one's number is held out.")] = None,
     as_json: AsJson = False,
 ) -> None:
     """Rerank each problem's first N solutions by the PRM (min, product, last step, PRM-weighted vote) and
@@ -28,7 +32,7 @@ def bestofn_cmd(
     from pipeline.training.rerank import SELECTORS, best_of_n
 
     with user_errors(extra=(ValueError,)):
-        res = best_of_n(scored, n, version)
+        res = best_of_n(scored, n, version, choose_on)
     if as_json:
         print(json.dumps(res, indent=2))
         return
@@ -48,7 +52,14 @@ def bestofn_cmd(
     for r in res["results"]:
         print(f"{r['n']:>4} {r['problems']:>8} " + " ".join(f"{f(r['selectors'][s]):>14}" for s in SELECTORS))
     last = res["results"][-1]
-    d = last["selectors"]["prm-min"]
+    ch = res.get("chosen")
+    sel = ch["selector"] if ch else "prm-min"
+    d = last["selectors"][sel]
+    if ch:
+        print(f"chosen on {ch['validation_problems']} validation problems at N={ch['n']}: {sel} (validation "
+              + ", ".join(f"{k} {v:.3f}" for k, v in ch["validation_accuracy"].items() if v is not None)
+              + f"); the table is the other {ch['held_out_problems']} problems")
     if d.get("vs_majority") is not None:
         se = f" ±{d['vs_majority_se']:.3f}" if d.get("vs_majority_se") is not None else ""
-        print(f"prm-min - majority at N={last['n']}: {d['vs_majority']:+.3f}{se} (paired over problems)")
+        print(f"{sel} - majority at N={last['n']}: {d['vs_majority']:+.3f}{se} (paired over problems"
+              + (", held out)" if ch else ")"))

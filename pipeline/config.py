@@ -91,6 +91,21 @@ IDENTITY_FIELDS = identity_fields()
 _LEFT_OUT = object()  # an option that adds nothing to a configuration's identity
 
 
+# CPUs (hf on CPU: torch threads; every backend: grader processes) of one worker of a CPU or remote backend
+# when --cpus-per-worker is not given: the one place that default is declared (LabelConfig.worker_cpus). A machine's
+# cores are used by workers, one per CPU (Ray: ``planned_workers``, ``executors.worker_shape``), never by threads:
+# workers x threads stays at most the CPUs. Measured with the bundled 1 M-parameter model on a 2-core machine
+# shared with other work: 2 torch threads ran a 64 x 200-token forward pass at 0.61-0.65/s against 1.38-1.68/s
+# for 1 thread, and a one-token decode step at 4/s against 100-160/s (each thread waits for the other at every
+# operation while the other is preempted); with OMP_WAIT_POLICY=PASSIVE 2 threads were still no faster (1.48 vs
+# 1.51/s, 125 vs 223/s). The same machine labeled the default run (300 solutions) in 316 s and 315 s wall with one
+# in-process worker (load 0.8-2.6), and in 272 s and 495 s wall with two single-thread Ray workers (`--executor
+# ray`; load 2-4.7, then 2.6-6 with other test suites running), all with the same 9,316 rollouts and 633,092
+# tokens: two workers help only when the other load leaves them the second core, so the small-machine default
+# stays one in-process worker (executors.SMALL_MACHINE_CPUS) and its reason line offers Ray.
+CPU_WORKER_THREADS = 1
+
+
 class LabelConfig:
     """Every option of a run, as a tree of sections (see the module docstring), validated at construction.
 
@@ -198,7 +213,7 @@ class LabelConfig:
         return self.execution.gpus_per_worker or self.backend_spec.gpus(self.backend_options)
 
     def worker_cpus(self, cpus_per_gpu: float | None = None) -> float:
-        """CPUs one worker takes: ``--cpus-per-worker`` if given; else ``sizing.CPU_WORKER_THREADS`` (1) for a
+        """CPUs one worker takes: ``--cpus-per-worker`` if given; else :data:`CPU_WORKER_THREADS` (1) for a
         CPU/remote backend (a machine's cores are used by workers, one per CPU, not by threads), and for a GPU
         backend the node's CPUs per GPU (``cpus_per_gpu``, what the executor sees) times its GPUs, at most 8,
         less one left to the driver and Ray (a GPU worker grades its continuations on them)."""
@@ -206,8 +221,6 @@ class LabelConfig:
             return float(self.execution.cpus_per_worker)
         gpus = self.worker_gpus
         if gpus <= 0 or not cpus_per_gpu:
-            from pipeline.execution.sizing import CPU_WORKER_THREADS
-
             return float(CPU_WORKER_THREADS)
         return float(max(1, min(8, int(cpus_per_gpu * gpus) - 1)))
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import bisect
 import math
 
+from pipeline.config import CPU_WORKER_THREADS  # noqa: F401  (declared with the options it defaults)
+
 
 def shard_sizes(n: int, shard_size: int, workers: int = 1) -> list[int]:
     """Sizes of consecutive shards over ``n`` solutions (sum ``n``); shard i takes the next ``sizes[i]``."""
@@ -87,19 +89,7 @@ def weighted_cuts(costs: list[float], sizes: list[int]) -> list[int]:
     return out
 
 
-CPU_WORKER_THREADS = 1
-"""CPUs (hf on CPU: torch threads; every backend: grader processes) of one worker of a CPU or remote backend
-when --cpus-per-worker is not given: the one place that default is declared (LabelConfig.worker_cpus). A machine's
-cores are used by workers, one per CPU (Ray: ``planned_workers``, ``executors.worker_shape``), never by threads:
-workers x threads stays at most the CPUs. Measured with the bundled 1 M-parameter model on a 2-core machine
-shared with other work: 2 torch threads ran a 64 x 200-token forward pass at 0.61-0.65/s against 1.38-1.68/s
-for 1 thread, and a one-token decode step at 4/s against 100-160/s (each thread waits for the other at every
-operation while the other is preempted); with OMP_WAIT_POLICY=PASSIVE 2 threads were still no faster (1.48 vs
-1.51/s, 125 vs 223/s). The same machine labeled the default run (300 solutions) in 316 s and 315 s wall with one
-in-process worker (load 0.8-2.6), and in 272 s and 495 s wall with two single-thread Ray workers (`--executor
-ray`; load 2-4.7, then 2.6-6 with other test suites running), all with the same 9,316 rollouts and 633,092
-tokens: two workers help only when the other load leaves them the second core, so the small-machine default
-stays one in-process worker (executors.SMALL_MACHINE_CPUS) and its reason line offers Ray."""
+
 
 
 def planned_workers(cfg) -> int:

@@ -182,10 +182,50 @@ def load_groups(corpus: str, version: int | None = None) -> tuple[list[ProblemGr
     return list(groups.values()), notes
 
 
-def best_of_n(corpus: str, ns: Sequence[int] | None = None, version: int | None = None) -> dict:
+PRM_SELECTORS = ("prm-min", "prm-product", "prm-last", "prm-vote")
+
+
+def split_problems(groups: Sequence[ProblemGroup], fraction: float) -> tuple[list, list]:
+    """(validation, held out): problems whose text hashes below ``fraction`` choose, the others are measured;
+    the same hash as training's split (pipeline.training.targets.problem_group), so a problem is always on one
+    side."""
+    from pipeline.training.targets import problem_group
+
+    val = [g for g in groups if problem_group(g.problem) < fraction]
+    return val, [g for g in groups if problem_group(g.problem) >= fraction]
+
+
+def best_of_n(corpus: str, ns: Sequence[int] | None = None, version: int | None = None,
+              choose_fraction: float | None = None) -> dict:
     """Best-of-N accuracies of every selector for each N (default: the largest N every problem has, and the
-    powers of two below it), with standard errors over problems."""
+    powers of two below it), with standard errors over problems.
+
+    ``choose_fraction``: that share of the problems (by hash) chooses the PRM selector (the aggregation: min,
+    product, last step or PRM-weighted vote) with the best accuracy at the largest N, and every number reported is
+    measured on the other problems only, so the chosen selector's accuracy and its difference with majority vote
+    are held out (``chosen``). Without it, picking the best of the four selectors from the table overstates it."""
     groups, notes = load_groups(corpus, version)
+    chosen = None
+    if choose_fraction is not None:
+        if not 0 < choose_fraction < 1:
+            raise RerankError(f"--choose-on must be in (0, 1), got {choose_fraction}")
+        val, held = split_problems(groups, choose_fraction)
+        if not val or not held:
+            raise RerankError(f"--choose-on {choose_fraction}: {len(val)} validation and {len(held)} held-out "
+                              "problems; both sides need problems (more problems, or another fraction)")
+        n_top = min(len(g.cands) for g in groups)
+        got = _table(val, [n_top])[0]["selectors"]
+        chosen = {"selector": max(PRM_SELECTORS, key=lambda k: (got[k]["accuracy"] or 0.0, -PRM_SELECTORS.index(k))),
+                  "n": n_top, "validation_problems": len(val), "held_out_problems": len(held),
+                  "validation_accuracy": {k: got[k]["accuracy"] for k in PRM_SELECTORS}}
+        groups = held
+    out = _report(groups, notes, ns, corpus)
+    if chosen:
+        out["chosen"] = chosen
+    return out
+
+
+def _report(groups, notes, ns, corpus) -> dict:
     sizes = [len(g.cands) for g in groups]
     if not ns:
         top = min(sizes)
@@ -193,6 +233,13 @@ def best_of_n(corpus: str, ns: Sequence[int] | None = None, version: int | None 
     bad = [n for n in ns if n < 1]
     if bad:
         raise RerankError(f"--n must be at least 1, got {bad[0]}")
+    results = _table(groups, ns)
+    return {"corpus": corpus, "problems": len(groups), "solutions": sum(sizes),
+            "solutions_per_problem": {"min": min(sizes), "max": max(sizes)}, "ungraded": notes["ungraded"],
+            "unscored": notes["unscored"], "cut": notes["cut"], "results": results}
+
+
+def _table(groups, ns) -> list[dict]:
     clusters = {id(g): answer_clusters([c.answer for c in g.cands], g.problem) for g in groups}
     results = []
     for n in ns:
@@ -214,6 +261,4 @@ def best_of_n(corpus: str, ns: Sequence[int] | None = None, version: int | None 
                 entry.update(vs_majority=d, vs_majority_se=dse)
             row["selectors"][s] = entry
         results.append(row)
-    return {"corpus": corpus, "problems": len(groups), "solutions": notes["rows"],
-            "solutions_per_problem": {"min": min(sizes), "max": max(sizes)}, "ungraded": notes["ungraded"],
-            "unscored": notes["unscored"], "cut": notes["cut"], "results": results}
+    return results

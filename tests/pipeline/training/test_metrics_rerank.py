@@ -140,3 +140,33 @@ def test_outcome_threshold_needs_both_kinds_of_answers():
     assert outcome_threshold(p[:15], correct[:15], min_each=10) is None
     t, _ = outcome_threshold(p, correct, min_each=5)
     assert 0 < t < 1
+
+
+def test_best_of_n_chooses_the_aggregation_on_validation_problems_and_reports_the_others(monkeypatch):
+    """The aggregation is fixed on one part of the problems and measured on the rest: here only the last step's
+    score tells right from wrong, so the choice is prm-last, and the table counts held-out problems only."""
+    from pipeline.training import rerank
+    from pipeline.training.rerank import ProblemGroup, best_of_n, split_problems
+
+    rng = random.Random(11)
+    groups = []
+    for p in range(300):
+        cands = []
+        for j in range(8):
+            ok = rng.random() < 0.4
+            early = [rng.random() for _ in range(3)]  # uninformative steps
+            last = min(1.0, max(0.0, rng.gauss(0.8 if ok else 0.3, 0.1)))
+            cands.append(Candidate(f"{p}-{j}", early + [last], ok, str(rng.randrange(50)) if not ok else "42"))
+        groups.append(ProblemGroup(f"problem {p}", cands))
+    monkeypatch.setattr(rerank, "load_groups", lambda corpus, version=None: (groups, {
+        "rows": 2400, "ungraded": 0, "unscored": 0, "cut": 0}))
+    monkeypatch.setattr(rerank, "answer_clusters", lambda answers, problem=None: [
+        hash(a) % 1000 if a is not None else 1000 + i for i, a in enumerate(answers)])
+    val, held = split_problems(groups, 0.3)
+    assert 60 < len(val) < 120 and {g.problem for g in val}.isdisjoint({g.problem for g in held})
+    res = best_of_n("unused", [8], choose_fraction=0.3)
+    assert res["chosen"]["selector"] == "prm-last"
+    assert res["chosen"]["validation_problems"] == len(val) and res["problems"] == len(held)
+    assert res["results"][0]["problems"] == len(held)
+    with pytest.raises(rerank.RerankError):
+        best_of_n("unused", [8], choose_fraction=1.5)
