@@ -47,7 +47,7 @@ class MathVerifyGrader:
         worker that held it is replaced; the labeling worker's own threads never run Math-Verify."""
         from graders.pool import get_pool
 
-        tasks = [(*check_pair(i, pair), config, KIND) for i, pair in enumerate(pairs)]
+        tasks = [(*check_pair(i, pair), config, POOL_TASK) for i, pair in enumerate(pairs)]
         if not tasks:
             return []
         out = []
@@ -61,7 +61,7 @@ class MathVerifyGrader:
         return out
 
 
-KIND = "math-verify"  # the pool task kind that runs :func:`pool_verdict`
+POOL_TASK = "graders.mathverify:pool_verdict"  # what a pool worker runs for a pair (after :func:`warm_up`)
 
 
 def warm_up() -> None:

@@ -20,6 +20,7 @@ address-space limit so a blow-up cannot take the machine.
 from __future__ import annotations
 
 import atexit
+import importlib
 import json
 import logging
 import os
@@ -159,21 +160,23 @@ _WARMED: dict = {}
 
 
 def _task_function(kind: str, sympy_verdict):
-    """What a task of ``kind`` runs in a worker: ``"sympy"`` (the default grader's comparison) or
-    ``"math-verify"`` (:func:`graders.mathverify.pool_verdict`), loaded and warmed up on first use, outside any
-    task's budget."""
+    """What a task of ``kind`` runs in a worker: ``"sympy"`` (the default grader's comparison), or another
+    grader's function of this package named ``"graders.module:function"`` (e.g. ``graders.mathverify.POOL_TASK``),
+    imported with :mod:`importlib` on first use and warmed up by its module's ``warm_up()`` where it has one,
+    outside any task's budget. The pool knows no other grader."""
     if kind == "sympy":
         return sympy_verdict
     if kind not in _WARMED:
-        if kind != "math-verify":
+        module_name, _, function = kind.partition(":")
+        if not function or module_name.split(".")[0] != __package__:  # never code outside this package
             raise ValueError(f"unknown grader task kind {kind!r}")
-        from graders import mathverify
-
+        module = importlib.import_module(module_name)
+        verdict = getattr(module, function)
         try:
-            mathverify.warm_up()
+            getattr(module, "warm_up", lambda: None)()
         except Exception:  # noqa: BLE001 - warming up is best effort
             pass
-        _WARMED[kind] = mathverify.pool_verdict
+        _WARMED[kind] = verdict
     return _WARMED[kind]
 
 
@@ -300,7 +303,7 @@ class WorkerPool:
 
     def run(self, tasks: Sequence[tuple], timeout_s: float) -> list[tuple]:
         """Results of ``tasks`` (each ``(gold, answer, config)``, or ``(gold, answer, config, kind)`` for another
-        grader's comparison, e.g. ``"math-verify"``: its own result tuple), in order, each within ``timeout_s``
+        grader's comparison, a function named ``"graders.module:function"``: its own result tuple), in order, each within ``timeout_s``
         seconds of CPU time (retried once with :data:`RETRY_FACTOR` times it); what runs out gives
         (None, "timeout"), a worker that died (None, "worker crashed")."""
         if not tasks:

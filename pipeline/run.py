@@ -19,6 +19,7 @@ Under the output's lock (one writer at a time), four steps, one function each:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -26,28 +27,23 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from pipeline.base_version import base_version, identity_diff
 from pipeline.config import ConfigError, LabelConfig
 from pipeline.execution.executors import CountedShards
+from pipeline.execution.progress import LiveProgress as _Progress  # phases, ETA, one final line
 from pipeline.execution.sizing import planned_workers, solution_cost
 from pipeline.execution.startup import EarlyStart, startup_facts, worker_events
 from pipeline.input.staging import resume_shards
+from pipeline.storage.damaged import damaged_row_keys, dropped_rows, record_dropped
 from pipeline.storage.integrity import current_manifest, verified_base
 from pipeline.storage.lock import OutputLock, corpus_lock
 from pipeline.storage.manifest import ExecutionFacts, InputCounts, build_manifest
 from pipeline.storage.output import new_local_folder, remove_empty_folders, storage_message
+from pipeline.storage.quarantine import quarantine
 from pipeline.storage.rows import Solution
-from pipeline.storage.schema import SCHEMA_VERSION
 from pipeline.storage.store import CorpusStore, Fenced
 
 log = logging.getLogger("mcprm")
-
-# What each schema version changed (for the message that refuses to mix versions in one corpus).
-_SCHEMA_CHANGES = {2: "it adds mc_no_answer and counts a continuation with no final answer as incorrect",
-                   3: "it adds mc_low, mc_high, first_error_confidence and label_status",
-                   4: "an unreadable answer counts as a failure (mc_unreadable), mc_value and its interval follow "
-                      "the sampling design, rollout reuse is counted exactly (mc_reused, mc_deep_*), and "
-                      "first_error_confidence comes from a model fitted to the whole version"}
-
 
 @dataclass
 class RunResult:
@@ -90,9 +86,6 @@ def gold_check(grader: str, timeout_s: float):
     from pipeline.input import GoldCheck
 
     return GoldCheck(functools.partial(g.check_golds, config=GraderConfig(timeout_s=timeout_s)))
-
-
-from pipeline.execution.progress import LiveProgress as _Progress  # noqa: E402 - phases, ETA, one final line
 
 
 def _iter_shards(run: _Run, skip: set[int]) -> Iterator[tuple[int, list[Solution]]]:
@@ -241,34 +234,7 @@ def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, star
         from pipeline.input.staging import STAGED
 
         store.delete(f"{store.version_dir(manifest['version'])}/{STAGED}", recursive=True)
-    base = manifest  # the version whose shards the new one builds on
-    if manifest is not None and manifest.get("identity") != identity:
-        if not cfg.overwrite:
-            diff = _identity_diff(manifest.get("identity_fields", {}), cfg.identity_dict())
-            raise ConfigError(
-                f"{cfg.output} holds a corpus labeled with a different configuration ({diff}). Labels made "
-                "with different settings must not be mixed: use another --output, or pass --overwrite to "
-                "start a new corpus version there (the old versions stay readable until `mcprm prune`)."
-            )
-        log.warning("--overwrite: starting a new corpus version with the new configuration at %s", cfg.output)
-        base = None
-    old_schema = int(manifest.get("schema_version") or 1) if manifest is not None else SCHEMA_VERSION
-    if base is not None and old_schema != SCHEMA_VERSION:
-        # Shards of different schema versions are never mixed in one version: their columns differ, and
-        # so does what mc_value counts (schema 1 left "no final answer" continuations out of it).
-        if not cfg.overwrite:
-            raise ConfigError(
-                f"{cfg.output} holds a corpus written with schema version {old_schema}; this mcprm writes "
-                f"version {SCHEMA_VERSION} ("
-                + ("; ".join(_SCHEMA_CHANGES[v] for v in range(old_schema + 1, SCHEMA_VERSION + 1)
-                             if v in _SCHEMA_CHANGES) or "other columns") + "), and the "
-                "two cannot be mixed in one corpus version. Use another --output, or pass --overwrite to "
-                "relabel everything as a new corpus version there (the old versions stay readable until "
-                "`mcprm prune`)."
-            )
-        log.warning("--overwrite: relabeling the schema-%d corpus at %s as a new schema-%d version", old_schema,
-                    cfg.output, SCHEMA_VERSION)
-        base = None
+    base = base_version(cfg, manifest, identity)  # the version whose shards the new one builds on (None: afresh)
     version = version or store.next_version()
 
     base, existing = verified_base(store, base)
@@ -282,7 +248,8 @@ def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, star
     run.counts = InputCounts(reused=stats.known, rejected=stats.rejected,
                              duplicates=stats.duplicates + stats.same_content)
     if base is not None and base.get("_damaged"):
-        run.dropped = _damaged_rows_dropped(run, existing)
+        run.dropped = dropped_rows(store, base["_damaged"], run.damaged_seen, existing, cfg.output,
+                                   cfg.drop_damaged)
     run.plan = {
         "identity": identity,
         "version": version,
@@ -293,48 +260,6 @@ def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, star
         "shards": shards,  # each: its staged file, rows and a digest of its keys (pipeline.input.staging)
     }
     return run
-
-
-def _damaged_rows_dropped(run: _Run, existing) -> list[dict]:
-    """The rows of the base's damaged shards that the new version would not hold (the input no longer has them
-    and no intact shard does). Refused, naming them, unless ``--drop-damaged``; then they are what the new
-    manifest records under ``dropped``."""
-    import numpy as np
-
-    from pipeline.storage.store import ShardError
-
-    lost: list[dict] = []
-    for d in run.base["_damaged"]:
-        sh, keys = d["shard"], d["keys"]
-        entry = {"path": sh["path"], "version": sh.get("version"), "rows": int(sh.get("rows", 0))}
-        if keys is None:  # nothing tells which rows it held: the input cannot be shown to hold them
-            lost.append(dict(entry, keys=None, missing=entry["rows"]))
-            continue
-        elsewhere = set()
-        if existing is not None and len(existing):
-            nums = np.fromiter((int(k, 16) for k in keys), np.uint64, len(keys))
-            elsewhere = {k for k, hit in zip(keys, np.isin(nums, existing)) if hit}
-        missing = [k for k in keys if k not in run.damaged_seen and k not in elsewhere]
-        if missing:
-            lost.append(dict(entry, keys=missing, missing=len(missing)))
-    if not lost:
-        return []
-    n = sum(x["missing"] for x in lost)
-    where = "; ".join(
-        f"{run.store.uri(x['path'])} (version {x['version']}): "
-        + (f"{x['missing']} of its {x['rows']} rows, keys {', '.join(x['keys'][:5])}"
-           + (", ..." if len(x["keys"]) > 5 else "") if x["keys"] is not None
-           else f"its {x['rows']} rows (unreadable, and no checksum sidecar lists its keys)")
-        for x in lost)
-    if not run.cfg.drop_damaged:
-        raise ShardError(
-            f"{n} rows of damaged shards of {run.cfg.output} are not in the input any more, so the new version "
-            f"would not hold them: {where}. Nothing was labeled or committed. Restore the damaged files from a "
-            "backup, or add the input that holds those rows, then rerun; or pass --drop-damaged to commit the new "
-            "version without them (recorded in its manifest under `dropped`). `mcprm verify` lists what is "
-            "damaged.")
-    log.warning("--drop-damaged: the new version leaves out %d rows of damaged shards: %s", n, where)
-    return lost
 
 
 def _read_input(run: _Run, known):
@@ -356,7 +281,7 @@ def _read_input(run: _Run, known):
                     cost=solution_cost(cfg.strategy) if workers > 1 else None)
     starter = run.starter
     run.events["input_started"] = time.time()
-    damaged = {k for d in (run.base or {}).get("_damaged", []) for k in (d["keys"] or [])}
+    damaged = damaged_row_keys(run.base)
     try:
         for key, sol in iter_keyed_solutions(input_spec(cfg), cfg.skip_bad, rejects, stats, limit=cfg.limit,
                                              known=known, on_solution=run.input_notes.observe):
@@ -400,7 +325,7 @@ def _resume(run: _Run) -> None:
         run.plan = plan = old_plan
     if old_plan is not None and old_plan != plan:
         if old_plan.get("identity") != plan["identity"]:  # name the field; nothing committed: replace
-            diff = _identity_diff(old_plan.get("identity_fields") or {}, cfg.identity_dict())
+            diff = identity_diff(old_plan.get("identity_fields") or {}, cfg.identity_dict())
             if run.manifest is not None and not cfg.overwrite:
                 raise ConfigError(
                     f"{cfg.output} has an unfinished run with a different configuration ({diff}). Rerun it "
@@ -506,7 +431,9 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
 
     cfg, store, plan = run.cfg, run.store, run.plan
     lock.check()  # a run that lost its lock stops before reading its shards again (the fence is in commit)
-    _quarantine(run, results)
+    quarantined = quarantine(store, run.version, results)  # rows the workers failed on (--skip-bad)
+    if quarantined:
+        run.counts = dataclasses.replace(run.counts, rejected=run.counts.rejected + quarantined)
     new_manifest = build_manifest(cfg, plan, results, run.base, run.manifest, run.counts, facts)
     new_manifest.update(run_notes(cfg, store, [results[sh["shard"]]["path"] for sh in plan["shards"]],
                                   run.input_notes))
@@ -516,9 +443,7 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
         new_manifest["execution"] = {**ex, "reason": reason, "fleet": run.fleet}
     new_manifest["throughput"].update(startup_facts(run.events))  # input reading and engine start
     new_manifest["first_error_model"] = _first_error_model(store, new_manifest["shards"])
-    if run.dropped:  # rows of damaged shards the user chose to leave out (--drop-damaged): said, never silent
-        new_manifest["dropped"] = run.dropped
-        new_manifest["counts"]["dropped"] = sum(x["missing"] for x in run.dropped)
+    record_dropped(new_manifest, run.dropped)  # rows of damaged shards left out (--drop-damaged): said, never silent
     store.commit(new_manifest, fence=lock.check)
     from pipeline.input.staging import STAGED
 
@@ -531,41 +456,8 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
     )
 
 
-def _quarantine(run: _Run, results: dict[int, dict]) -> None:
-    """Rows the workers failed on with ``--skip-bad`` (each shard's result says which, and why): added to
-    ``rejects/vNNNNN.jsonl`` beside the rows validation rejected, and to the version's rejected count."""
-    import dataclasses
-
-    found = [r for i in sorted(results) for r in results[i].get("rejects") or []]
-    if not found:
-        return
-    rel = f"rejects/v{run.version:05d}.jsonl"
-    try:
-        before = run.store.read_bytes(rel)
-    except FileNotFoundError:
-        before = b""
-    known = set()
-    for line in before.splitlines():
-        try:
-            known.add(json.loads(line).get("key"))
-        except (ValueError, AttributeError):
-            pass
-    new = [r for r in found if r.get("key") not in known or r.get("key") is None]
-    lines = b"".join(json.dumps({k: v for k, v in r.items() if k != "detail"}, ensure_ascii=False).encode() + b"\n"
-                     for r in new)
-    run.store.write_bytes(rel, before + lines)  # whole, in one step, as the validation rejects were
-    run.counts = dataclasses.replace(run.counts, rejected=run.counts.rejected + len(found))
-    for r in found:
-        log.warning("%s: quarantined to %s (--skip-bad): %s", r["where"], run.store.uri(rel), r["reason"])
-
-
 def _first_error_model(store, shards: list[dict]) -> dict | None:
     """The version's first-error model, fitted to its stored counts (pipeline.storage.confidence)."""
     from pipeline.storage.confidence import FIT_COLUMNS, fit_model
 
     return fit_model(store.read_table(s["path"], columns=FIT_COLUMNS) for s in shards)
-
-
-def _identity_diff(old: dict, new: dict) -> str:
-    changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
-    return "; ".join(changed[:6]) or "unknown difference"

@@ -140,10 +140,10 @@ def test_takeover_never_replaces_a_lock_that_changed_after_its_check(kind, tmp_p
 
 
 def test_store_without_conditional_writes_warns_once(caplog, monkeypatch):
+    import pipeline.storage.conditional as conditional_mod
     import pipeline.storage.lock as lock_mod
-    import pipeline.storage.store as store_mod
 
-    monkeypatch.setattr(store_mod, "_is_memory", lambda fs: False)  # memory:// as a store without If-Match
+    monkeypatch.setattr(conditional_mod, "_is_memory", lambda fs: False)  # memory:// as a store without If-Match
     store = CorpusStore(f"memory://warn-{uuid.uuid4().hex[:8]}/out")
     assert store.exclusive_create and not store.conditional_replace
     monkeypatch.setattr(lock_mod, "_WARNED", set())
