@@ -108,9 +108,8 @@ class OutputConfig:
 
     output: str = option("./mcprm-out", "Output corpus folder (any fsspec URL).", flags=("--output", "-o"))
     overwrite: bool = option(False, "Start a new corpus version with other settings on an existing output.")
-    drop_damaged: bool = option(False, "Commit a refresh without the rows of damaged shards that the input no "
-                                       "longer holds (recorded in the manifest's `dropped`).",
-                                shown="off: such a refresh stops and says which rows")
+    drop_damaged: bool = option(False, "Let a refresh drop the rows of damaged shards the input no longer holds "
+                                       "(recorded in the manifest).", shown="off: refused")
     shard_size: int = option(DEFAULT_SHARD_SIZE, "Solutions per shard (the unit of work, resume and balance).")
 
     def problems(self) -> list[str]:
@@ -273,8 +272,7 @@ class ExecutorConfig:
                                      shown="one per GPU (vllm) or CPU slot (hf), at most one per shard")
     cpus_per_worker: float | None = option(None, "CPUs per worker (hf: torch threads; every backend: grader "
                                                  "processes).",
-                                           shown="hf/openai: 1 (cores are used by workers, one per CPU); vllm: the "
-                                                 "node's CPUs per GPU, at most 8")
+                                           shown="hf/openai: 1; vllm: the node's CPUs per GPU, at most 8")
     gpus_per_worker: float = option(0.0, "GPUs per worker.", shown="vllm: --tensor-parallel-size; hf: 0")
     # an adaptive strategy's shard ends with its slowest solution; more shards at once keep a GPU
     # engine full through those tails (solutions in flight per worker = this x --shard-size)
@@ -289,9 +287,8 @@ class ExecutorConfig:
                                      "starting new ones: no engine start; its engine options (backend, model, "
                                      "dtype, seed, backend options) must be this run's (docs/refresh.md).",
                                shown="off: workers started for this run")
-    keep_warm: str | None = option(None, "How long workers stay warm after a run (90s, 30m, 2h; 0: stop): this "
-                                         "machine's, for the next `mcprm label --keep-warm` (stop them: `mcprm "
-                                         "fleet down`); `fleet up`'s; --fleet's.",
+    keep_warm: str | None = option(None, "How long workers stay warm after a run (90s, 30m, 2h; 0: stop), for "
+                                         "the next run to borrow (`mcprm fleet down` stops them).",
                                    shown=f"label: {DEFAULT_LOCAL_KEEP_WARM}; fleet up: {DEFAULT_KEEP_WARM}")
     max_batch_requests: int = option(DEFAULT_MAX_BATCH_REQUESTS, "Requests handed to the backend per generate() call.", cli=False)
     progress: bool = option(True, "Live progress (the CLI: --progress / --quiet).", cli=False)

@@ -63,15 +63,13 @@ class VLLMOptions:
     vllm_engine: str = option(DEFAULT_VLLM_ENGINE, "vllm: loop (streaming), async (vLLM's AsyncLLM) or offline "
                                                    "(one generate call per round).", choices=VLLM_ENGINES)
     deterministic: bool = option(False, "A request's text does not depend on the rest of the batch. vllm: "
-                                        "batch-invariant kernels (VLLM_BATCH_INVARIANT=1), prefix cache off, 0.39x "
-                                        "the tokens/s at 7B on an H200 (BENCHMARKS.md); sglang: also seeds samples.")
+                                        "batch-invariant kernels, prefix cache off (0.39x the tokens/s at 7B); "
+                                        "sglang: also seeds samples.")
     compile_cache: str | None = option(None, "vllm: folder for vLLM's caches (torch.compile artifacts, model "
                                              "info), shared by a run's workers and by later runs; a local path "
                                              "on each node.", shown="~/.cache/vllm (VLLM_CACHE_ROOT)")
-    vllm_inproc: bool = option(False, "vllm (loop/offline engines): vLLM's engine core in the worker's own process "
-                                      "(VLLM_ENABLE_V1_MULTIPROCESSING=0): a second fleet start took 0.29-0.32x "
-                                      "of a cold one (0.5B, H200), at the same tokens/s; 7B throughput not "
-                                      "measured (BENCHMARKS.md).")
+    vllm_inproc: bool = option(False, "vllm (loop/offline engines): the engine core in the worker's process: "
+                                      "faster starts, 0.76x the tokens/s at 1.5B (BENCHMARKS.md).")
 
     def problems(self, active: bool) -> list[str]:
         out = []

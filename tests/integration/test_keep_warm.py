@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from pipeline.bundled import SAMPLE_PATH
 from pipeline.execution import local_head
 from pipeline.processes import pid_alive
 from pipeline.storage.corpus import read_corpus
@@ -125,8 +126,11 @@ def test_keep_warm_on_a_cluster_needs_a_fleet(small_input, tmp_path):
 def test_every_exit_says_what_is_kept_and_fleet_down_stops_it(small_input, local_ray, tmp_path):
     d, env = local_ray
     pids_file = tmp_path / "pids.json"
-    # Ctrl-C mid-run: the run stops, its workers stay warm as asked, and it says so
-    p = popen_mcprm("label", "--input", small_input, "--output", str(tmp_path / "a"), "--keep-warm", "5m",
+    # Ctrl-C mid-run: the run stops, its workers stay warm as asked, and it says so. Sixty rows, so that the run
+    # cannot finish between its first shard and the signal
+    many = tmp_path / "many.jsonl"
+    many.write_text("".join(x + "\n" for x in SAMPLE_PATH.read_text().splitlines()[:60]))
+    p = popen_mcprm("label", "--input", str(many), "--output", str(tmp_path / "a"), "--keep-warm", "5m",
                     *ARGS, env={**env, "MCPRM_WORKER_PIDS_FILE": str(pids_file)})
     try:
         wait_for(lambda: _parts(str(tmp_path / "a")), 600, "a finished shard", p)
