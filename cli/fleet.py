@@ -140,15 +140,15 @@ def down_cmd(fleet: Annotated[str | None, typer.Option(
 
 
 def _up_signature() -> inspect.Signature:
-    from cli.label import _CLI_ONLY, _param
+    from cli.label import CLI_ONLY, option_param
     from pipeline.config import option_fields
 
     fields = option_fields()
-    params = [_param(n, *fields[n]) for n in _up_names()]
+    params = [option_param(n, *fields[n]) for n in _up_names()]
     params.insert(0, inspect.Parameter("fleet", inspect.Parameter.KEYWORD_ONLY, default="default", annotation=(
         _fleet_opt("The fleet's name (its workers are the Ray actors fleet/NAME/i in namespace mcprm). "
                    "(default: default)"))))
-    params.insert(1, _CLI_ONLY[0])  # --config: the run file label uses (its other options are ignored here)
+    params.insert(1, CLI_ONLY[0])  # --config: the run file label uses (its other options are ignored here)
     params.append(inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=_JSON))
     return inspect.Signature(params)
 

@@ -21,9 +21,9 @@ def progress_line(done: int, total: int, solutions: int, tokens: int, seconds: f
     batch has as many problems and samples, so the pace is known from the first)."""
     import sys
 
-    from pipeline.execution.progress import _duration
+    from pipeline.execution.progress import duration_text
 
-    left = "" if done >= total or done == 0 else f", about {_duration(seconds * (total - done) / done)} left"
+    left = "" if done >= total or done == 0 else f", about {duration_text(seconds * (total - done) / done)} left"
     print(f"[mcprm] generate: {done:,}/{total:,} problems, {solutions:,} solutions, {tokens:,} tokens in "
           f"{seconds:.0f} s{left}", file=sys.stderr, flush=True)
 

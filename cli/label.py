@@ -14,7 +14,7 @@ from cli.common import echo, preflight, user_errors
 from pipeline.config import LabelConfig, option_default, option_fields
 
 
-def _enum(name: str, values) -> type[enum.Enum]:
+def option_enum(name: str, values) -> type[enum.Enum]:
     return enum.Enum(name, {v: v for v in values}, type=str)
 
 
@@ -58,14 +58,14 @@ def _section_of(name: str) -> str:
     return next(sec for sec, cls in SECTIONS.items() if name in {f.name for f in dataclasses.fields(cls)})
 
 
-def _param(name: str, f, typ) -> inspect.Parameter:
+def option_param(name: str, f, typ) -> inspect.Parameter:
     """A ``mcprm label`` option made from its config field: flags, type, choices, help and default text."""
     md = f.metadata
     flag = "--" + name.replace("_", "-")
     args = [a for a in typing.get_args(typ) if a is not type(None)]
     base = args[0] if typing.get_origin(typ) in (typing.Union, types.UnionType) and len(args) == 1 else typ
     if md.get("choices"):
-        base = _enum("".join(w.title() for w in name.split("_")), md["choices"])
+        base = option_enum("".join(w.title() for w in name.split("_")), md["choices"])
     decls = tuple(md.get("flags") or (flag,))
     if base is bool:
         decls = (f"{flag}/--no-{name.replace('_', '-')}",)
@@ -75,7 +75,7 @@ def _param(name: str, f, typ) -> inspect.Parameter:
                              annotation=Annotated[base | None, _o(*decls, help=option_help(name), **extra)])
 
 
-_CLI_ONLY = [  # options of the command itself, not of the run
+CLI_ONLY = [  # options of the command itself, not of the run
     inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
         str | None, _o("--config", "-c", help="YAML/JSON file with any of these options (options given here win).",
                               rich_help_panel="Input")]),
@@ -92,10 +92,10 @@ _CLI_ONLY = [  # options of the command itself, not of the run
 
 
 def _signature() -> inspect.Signature:
-    run_options = [_param(n, f, t) for n, (f, t) in option_fields().items() if f.metadata.get("cli", True)]
+    run_options = [option_param(n, f, t) for n, (f, t) in option_fields().items() if f.metadata.get("cli", True)]
     first = [p for p in run_options if p.name in ("input", "output")]  # then --config, then the tree's order
     rest = [p for p in run_options if p.name not in ("input", "output")]
-    return inspect.Signature(first + _CLI_ONLY[:1] + rest + _CLI_ONLY[1:])
+    return inspect.Signature(first + CLI_ONLY[:1] + rest + CLI_ONLY[1:])
 
 
 def option_table() -> str:

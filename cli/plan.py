@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from cli.common import preflight, user_errors
-from cli.label import _enum, option_help
+from cli.label import option_enum, option_help
 from pipeline.commands.plan import DEFAULT_GPU_TOKENS_PER_S, DEFAULT_PILOT
 from pipeline.options import BACKENDS, STRATEGIES
 
@@ -17,8 +17,8 @@ def register(app: typer.Typer) -> None:
     app.command("plan")(plan_cmd)
 
 
-_Strategy = _enum("Strategy", STRATEGIES)
-_Backend = _enum("Backend", BACKENDS)
+_Strategy = option_enum("Strategy", STRATEGIES)
+_Backend = option_enum("Backend", BACKENDS)
 
 
 def plan_cmd(

@@ -1,4 +1,4 @@
-"""The house's layers, drawn from the code (bench/import_graph.py): no import circle in the product code, and no
+"""The house's layers, drawn from the code (tests/import_graph.py): no import circle in the product code, and no
 arrow a layer must never have (storage knows nothing of labeling, input or commands; pipeline.stats imports
 nothing from pipeline; graders and rollouts know nothing of pipeline), and no product module over 500 lines."""
 
@@ -19,7 +19,7 @@ KNOWN_CYCLES: list[list[str]] = []
 
 @pytest.fixture(scope="module")
 def import_graph():
-    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "bench" / "import_graph.py")
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "tests" / "import_graph.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["import_graph"] = module
     spec.loader.exec_module(module)

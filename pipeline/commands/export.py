@@ -60,7 +60,7 @@ from pipeline.commands.export_common import (  # noqa: F401  (the export API)
     Row,
 )
 from pipeline.commands.export_formats import format_row  # noqa: F401  (the export API: a row's record)
-from pipeline.commands.export_rows import _cut, row_labels  # noqa: F401  (the per-step run's labels and cuts)
+from pipeline.commands.export_rows import cut_row, row_labels  # noqa: F401  (the per-step run's labels and cuts)
 from pipeline.commands.exporters import EXPORTERS, get_exporter, soft_formats
 
 

@@ -13,7 +13,7 @@ from pipeline.commands.export_common import (
 
 def trl_columns(b, drop_after_first_error: bool, skipped: dict[str, int], cut: dict[str, int]):
     """Batch ``b``'s exportable rows as a trl table (id, prompt, completions, labels), computed on whole columns:
-    the rows, cuts and skips that the row-by-row path (row_labels with the corpus's own labels, _cut,
+    the rows, cuts and skips that the row-by-row path (row_labels with the corpus's own labels, cut_row,
     format_row) gives, counted into ``skipped``/``cut`` the same way. Returns (the table, and per row of
     it: steps, labeled steps, positive steps), or None (nothing counted) when some row's steps, labels and
     mc_value differ in length: that batch goes row by row, whose errors name it."""

@@ -54,7 +54,7 @@ def row_labels(labels: Sequence[bool | None], mc_value: Sequence[float | None], 
     return out, hard, imputed
 
 
-def _cut(row: Row, hard: list[bool | None], drop_after_first_error: bool, cut: dict[str, int]) -> Row:
+def cut_row(row: Row, hard: list[bool | None], drop_after_first_error: bool, cut: dict[str, int]) -> Row:
     # list.index/in compare with ==: labels are bool/float/None and hard decisions bool/None, so "None" finds
     # exactly the None entries and "False" exactly the False hard decisions (0.0 never enters ``hard``)
     n = len(row.steps)
@@ -168,7 +168,7 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
                 row.weight = weight
                 yield row
                 continue
-            row = _cut(row, hard, r.drop_after_first_error, cut)
+            row = cut_row(row, hard, r.drop_after_first_error, cut)
             row.weight = weight
             if not row.steps:
                 skipped["first_step_unlabeled"] = skipped.get("first_step_unlabeled", 0) + 1

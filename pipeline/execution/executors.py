@@ -458,14 +458,14 @@ class _Borrowed:
 SMALL_MACHINE_CPUS = 4
 
 
-def _cpu_count() -> int:
+def cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
 
 
-def _gpu_count() -> int:
+def gpu_count() -> int:
     """GPUs this machine shows (device files or CUDA_VISIBLE_DEVICES), without importing torch."""
     vis = os.environ.get("CUDA_VISIBLE_DEVICES")
     if vis is not None:
@@ -485,7 +485,7 @@ def choose_executor(cfg: LabelConfig) -> tuple[str, str]:
         return "ray", "--ray-address / RAY_ADDRESS given"
     if cfg.num_workers is not None and cfg.num_workers > 1:
         return "ray", f"--num-workers {cfg.num_workers} given"
-    cpus, gpus = _cpu_count(), _gpu_count()
+    cpus, gpus = cpu_count(), gpu_count()
     if gpus:
         return "ray", f"{gpus} GPU(s) on this machine"
     if cpus < SMALL_MACHINE_CPUS:

@@ -114,13 +114,13 @@ class ProgressState:
         eta = self.eta(now)
         done_so_far = (f"{self.rollouts:,} rollouts, {t:,.0f} tok/s" if self.rollouts
                        else "no rollouts needed yet")  # e.g. solutions trusted as correct
-        return f"{done_so_far}, ETA " + ("estimating" if eta is None else _duration(eta))
+        return f"{done_so_far}, ETA " + ("estimating" if eta is None else duration_text(eta))
 
     def line(self, now: float, loading: bool = False) -> str:
         return f"{self.done:,}/{self.total:,} solutions, " + self.info(now, loading)
 
 
-def _duration(s: float) -> str:
+def duration_text(s: float) -> str:
     s = max(0, round(s))
     if s < 120:
         return f"{s} s"

@@ -97,7 +97,7 @@ def planned_workers(cfg) -> int:
     ``--num-workers`` if given; 1 for the local executor; else one per GPU of this machine for a GPU backend,
     or CPUs / ``--cpus-per-worker`` for a CPU backend. On a remote cluster (``--ray-address``) without
     ``--num-workers`` this is this machine's count, a guess: the layout only shapes the last shards."""
-    from pipeline.execution.executors import _cpu_count, _gpu_count, choose_executor
+    from pipeline.execution.executors import choose_executor, cpu_count, gpu_count
 
     if cfg.num_workers:
         return int(cfg.num_workers)
@@ -106,5 +106,5 @@ def planned_workers(cfg) -> int:
         return 1
     gpus = cfg.worker_gpus
     if gpus > 0:
-        return max(1, int(_gpu_count() // gpus))
-    return max(1, int(_cpu_count() // max(cfg.worker_cpus(), 1e-9)))
+        return max(1, int(gpu_count() // gpus))
+    return max(1, int(cpu_count() // max(cfg.worker_cpus(), 1e-9)))

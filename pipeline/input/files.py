@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Iterator
 
-from pipeline.input.spec import InputError, InputSpec, RawRow, _flag
+from pipeline.input.spec import InputError, InputSpec, RawRow, flag_name
 
 _EXTENSIONS = {
     ".jsonl": "jsonl",
@@ -245,7 +245,7 @@ def _read_parquet(file: str, f, spec: InputSpec) -> Iterator[RawRow]:
             field=missing[0],
             error="Parquet schema has no column "
             + " and no column ".join(f"'{m}'" for m in missing)
-            + f" (columns: {', '.join(names)}); map the field (e.g. --{_flag(spec, missing[0])}-field NAME) "
+            + f" (columns: {', '.join(names)}); map the field (e.g. --{flag_name(spec, missing[0])}-field NAME) "
             f"or fix the file; none of its {pf.metadata.num_rows} rows was read",
         )
         return

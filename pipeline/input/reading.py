@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from pipeline.input import files
 from pipeline.input.files import iter_rows, resolve_files
-from pipeline.input.spec import InputError, InputSpec, RawRow, Reject, _where
-from pipeline.input.validation import _raw_text, validate
+from pipeline.input.spec import InputError, InputSpec, RawRow, Reject, row_where
+from pipeline.input.validation import raw_text, validate
 from pipeline.storage.atomic import AtomicFile
 from pipeline.storage.rows import Solution
 
@@ -104,7 +104,7 @@ def _gold_checked(spec: InputSpec, rows: Checked) -> Checked:
         return rows
     gold_check = spec.gold_check
     return _batch_checked(rows, lambda sols: gold_check([s.answer for s in sols]), lambda raw, why: Reject(
-        raw.file, raw.row, spec.answer_field, f"gold answer cannot be read by the grader: {why}", _raw_text(raw),
+        raw.file, raw.row, spec.answer_field, f"gold answer cannot be read by the grader: {why}", raw_text(raw),
         raw.kind))
 
 
@@ -114,7 +114,7 @@ def _prompt_checked(spec: InputSpec, rows: Checked) -> Checked:
         return rows
 
     def reject(raw: RawRow, why: str) -> Reject:
-        return Reject(raw.file, raw.row, _longest_field(spec, raw.data), why, _raw_text(raw), raw.kind)
+        return Reject(raw.file, raw.row, _longest_field(spec, raw.data), why, raw_text(raw), raw.kind)
 
     check = spec.prompt_check
 
@@ -213,7 +213,7 @@ class _Seen:
 
     def where(self, j: int) -> str:
         file, kind = self.files[self.file[j]]
-        return _where(file, self.row[j], kind)
+        return row_where(file, self.row[j], kind)
 
     def add(self, sol: Solution, raw: RawRow, key: int, derived: bool) -> int:
         fi = self._file_index.get(raw.file)
@@ -272,7 +272,7 @@ def _unique(spec: InputSpec, rows: Checked, seen: _Seen, stats: IngestStats, kno
                     yield raw, None, "", False
                 else:
                     yield raw, Reject(raw.file, raw.row, spec.id_field, f"id {out.id!r} is already used by "
-                                      f"{seen.where(j)} for different content; ids must be unique", _raw_text(raw),
+                                      f"{seen.where(j)} for different content; ids must be unique", raw_text(raw),
                                       raw.kind), "", False
                 continue
             j = seen.add(out, raw, key, derived[i])

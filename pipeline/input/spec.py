@@ -97,13 +97,13 @@ class InputSpec:
         return cls(paths=paths, **{**PRESETS[name], **overrides})
 
 
-def _where(file: str, row: int | None, kind: str) -> str:
+def row_where(file: str, row: int | None, kind: str) -> str:
     if row is None:
         return file
     return f"{file} line {row + 1}" if kind == "jsonl" else f"{file} row {row}"
 
 
-def _flag(spec: InputSpec, name: str) -> str:
+def flag_name(spec: InputSpec, name: str) -> str:
     for attr in ("problem", "answer", "steps", "solution", "id"):
         if getattr(spec, f"{attr}_field") == name:
             return attr
@@ -128,7 +128,7 @@ class RawRow:
 
     @property
     def where(self) -> str:
-        return _where(self.file, self.row, self.kind)
+        return row_where(self.file, self.row, self.kind)
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ class Reject:
 
     @property
     def where(self) -> str:
-        return _where(self.file, self.row, self.kind)
+        return row_where(self.file, self.row, self.kind)
 
     @property
     def message(self) -> str:

@@ -8,7 +8,7 @@ import math
 from decimal import Decimal
 
 from graders.boxes import hash_answer, last_box
-from pipeline.input.spec import RAW_CHARS, InputSpec, RawRow, Reject, _flag
+from pipeline.input.spec import RAW_CHARS, InputSpec, RawRow, Reject, flag_name
 from pipeline.input.split import SplitError, split_solution
 from pipeline.storage.rows import Solution, content_key
 
@@ -38,7 +38,7 @@ def _number_text(x) -> str | None:
     return None
 
 
-def _raw_text(raw: RawRow) -> str:
+def raw_text(raw: RawRow) -> str:
     if raw.text is not None:
         return raw.text[:RAW_CHARS]
     if raw.data is None:
@@ -59,7 +59,7 @@ def validate(raw: RawRow, spec: InputSpec) -> Solution | Reject:
     """Turn one :class:`RawRow` into a :class:`Solution`, or a :class:`Reject` saying what is wrong."""
 
     def reject(field: str | None, reason: str) -> Reject:
-        return Reject(raw.file, raw.row, field, reason, _raw_text(raw), raw.kind)
+        return Reject(raw.file, raw.row, field, reason, raw_text(raw), raw.kind)
 
     if raw.error is not None:
         return reject(raw.field, raw.error)
@@ -72,7 +72,7 @@ def validate(raw: RawRow, spec: InputSpec) -> Solution | Reject:
         return reject(
             name,
             f"missing {what} (the row has fields: {have}); map the field with "
-            f"--{_flag(spec, name)}-field if it has another name",
+            f"--{flag_name(spec, name)}-field if it has another name",
         )
 
     def present(name: str, what: str, null: str):

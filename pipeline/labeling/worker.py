@@ -29,10 +29,10 @@ def source_where(source: str) -> str:
     file, sep, row = source.rpartition(":")
     if not sep or not row.isdigit():
         return source
-    from pipeline.input.spec import _where
+    from pipeline.input.spec import row_where
 
     kind = "jsonl" if not file.endswith((".parquet", ".json", ".pq")) else "parquet"
-    return _where(file, int(row), kind)
+    return row_where(file, int(row), kind)
 
 
 class WorkerError(RowError, RuntimeError):

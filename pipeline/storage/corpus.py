@@ -36,9 +36,9 @@ def open_manifest(url: str, version: int | None = None) -> tuple[CorpusStore, di
 
 
 def _committed(store: CorpusStore) -> list[int]:
-    from pipeline.storage.integrity import _read_version
+    from pipeline.storage.integrity import read_version
 
-    return [v for v in store.versions() if _read_version(store, v) is not None]
+    return [v for v in store.versions() if read_version(store, v) is not None]
 
 
 def shard_uris(url: str, version: int | None = None) -> list[str]:

@@ -245,7 +245,7 @@ def verified_base(store: CorpusStore, base: dict | None):
 
 
 # ------------------------------------------------------------------ manifests
-def _read_version(store: CorpusStore, v: int) -> dict | None:
+def read_version(store: CorpusStore, v: int) -> dict | None:
     """Version ``v``'s manifest, or None when it is missing, unreadable or a fence (never a version)."""
     try:
         m = store.version_manifest(v)
@@ -258,7 +258,7 @@ def _read_version(store: CorpusStore, v: int) -> dict | None:
 
 def newest_intact_version(store: CorpusStore) -> dict | None:
     for v in reversed(store.versions()):
-        m = _read_version(store, v)
+        m = read_version(store, v)
         if m is not None:
             return m
     return None
@@ -380,7 +380,7 @@ def verify_corpus(url: str, full: bool = True, repair: bool = False) -> tuple[li
             return problems, summary
     if cur is not None:
         summary["current"] = cur["version"]
-        vm = _read_version(store, cur["version"])
+        vm = read_version(store, cur["version"])
         if vm is None:
             problems.append(Problem(store.uri(f"versions/v{cur['version']:05d}.json"),
                                     "the current version's manifest file is missing or unreadable",
@@ -394,7 +394,7 @@ def verify_corpus(url: str, full: bool = True, repair: bool = False) -> tuple[li
     latest = max(versions) if versions else 0
     summary["fenced_versions"] = []
     for v in versions:
-        m = _read_version(store, v)
+        m = read_version(store, v)
         rel = f"versions/v{v:05d}.json"
         if m is None and store.is_fence(v):
             summary["fenced_versions"].append(v)  # a number claimed at a takeover: no version, nothing to check

@@ -56,8 +56,8 @@ def test_own_data_warnings_and_gsm8k_splitter(tmp_path, monkeypatch):
     ]
     inp = _write(tmp_path / "gsm.jsonl", gsm)
     # 1) newline splitter on GSM8K text: the answer line is a step, annotations stay; the model cannot solve
-    monkeypatch.setattr(executors, "_cpu_count", lambda: 2)
-    monkeypatch.setattr(executors, "_gpu_count", lambda: 0)
+    monkeypatch.setattr(executors, "cpu_count", lambda: 2)
+    monkeypatch.setattr(executors, "gpu_count", lambda: 0)
     res = label(make_cfg(inp, str(tmp_path / "nl"), splitter="newline", k=4, max_new_tokens=32, executor="auto"))
     codes = {w["code"]: w["message"] for w in res.manifest["warnings"]}
     assert "answer-line-step" in codes and "--splitter gsm8k" in codes["answer-line-step"], codes

@@ -11,8 +11,8 @@ import pytest
 from pipeline.commands.export import (
     ExportOptions,
     Row,
-    _cut,
     check_row,
+    cut_row,
     export_corpus,
     format_row,
     row_labels,
@@ -153,7 +153,7 @@ def _export_in_memory(url: str, fmt: str, *, label_rule="hard", balance=None, dr
             row.has_error = fe != -1
             rows.append(row)
             continue
-        row = _cut(row, hard, drop, cut)
+        row = cut_row(row, hard, drop, cut)
         if not row.steps:
             skipped["first_step_unlabeled"] = skipped.get("first_step_unlabeled", 0) + 1
             continue

@@ -1,7 +1,7 @@
 """The import graph of the product code (pipeline/, graders/, rollouts/, cli/), drawn from the AST.
 
-    python bench/import_graph.py            # print the cycles and the forbidden arrows, exit 1 if any
-    python bench/import_graph.py --edges    # print every edge as "a -> b"
+    python tests/import_graph.py            # print the cycles and the forbidden arrows, exit 1 if any
+    python tests/import_graph.py --edges    # print every edge as "a -> b"
 
 Every import counts, including those inside functions (a lazy import is still an arrow between rooms).
 tests/test_import_layers.py asserts the same rules.
