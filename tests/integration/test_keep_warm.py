@@ -126,14 +126,14 @@ def test_keep_warm_on_a_cluster_needs_a_fleet(small_input, tmp_path):
 def test_every_exit_says_what_is_kept_and_fleet_down_stops_it(small_input, local_ray, tmp_path):
     d, env = local_ray
     pids_file = tmp_path / "pids.json"
-    # Ctrl-C mid-run: the run stops, its workers stay warm as asked, and it says so. Sixty rows, so that the run
-    # cannot finish between its first shard and the signal
+    # Ctrl-C mid-run: the run stops, its workers stay warm as asked, and it says so. The signal goes once two
+    # shards are written (Ray and the worker are up, the run is labeling), and 200 rows leave it far from done
     many = tmp_path / "many.jsonl"
-    many.write_text("".join(x + "\n" for x in SAMPLE_PATH.read_text().splitlines()[:60]))
+    many.write_text("".join(x + "\n" for x in SAMPLE_PATH.read_text().splitlines()[:200]))
     p = popen_mcprm("label", "--input", str(many), "--output", str(tmp_path / "a"), "--keep-warm", "5m",
                     *ARGS, env={**env, "MCPRM_WORKER_PIDS_FILE": str(pids_file)})
     try:
-        wait_for(lambda: _parts(str(tmp_path / "a")), 600, "a finished shard", p)
+        wait_for(lambda: len(_parts(str(tmp_path / "a"))) >= 2, 600, "two finished shards", p)
         p.send_signal(signal.SIGINT)
         text, _ = p.communicate(timeout=300)
     finally:
