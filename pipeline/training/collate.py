@@ -215,17 +215,12 @@ def collate(examples: Sequence[Example], pad_id: int, pad_multiple: int = 1) -> 
             "label_weights": weights, "response_start": torch.tensor([e.start for e in examples], dtype=torch.long)}
 
 
-def label_weight_total(soft_labels, label_weights, pos_weight: float = 1.0, neg_weight: float = 1.0):
-    """The total weight :func:`step_loss` averages over: row weight x class weight, summed over labeled positions."""
-    return (label_weights * (pos_weight * soft_labels + neg_weight * (1 - soft_labels))).sum()
-
-
 def step_loss(logits, soft_labels, label_weights, pos_weight: float = 1.0, neg_weight: float = 1.0,
               denominator: float | None = None):
     """Cross-entropy of the 2-class head against soft targets at the labeled positions only:
     ``-(y log p1 + (1 - y) log p0)``, weighted per position (row weight, confidence) and per class
     (``pos_weight`` on the ``y`` part, ``neg_weight`` on the ``1 - y`` part: class balance). Averaged over the
-    total weight (:func:`label_weight_total`), or divided by ``denominator`` when given: in training, one fixed
+    total weight (row weight x class weight over the labeled positions), or divided by ``denominator`` when given: in training, one fixed
     number for every micro-batch, so that each labeled step weighs the same whatever batch it falls in (a
     per-batch mean would weigh a step of a sparsely labeled batch more, and make gradient accumulation change
     the update). With hard targets this is the usual token-classification loss on the separators."""
