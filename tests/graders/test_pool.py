@@ -82,14 +82,30 @@ def test_hung_worker_is_killed_and_replaced():
         pool.close()
 
 
+class _KillAfterSend:
+    """A worker's task pipe that kills the worker a moment after a task has been written to it."""
+
+    def __init__(self, out, pid: int):
+        self._out, self._pid = out, pid
+
+    def send(self, obj) -> None:
+        self._out.send(obj)
+        threading.Timer(0.3, os.kill, (self._pid, signal.SIGKILL)).start()
+
+    def __getattr__(self, name):
+        return getattr(self._out, name)
+
+
 def test_crashed_worker_gives_null_and_pool_recovers():
     pool = WorkerPool(size=2)
     cfg = GraderConfig(timeout_s=5.0)
     try:
         pool.run([("1", "1+0", cfg), ("2", "1+1", cfg)], 5.0)
         assert len(pool.pids) == 2
-        for pid in pool.pids:
-            threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
+        # Each worker is killed only once its task is in its pipe: a kill that came before the send (a loaded
+        # machine can delay this thread past any fixed timer) is a failed start, and the task would be rerun.
+        for w in pool._workers:
+            w.out = _KillAfterSend(w.out, w.process.pid)
         res = pool.run([("1", SLOW % 9500, cfg), ("2", SLOW % 9501, cfg)], 5.0)
         assert res == [(None, "worker crashed")] * 2
         assert pool.run([("2", "1+1", cfg)], 5.0)[0][0] is True
