@@ -41,6 +41,17 @@ def calibration(rows: list[dict], truth: dict[str, int], bins: int = 5) -> dict:
                       "right": t[2] / t[0] if t[0] else None} for i, t in enumerate(table)]}
 
 
+def auroc(rows: list[dict], truth: dict[str, int]) -> dict:
+    """How well ``first_error_confidence`` ranks rows whose first error is the checker's above those whose is
+    not (rows with rollouts and a confidence; ``pipeline.stats.calibration.auroc``)."""
+    from pipeline.stats.calibration import auroc as auroc_of
+
+    scored = [(r["first_error_confidence"], r["first_error"] == truth[r["id"]])
+              for r in rows if r["rollouts"] > 0 and r["first_error_confidence"] is not None]
+    return {"rows": len(scored), "right": sum(ok for _c, ok in scored),
+            "auroc": auroc_of([c for c, _ in scored], [ok for _, ok in scored])}
+
+
 def noise_floor(rows: list[dict], bins: int = 5, sims: int = 4000, observed: float | None = None,
                 seed: int = 0) -> dict:
     """The ECE a *perfectly calibrated* confidence would show on these rows: each row right with exactly its
@@ -128,7 +139,7 @@ def main(argv=None) -> None:
                 d = json.loads(line)
                 truth[d["id"]] = d["reference_first_error"]
     rows = _rows(a.corpus, a.refit)
-    out = {"calibration": calibration(rows, truth), "quality": f1(rows, truth)}
+    out = {"calibration": calibration(rows, truth), "quality": f1(rows, truth), "ranking": auroc(rows, truth)}
     out["noise_floor"] = noise_floor(rows, observed=out["calibration"]["ece"])
     if a.per_step:
         base = _rows(a.per_step, a.refit)
@@ -146,6 +157,9 @@ def main(argv=None) -> None:
         st = "-" if b["stated"] is None else f"{b['stated']:.3f}"
         rt = "-" if b["right"] is None else f"{b['right']:.3f}"
         print(f"| {b['lo']:.1f}-{b['hi']:.1f} | {b['rows']} | {st} | {rt} |")
+    rk = out["ranking"]
+    au = "n/a (all rows right or all wrong)" if rk["auroc"] is None else f"{rk['auroc']:.3f}"
+    print(f"ranking: AUROC {au} ({rk['right']} of {rk['rows']} rows' first errors are the checker's)")
     q = out["quality"]
     print(f"first-error F1 {q['f1']:.3f} (acc_error {q['acc_error']:.3f}, acc_correct {q['acc_correct']:.3f}), "
           f"{q['tokens']:,} tokens")

@@ -46,6 +46,7 @@ def eval_cmd(
                      "n/a" if v is None else (f"{v:.4f}" if isinstance(v, float) else f"{v:,}")))
     print_table(f"{output} vs {m['reference']} (strategy {m['strategy']}, K={m['k']})", rows)
     print(brier_note(m))
+    print(confidence_note(m))
 
 
 # what each number is computed on, beside its name (the JSON keeps the bare names)
@@ -69,6 +70,20 @@ def brier_note(m: dict) -> str:
     return (f"brier {b:.3f}: mean squared error of mc_value against the reference's 0/1, on the "
             f"{m.get('brier_steps', 0):,} steps up to the reference's first error that have an mc_value (sampled "
             f"steps); always saying 0.5 scores 0.25, so {b:.3f} is {than} that (lower is better).")
+
+
+def confidence_note(m: dict) -> str:
+    """How true ``first_error_confidence`` was against the reference: as a probability (ECE) and as a ranking
+    (AUROC), on the rows decided by rollouts."""
+    if not m.get("confidence_rows"):
+        return ("first_error_confidence: n/a (no row decided by rollouts has one" +
+                ("; a relabeling rule has other first errors)" if m.get("label_rule") not in (None, "stored") else ")"))
+    auroc = m.get("confidence_auroc")
+    ranks = ("n/a (every first error right, or every one wrong)" if auroc is None else
+             f"{auroc:.3f} (0.5: says nothing; 1: right first errors always stated higher)")
+    return (f"first_error_confidence on {m['confidence_rows']:,} rows decided by rollouts: as a probability, ECE "
+            f"{m['confidence_ece']:.3f} (5 bins; about 0.02 on 400 rows for a perfect one); as a ranking, AUROC "
+            f"{ranks}.")
 
 
 def _eval_all_rules(output, reference, version, neutral_is_error, as_json) -> None:

@@ -111,6 +111,7 @@ def evaluate(output: str, reference: str | None = None, version: int | None = No
     exact checker); None: the checker if the corpus is the bundled task, else :class:`ReferenceNeeded`.
     ``label_rule`` (pipeline.labeling.rules) relabels every row from its stored counts first (None: the stored
     labels); ``label_rule="all"``: use :func:`evaluate_rules`."""
+    from pipeline.stats.calibration import auroc, ece
     from pipeline.storage.corpus import iter_corpus, open_manifest
 
     _, manifest = open_manifest(output, version)
@@ -119,7 +120,7 @@ def evaluate(output: str, reference: str | None = None, version: int | None = No
     def corpus_rows():  # streamed batch by batch: memory bounded by a batch, not by the corpus
         nonlocal n_rows, rollouts, rollout_tokens
         for b in iter_corpus(output, version, ["id", "problem", "steps", "labels", "mc_value", "first_error",
-                                               "rollouts", "rollout_tokens"]
+                                               "rollouts", "rollout_tokens", "first_error_confidence"]
                              + (_RULE_COLUMNS if label_rule else [])):
             n_rows += b.num_rows
             if label_rule:  # the labels of another rule, from the same counts
@@ -152,6 +153,8 @@ def evaluate(output: str, reference: str | None = None, version: int | None = No
     brier_n = 0
     matched = 0
     brier_sq = tok_sq = 0.0  # sums of squares, for standard errors
+    stated: list[float] = []  # first_error_confidence of rows decided by rollouts, and whether each was right
+    stated_right: list[bool] = []
     for r in rows:
         rollouts += r["rollouts"]
         rollout_tokens += r["rollout_tokens"]
@@ -161,6 +164,9 @@ def evaluate(output: str, reference: str | None = None, version: int | None = No
             continue
         matched += 1
         pred = r["first_error"]
+        if r["rollouts"] > 0 and r.get("first_error_confidence") is not None and not label_rule:
+            stated.append(r["first_error_confidence"])
+            stated_right.append(pred == ref.first_error)
         if ref.first_error == -1:
             n_ok += 1
             n_ok_hit += pred == -1
@@ -220,6 +226,11 @@ def evaluate(output: str, reference: str | None = None, version: int | None = No
         "brier_steps": brier_n,  # the steps it is computed on: with an mc_value and a reference label
         "rollouts": int(rollouts),
         "rollout_tokens": int(rollout_tokens),
+        # first_error_confidence against the reference, on the rows decided by rollouts (stored labels only: a
+        # relabeling rule has other first errors than the confidence speaks of)
+        "confidence_rows": len(stated),
+        "confidence_ece": ece(stated, stated_right),
+        "confidence_auroc": auroc(stated, stated_right),
         "label_rule": label_rule or "stored",
         **_standard_errors(acc_error, n_err, acc_correct, n_ok, ratio(step_hit, step_n), step_n,
                            brier_sum, brier_sq, brier_n, rollout_tokens, tok_sq, n_rows),

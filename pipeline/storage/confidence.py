@@ -7,10 +7,12 @@ refresh shards only its new rows), so an interrupted-and-resumed run, a refresh 
 disagree on the same row. So the model is fitted **once per version, at commit**, from the version's stored
 counts (``mc_deep_correct`` / ``mc_deep_total``, ``solution_correct``), on at most :data:`MAX_FIT_ROWS` rows
 chosen by a hash of their content key (a deterministic function of the corpus's content, never of its
-sharding), and written to the manifest as ``first_error_model``. Shards store the two columns null;
-:func:`fill` computes them from a row's counts whenever a corpus is read (``read_corpus``, ``iter_corpus``,
-``scan_corpus``), the same for every reader. A refresh refits: the new version's rows are all read with the
-new version's model.
+sharding), and written to the manifest as ``first_error_model``. The shards a run wrote are then rewritten
+with the two columns filled (:func:`write_filled`, before the manifest is committed), so a reader outside mcprm
+(``pyarrow``, ``datasets``, ``ray.data``) reads the same values. mcprm's own readers (``read_corpus``,
+``iter_corpus``, ``scan_corpus``) still compute them with :func:`fill` from each row's counts under the version's
+model: a refresh refits, and the shards it reuses from an earlier version keep the values of the version that
+wrote them, which only mcprm's readers bring up to date.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ MODEL = "changepoint-eb-3"  # pipeline.stats.changepoint; what fit_model writes
 READABLE_MODELS = ("changepoint-eb-2", MODEL)
 FIT_COLUMNS = ["key", "mc_deep_correct", "mc_deep_total", "solution_correct", "rollouts"]
 FILLED = ("first_error_confidence", "first_error_posterior")
+# Strategies whose rows sample every prefix: there the confidence was measured calibrated against the bundled
+# task's exact checker. Elsewhere (a few probes a row) it was measured overconfident, still ordering rows
+# (docs/labels.md, "first_error_confidence"; BENCHMARKS.md).
+CALIBRATED_STRATEGIES = ("per-step",)
+
+
+def reads_as(strategy: str | None) -> str:
+    """``"probability"`` where a corpus of ``strategy`` states a calibrated confidence, else ``"ranking"``."""
+    return "probability" if strategy in CALIBRATED_STRATEGIES else "ranking"
 
 
 def _rank(key: str) -> int:
@@ -115,3 +126,29 @@ def read_columns(columns: list[str] | None) -> tuple[list[str] | None, bool]:
     extra = [c for c in ("mc_deep_correct", "mc_deep_total", "solution_correct", "rollouts", "first_error")
              if c not in columns]
     return list(columns) + extra, bool(extra)
+
+
+def write_filled(store, rels: list[str], model: dict | None, threads: int = 8) -> dict[str, dict]:
+    """Rewrite each shard of ``rels`` with ``first_error_confidence`` / ``first_error_posterior`` filled under
+    ``model`` (the manifest's ``first_error_model``): its checksum sidecar first (same counts, keys and
+    quarantined rows), then the shard, each atomically. Returns ``{rel: {"bytes", "sha256"}}`` for the manifest.
+
+    Called before the version is committed, on shards only this run's owner id names: a run killed between a
+    sidecar and its shard leaves one shard whose checksum disagrees, which a resumed run labels again (never
+    records); no committed byte is touched."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pipeline.storage.store import sidecar_rel
+
+    params = model_of({"first_error_model": model}) if model else None
+    if params is None or not rels:
+        return {}
+
+    def one(rel: str) -> tuple[str, dict]:
+        side = store.read_json(sidecar_rel(rel)) or {}
+        table = fill(store.read_table(rel), params)
+        extra = {k: v for k, v in side.items() if k not in ("bytes", "sha256", "rows", "counts", "keys")}
+        return rel, store.write_table(rel, table, counts=side.get("counts"), extra=extra)
+
+    with ThreadPoolExecutor(max(1, min(threads, len(rels)))) as pool:
+        return dict(pool.map(one, rels))

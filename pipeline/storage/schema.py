@@ -56,8 +56,9 @@ _FIELDS = [
     ("first_error", "int32", False),
     ("first_error_confidence", "float32", True),  # posterior probability of first_error; null: no rollouts
     # posterior over the first error (index 0: none, i + 1: step i) under the model fitted to the whole
-    # version (pipeline.storage.confidence; the manifest's ``first_error_model``): filled in on read by
-    # read_corpus / iter_corpus / scan_corpus, null in the shard files of schema 4; null: no rollouts
+    # version (pipeline.storage.confidence; the manifest's ``first_error_model``): written into the shards a
+    # run labeled at its commit and recomputed on read by read_corpus / iter_corpus / scan_corpus; null: no
+    # rollouts (and in shard files written before the commit-time fill)
     ("first_error_posterior", "list<float32>", True),
     ("label_status", "string", True),  # sequential: decided | budget | exhausted, ",tie" appended on a tie
     ("solution_correct", "bool", True),

@@ -49,6 +49,15 @@ def test_schema_rows_and_readers(reference_run):
 
     ds = datasets.load_dataset("parquet", data_files=shard_uris(out), split="train")
     assert len(ds) == N_ROWS and set(ds.column_names) >= {"prompt", "completions", "labels"}
+    # the shard files themselves hold the version's confidence: a reader outside mcprm sees what mcprm's see
+    by_key = {k: (r["first_error_confidence"], r["first_error_posterior"]) for k, r in rows.items()}
+    outside = {k: (c, p) for k, c, p in zip(ds["key"], ds["first_error_confidence"], ds["first_error_posterior"])}
+    assert outside.keys() == by_key.keys()
+    assert sum(c is not None for c, _ in outside.values()) >= N_ROWS - 2  # rows with rollouts have one
+    for k, (c, p) in outside.items():
+        assert (c is None) == (by_key[k][0] is None)
+        if c is not None:
+            assert c == pytest.approx(by_key[k][0], abs=1e-6) and p == pytest.approx(by_key[k][1], abs=1e-6)
 
 
 def test_same_seed_same_labels_different_seed_differs(small_input, reference_run, tmp_path):
@@ -111,3 +120,44 @@ def test_cli_default_options_and_bad_input(tmp_path, small_input):
     assert r.returncode == 0, r.stderr
     m = json.loads(r.stdout)
     assert {"f1", "acc_error", "acc_correct", "step_accuracy", "solutions", "rollout_tokens"} <= set(m)
+
+
+def test_eval_reports_the_confidence_against_the_checker(reference_run):
+    """``evaluate``'s ECE and AUROC of first_error_confidence are those of the rows against the bundled task's
+    exact checker, computed here pair by pair."""
+    from pipeline.bundled.synthetic import check_steps
+    from pipeline.commands.evaluate import evaluate
+
+    out, _res, rows = reference_run
+    pairs = []
+    for r in rows.values():
+        if r["rollouts"] > 0 and r["first_error_confidence"] is not None:
+            truth = check_steps(r["problem"], list(r["steps"])).first_error
+            pairs.append((r["first_error_confidence"], r["first_error"] == truth))
+    m = evaluate(out, "synthetic")
+    assert m["confidence_rows"] == len(pairs) > 0
+    pos = [c for c, ok in pairs if ok]
+    neg = [c for c, ok in pairs if not ok]
+    if pos and neg:
+        want = sum((p > q) + 0.5 * (p == q) for p in pos for q in neg) / (len(pos) * len(neg))
+        assert m["confidence_auroc"] == pytest.approx(want)
+    else:
+        assert m["confidence_auroc"] is None
+    assert 0 <= m["confidence_ece"] <= 1
+    # a relabeling rule has other first errors than the stored confidence speaks of: no confidence numbers
+    assert evaluate(out, "synthetic", label_rule="threshold")["confidence_rows"] == 0
+
+
+def test_stats_says_how_to_read_the_confidence(reference_run):
+    from typer.testing import CliRunner
+
+    from cli.main import app
+    from pipeline.storage.confidence import reads_as
+
+    out, _res, _rows = reference_run
+    res = CliRunner().invoke(app, ["stats", out, "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["uncertainty"]["confidence_reads_as"] == "probability"  # a per-step corpus
+    res = CliRunner().invoke(app, ["stats", out], env={"COLUMNS": "250"})  # one table line per row
+    assert "reads as" in res.output and "a probability (calibrated on per-step corpora)" in res.output
+    assert reads_as("binary-search") == reads_as("sequential") == "ranking"
