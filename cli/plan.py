@@ -37,6 +37,8 @@ def plan_cmd(
     gpu_tokens_per_s: Annotated[float, typer.Option(help="Assumed generation throughput of one GPU "
                                                           "(decode tokens/s, batched).")] = DEFAULT_GPU_TOKENS_PER_S,
     seed: Annotated[int, typer.Option(help="Seed of the pilot sample and the bootstrap.")] = 0,
+    engines: Annotated[int, typer.Option(help="Engines (GPUs) the run will start: each holds its GPU for the "
+                                              "start-up the pilot measured.")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run a small pilot (in-process) and extrapolate the cost of labeling the whole input, with a 95% CI."""
@@ -51,7 +53,7 @@ def plan_cmd(
         cfg = LabelConfig.from_file(config, **given) if config else LabelConfig.from_dict(given, source="options")
         cfg.progress = False
         preflight(cfg, output=False)
-        res = plan(cfg, pilot=pilot, gpu_tokens_per_s=gpu_tokens_per_s, seed=seed)
+        res = plan(cfg, pilot=pilot, gpu_tokens_per_s=gpu_tokens_per_s, seed=seed, engines=engines)
     if as_json:
         print(json.dumps(res.to_dict(), indent=2))
         return
@@ -74,7 +76,9 @@ def plan_cmd(
         t.add_column("95% CI", justify="right")
     for name, e, f, g in (("rollouts", res.rollouts, "{:,.1f}", "{:,.0f}"),
                           ("generated tokens", res.tokens, "{:,.1f}", "{:,.0f}"),
-                          (f"GPU-hours at {res.gpu_tokens_per_s:,.0f} tok/s", res.gpu_hours, "{:.3g}", "{:,.4g}")):
+                          (f"GPU-hours at {res.gpu_tokens_per_s:,.0f} tok/s", res.gpu_hours, "{:.3g}", "{:,.4g}"),
+                          (f"GPU-hours incl. start ({res.engines} x {res.start_seconds:.0f} s)",
+                           res.gpu_hours_incl_start, "{:.3g}", "{:,.4g}")):
         if res.exact:
             t.add_row(name, f.format(e.per_solution), g.format(e.total))
         else:
@@ -84,6 +88,7 @@ def plan_cmd(
     Console().print(t)
     print(f"steps per solution: {res.steps_per_solution:.1f}; pilot throughput on this machine: "
           f"{res.pilot_tokens_per_s:,.0f} generated tokens/s. GPU-hours count decode only (prefill, grading "
-          "and scheduling come on top).")
+          "and scheduling come on top); with the start: plus each engine's start-up as measured in the pilot "
+          f"({res.start_seconds:.1f} s).")
     for n in res.notes:
         print(f"note: {n}")

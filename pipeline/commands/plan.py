@@ -5,7 +5,10 @@ settings) on ``pilot`` solutions drawn deterministically (the smallest seeded ha
 from the unique valid solutions of the input. Rollouts and generated tokens per solution are averaged and
 multiplied by the input size; the 95% interval is a percentile bootstrap of the pilot mean (2,000 resamples,
 seeded). GPU-hours = generated tokens / ``gpu_tokens_per_s`` / 3600: decode throughput only, so prompt
-prefill, grading and scheduling overheads come on top.
+prefill, grading and scheduling overheads come on top. Each engine the run starts also holds its GPU while it
+loads: the pilot's own start-up (model or engine load, measured in the pilot run, which starts the same backend)
+times ``engines`` is added as ``start_gpu_hours``, and ``gpu_hours_incl_start`` is the sum (a 400-solution job
+on one GPU can spend as long starting as labeling).
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ class PlanResult:
     rollouts: Estimate
     tokens: Estimate
     gpu_hours: Estimate  # from tokens at gpu_tokens_per_s
+    start_seconds: float  # the pilot's engine / model start, measured
+    engines: int  # engines (GPUs) the run starts, each paying start_seconds
+    gpu_hours_incl_start: Estimate  # gpu_hours + engines * start_seconds, per solution and in total
     gpu_tokens_per_s: float
     steps_per_solution: float
     pilot_seconds: float
@@ -100,8 +106,15 @@ def sample_solutions(cfg: LabelConfig, pilot: int, seed: int = 0):
     return stats.solutions, sample
 
 
+def _plus(e: Estimate, total: float, n_total: int) -> Estimate:
+    """``e`` with a fixed ``total`` added (spread over ``n_total`` solutions per solution)."""
+    per = total / n_total if n_total else 0.0
+    return Estimate(e.per_solution + per, (e.per_solution_ci[0] + per, e.per_solution_ci[1] + per),
+                    e.total + total, (e.total_ci[0] + total, e.total_ci[1] + total))
+
+
 def plan(cfg: LabelConfig, *, pilot: int = DEFAULT_PILOT, gpu_tokens_per_s: float = DEFAULT_GPU_TOKENS_PER_S,
-         seed: int = 0,
+         seed: int = 0, engines: int = 1,
          confidence: float = 0.95, workdir: str | None = None) -> PlanResult:
     """Label a pilot sample of ``cfg.input`` in-process and extrapolate rollouts, tokens and GPU-hours."""
     from pipeline.run import label
@@ -111,6 +124,8 @@ def plan(cfg: LabelConfig, *, pilot: int = DEFAULT_PILOT, gpu_tokens_per_s: floa
         raise ConfigError(f"--pilot must be at least 2 (an interval needs a spread), got {pilot}")
     if gpu_tokens_per_s <= 0:
         raise ConfigError(f"--gpu-tokens-per-s must be positive, got {gpu_tokens_per_s}")
+    if engines < 1:
+        raise ConfigError(f"--engines must be at least 1, got {engines}")
     if not 0 < confidence < 1:
         raise ConfigError(f"confidence must be in (0, 1), got {confidence}")
     cfg = cfg.resolved()
@@ -130,6 +145,8 @@ def plan(cfg: LabelConfig, *, pilot: int = DEFAULT_PILOT, gpu_tokens_per_s: floa
         label(pcfg)
         seconds = time.perf_counter() - t0
         t = read_corpus(pcfg.output, columns=["steps", "rollouts", "rollout_tokens"]).to_pylist()
+        manifest = json.loads((Path(pcfg.output) / "manifest.json").read_text())
+    start = float(manifest.get("throughput", {}).get("startup_seconds") or 0.0)
     rollouts = [float(r["rollouts"]) for r in t]
     tokens = [float(r["rollout_tokens"]) for r in t]
     notes = []
@@ -139,11 +156,13 @@ def plan(cfg: LabelConfig, *, pilot: int = DEFAULT_PILOT, gpu_tokens_per_s: floa
                      "exact counts of this run, not estimates (GPU-hours still assume the throughput above)")
     if sum(tokens) == 0:
         notes.append("the pilot generated no tokens (e.g. every solution trusted as correct): the estimate is 0")
+    gpu_hours = _estimate(tokens, n_total, confidence, seed, scale=1 / gpu_tokens_per_s / 3600)
     return PlanResult(
         solutions=n_total, pilot=len(t), model=cfg.model, strategy=cfg.strategy, k=cfg.k,
         rollouts=_estimate(rollouts, n_total, confidence, seed),
         tokens=_estimate(tokens, n_total, confidence, seed),
-        gpu_hours=_estimate(tokens, n_total, confidence, seed, scale=1 / gpu_tokens_per_s / 3600),
+        gpu_hours=gpu_hours, start_seconds=start, engines=engines,
+        gpu_hours_incl_start=_plus(gpu_hours, engines * start / 3600, n_total),
         gpu_tokens_per_s=gpu_tokens_per_s,
         steps_per_solution=sum(len(r["steps"]) for r in t) / len(t),
         pilot_seconds=seconds, pilot_tokens_per_s=sum(tokens) / seconds if seconds > 0 else 0.0,

@@ -52,7 +52,7 @@ def setup(tmp_path_factory):
 def test_plan_extrapolates_a_real_pilot(setup, tmp_path):
     inp, model = setup
     cfg = LabelConfig(input=[inp], model=model, k=2, max_new_tokens=8, strategy="per-step", progress=False)
-    res = plan(cfg, pilot=6, gpu_tokens_per_s=1000.0, seed=3, workdir=str(tmp_path))
+    res = plan(cfg, pilot=6, gpu_tokens_per_s=1000.0, seed=3, engines=3, workdir=str(tmp_path))
     n, sample = sample_solutions(cfg.resolved(), 6, seed=3)
     assert res.solutions == n and res.pilot == 6 == len(sample)
     # per-step without trust_correct: exactly K continuations from every step but the last
@@ -64,6 +64,12 @@ def test_plan_extrapolates_a_real_pilot(setup, tmp_path):
         assert e.total_ci[0] <= e.total <= e.total_ci[1]
         assert e.total == pytest.approx(e.per_solution * n)
     assert res.gpu_hours.total == pytest.approx(res.tokens.total / 1000.0 / 3600)
+    # each of the 3 engines holds its GPU for the start-up the pilot measured (loading this model took time)
+    assert 0 < res.start_seconds < res.pilot_seconds
+    start_h = 3 * res.start_seconds / 3600
+    assert res.gpu_hours_incl_start.total == pytest.approx(res.gpu_hours.total + start_h)
+    assert res.gpu_hours_incl_start.per_solution == pytest.approx(res.gpu_hours.per_solution + start_h / n)
+    assert res.gpu_hours_incl_start.total_ci[0] == pytest.approx(res.gpu_hours.total_ci[0] + start_h)
     assert res.tokens.per_solution <= res.rollouts.per_solution * 8  # at most max_new_tokens per rollout
     assert res.pilot_seconds > 0 and res.pilot_tokens_per_s > 0
     assert list(tmp_path.iterdir()) == []  # the pilot's temp corpus is gone
