@@ -81,6 +81,14 @@ do_bestofn() {
   cat $W/bestofn.json
   mc bestofn $W/scored
 }
+do_human() {  # label quality against people: ProcessBench-MATH dev part (a quarter held aside), docs/human-labels.md
+  set -e
+  local common; common=$(python3 -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' "${LABEL_OPTS[@]}")
+  (cd "$SNAP" && python3 bench/bench_human_labels.py ${E2E_HUMAN_SET:-/work/shared/data/processbench_math_dev.jsonl.gz} \
+     $W/human --part dev --common "$common" ${E2E_HUMAN_CONFIGS:---config per-step-k8:"--strategy per-step --k 8" \
+     --config defaults: --config no-tail-fill:"--tail-fill 0"} | tee "$OUT/human_table.md")
+  cp $W/human/dev/results.jsonl "$OUT/human_results.jsonl"
+}
 do_summary() {
   (cd "$SNAP" && python3 $D/summarize.py $W "$OUT/results.json")
   cp $W/prm/mcprm_card.json "$OUT/" 2>/dev/null || true
