@@ -84,9 +84,9 @@ def _uncertainty_rows(u: dict) -> list[tuple[str, str]]:
                 ("first-error confidence: mean / rows below 0.5", "n/a (written before schema 3)")]
     rate = "" if u["uncertain_rate"] is None else f" ({u['uncertain_rate']:.1%})"
     conf = "n/a" if u["mean_first_error_confidence"] is None else f"{u['mean_first_error_confidence']:.3f}"
-    reading = (("a probability (calibrated on per-step corpora)" if u.get("confidence_reads_as") == "probability"
-                else "a ranking, not a probability (this strategy's few probes a row make it overconfident)")
-               + "; docs/labels.md")
+    reading = (("a ranking; close to a probability, overconfident near 1" if u.get("confidence_reads_as", "")
+                .startswith("ranking, close") else "a ranking, not a probability (this strategy's few probes a "
+                "row make it overconfident)") + "; docs/labels.md")
     return [(label, f"{u['uncertain_steps']:,} of {u['sampled_labeled_steps']:,} sampled steps{rate}"),
             ("first-error confidence: mean / rows below 0.5", f"{conf} / {u['low_confidence_rows']:,}"),
             ("first-error confidence reads as", reading)]

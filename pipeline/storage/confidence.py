@@ -27,15 +27,17 @@ MODEL = "changepoint-eb-3"  # pipeline.stats.changepoint; what fit_model writes
 READABLE_MODELS = ("changepoint-eb-2", MODEL)
 FIT_COLUMNS = ["key", "mc_deep_correct", "mc_deep_total", "solution_correct", "rollouts"]
 FILLED = ("first_error_confidence", "first_error_posterior")
-# Strategies whose rows sample every prefix: there the confidence was measured calibrated against the bundled
-# task's exact checker. Elsewhere (a few probes a row) it was measured overconfident, still ordering rows
-# (docs/labels.md, "first_error_confidence"; BENCHMARKS.md).
-CALIBRATED_STRATEGIES = ("per-step",)
+# How a corpus's confidence reads, measured against the bundled task's exact checker on samples that chose
+# nothing (docs/labels.md, "first_error_confidence"): it ranks rows well under every strategy; where every prefix
+# is sampled it is also close to a probability, overconfident only near 1; elsewhere (a few probes a row) it is
+# overconfident throughout.
+NEAR_CALIBRATED_STRATEGIES = ("per-step",)
 
 
 def reads_as(strategy: str | None) -> str:
-    """``"probability"`` where a corpus of ``strategy`` states a calibrated confidence, else ``"ranking"``."""
-    return "probability" if strategy in CALIBRATED_STRATEGIES else "ranking"
+    """``"ranking, close to a probability"`` for a corpus of a strategy that samples every prefix, else
+    ``"ranking"``: what ``mcprm stats`` tells a user the confidence can be used as."""
+    return "ranking, close to a probability" if strategy in NEAR_CALIBRATED_STRATEGIES else "ranking"
 
 
 def _rank(key: str) -> int:
