@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.labeling.strategies import ProbeResult, StrategyParams, make_strategy  # noqa: E402
+from pipeline.labeling.strategies import ProbeResult, StrategyParams, make_strategy, row_extra  # noqa: E402
 from pipeline.labeling.types import LabeledSolution, Solution  # noqa: E402
 from pipeline.storage.schema import to_record  # noqa: E402
 
@@ -50,7 +50,7 @@ def simulate(strategy: str, params: StrategyParams, p: float, n: int, rng: rando
         except StopIteration as stop:
             oc = stop.value
         ls = LabeledSolution(sol, oc.labels, oc.stats, oc.first_error, False, rollouts=1, strategy=strategy,
-                             extra={**oc.extra, "design": oc.design, "wave": params.wave_size})
+                             extra=row_extra(oc, params))
         rec = to_record(ls, params.k)
         for i in range(steps - 1):
             lo, hi, v = rec["mc_low"][i], rec["mc_high"][i], rec["mc_value"][i]

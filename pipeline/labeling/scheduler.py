@@ -31,7 +31,7 @@ from pipeline.labeling.last_step import (
     own_correct,
     own_response,
 )
-from pipeline.labeling.strategies import Probe, ProbeResult, Reuse, StrategyParams, make_strategy
+from pipeline.labeling.strategies import Probe, ProbeResult, Reuse, StrategyParams, make_strategy, row_extra
 from pipeline.labeling.types import LabeledSolution, Solution, StepStats
 from pipeline.options import DEFAULT_MAX_BATCH_REQUESTS
 from rollouts.base import Counters, GenRequest, RolloutBackend, SamplingConfig
@@ -207,8 +207,7 @@ class Scheduler:
                 rollouts=st.rollouts,
                 rollout_tokens=st.tokens,
                 strategy=self.strategy,
-                extra={**oc.extra, "design": oc.design, "wave": self.params.wave_size,
-                       "growth": self.params.wave_growth},
+                extra=row_extra(oc, self.params),
             )
             if self.on_solution is not None:
                 self.on_solution(out[idx])

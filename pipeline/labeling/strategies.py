@@ -118,6 +118,14 @@ class StrategyParams:
     relative_drop: float | None = DEFAULT_RELATIVE_DROP
 
 
+def row_extra(outcome: StrategyOutcome, params: StrategyParams) -> dict:
+    """What a labeled row records about how its draws were made: the strategy's own notes, the sampling design
+    and the wave schedule (size, growth), from which the row builder (pipeline.storage.schema) computes each
+    step's estimate and exact interval. An interval computed for another schedule than the one drawn does not
+    cover at its stated rate, so every producer of rows builds this here."""
+    return {**outcome.extra, "design": outcome.design, "wave": params.wave_size, "growth": params.wave_growth}
+
+
 def _alive(st: StepStats) -> bool | None:
     if st.correct > 0:
         return True

@@ -49,7 +49,7 @@ def test_first_success_design_covers_and_its_value_is_unbiased(p, growth, cap):
         value, (lo, hi) = estimate(FIRST_SUCCESS, c, n, fc, fn, 2, growth)
         cover += lo <= p <= hi
         total += value
-    assert cover / trials >= 0.93
+    assert cover / trials >= 0.94  # exact intervals cover >= 0.95; 3,000 seeded trials: SE 0.004
     # the first wave's fraction is unbiased: within 4 standard errors of p
     se = (p * (1 - p) / 2 / trials) ** 0.5
     assert abs(total / trials - p) <= 4 * se + 1e-9
@@ -74,7 +74,7 @@ def test_fixed_batches_cover(p, design):
         c = sum(rng.random() < p for _ in range(n))
         _v, (lo, hi) = estimate(design, c, n, c, n, n)
         cover += lo <= p <= hi
-    assert cover / trials >= 0.93
+    assert cover / trials >= 0.94  # exact intervals cover >= 0.95; 3,000 seeded trials: SE 0.004
 
 
 def test_wilson_undercovers_near_zero_where_clopper_pearson_does_not():
