@@ -17,8 +17,9 @@ A quarter of it, chosen by a hash of each ``id``, is **held aside**: ``--part as
     python bench/bench_human_labels.py data/sample.jsonl WORK --part dev --limit 12 \\
         --config per-step-k4:"--strategy per-step --k 4" --config defaults:""
 
-Each configuration is one ``mcprm label`` run in a subprocess, one after the other on the same machine (the
-first is the baseline of the ratios), then ``mcprm eval OUT --reference REF --json``. Results go to
+Each configuration is one ``mcprm label`` run in a subprocess, one after the other on the same machine, or with
+``--gpus N`` up to N at once, each alone on one GPU of the host (the first configuration is the baseline of the
+ratios), then ``mcprm eval OUT --reference REF --json``. Results go to
 ``WORK/<part>/results.jsonl`` (one line per configuration) besides the table. A row of the bundled sample uses
 ``reference_first_error`` as its label.
 """
@@ -85,16 +86,29 @@ def write_part(rows: list[dict], part: str, out: Path, limit: int | None) -> tup
     return inp, ref, len(mine)
 
 
-def run_config(name: str, options: str, common: str, inp: Path, ref: Path, work: Path) -> dict:
-    """One configuration: label, then evaluate against the human labels; the numbers of its table row."""
+def start_config(name: str, options: str, common: str, inp: Path, work: Path, gpu: int | None):
+    """Start one configuration's ``mcprm label`` (on GPU ``gpu`` alone where given)."""
+    import os
+
     out = work / name
     cmd = [sys.executable, "-m", "cli.main", "label", "--input", str(inp), "--output", str(out), "--no-progress",
            *shlex.split(common), *shlex.split(options)]
-    t0 = time.time()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    log = open(work / f"{name}.log", "w")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env), log, time.time()
+
+
+def finish_config(name: str, options: str, started, ref: Path, work: Path) -> dict:
+    """Wait for a configuration's run, evaluate it against the human labels; the numbers of its table row."""
+    proc, log, t0 = started
+    rc = proc.wait()
     wall = time.time() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"{name}: mcprm label failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    log.close()
+    out = work / name
+    if rc != 0:
+        raise SystemExit(f"{name}: mcprm label failed ({rc}):\n{(work / f'{name}.log').read_text()[-3000:]}")
     ev = subprocess.run([sys.executable, "-m", "cli.main", "eval", str(out), "--reference", str(ref), "--json"],
                         capture_output=True, text=True)
     if ev.returncode != 0:
@@ -143,6 +157,8 @@ def main(argv=None) -> None:
                     help="a configuration (label options); the first is the baseline of the ratios")
     ap.add_argument("--common", default="", help="options every configuration gets (backend, model, ...)")
     ap.add_argument("--limit", type=int, default=None, help="the first N solutions of the part only")
+    ap.add_argument("--gpus", type=int, default=0, help="run up to N configurations at once, one GPU each "
+                                                        "(CUDA_VISIBLE_DEVICES); 0: one after the other")
     a = ap.parse_args(argv)
     if a.part == "aside" and not a.final:
         raise SystemExit("--part aside is the held-aside part: read it once, at the end, with --final")
@@ -152,12 +168,17 @@ def main(argv=None) -> None:
     inp, ref, n = write_part(read_set(a.set), a.part, work, a.limit)
     print(f"{a.part}: {n} solutions -> {inp}", file=sys.stderr)
     results = []
-    for name, options in configs:
-        r = run_config(name, options.strip().strip('"'), a.common, inp, ref, work)
-        results.append(r)
-        print(f"{name}: F1 {r['f1']:.3f}, {r['tokens']:,} tokens", file=sys.stderr)
-        with open(work / "results.jsonl", "a") as f:
-            f.write(json.dumps(r) + "\n")
+    at_once = max(1, a.gpus)
+    for i in range(0, len(configs), at_once):  # a batch of runs at once, each alone on its GPU
+        batch = [(name, options.strip().strip('"')) for name, options in configs[i:i + at_once]]
+        started = [start_config(name, options, a.common, inp, work, j if a.gpus else None)
+                   for j, (name, options) in enumerate(batch)]
+        for (name, options), st in zip(batch, started):
+            r = finish_config(name, options, st, ref, work)
+            results.append(r)
+            print(f"{name}: F1 {r['f1']:.3f}, {r['tokens']:,} tokens", file=sys.stderr)
+            with open(work / "results.jsonl", "a") as f:
+                f.write(json.dumps(r) + "\n")
     print(table(results))
 
 

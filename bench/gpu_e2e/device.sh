@@ -85,7 +85,7 @@ do_human() {  # label quality against people: ProcessBench-MATH dev part (a quar
   set -e
   local common; common=$(python3 -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' "${LABEL_OPTS[@]}")
   (cd "$SNAP" && python3 bench/bench_human_labels.py ${E2E_HUMAN_SET:-/work/shared/data/processbench_math_dev.jsonl.gz} \
-     $W/human --part dev --common "$common" ${E2E_HUMAN_CONFIGS:---config per-step-k8:"--strategy per-step --k 8" \
+     $W/human --part dev --gpus ${E2E_HUMAN_GPUS:-0} --common "$common" ${E2E_HUMAN_CONFIGS:---config per-step-k8:"--strategy per-step --k 8" \
      --config defaults: --config no-tail-fill:"--tail-fill 0"} | tee "$OUT/human_table.md")
   cp $W/human/dev/results.jsonl "$OUT/human_results.jsonl"
 }
