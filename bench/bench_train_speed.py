@@ -11,7 +11,8 @@ not ship here); its lengths are printed so they can be compared with the real on
     torchrun --nproc-per-node 4 -m cli.main train /tmp/ts/corpus --base-model /tmp/ts/base ...  # several GPUs
     python bench/bench_train_speed.py report --out /tmp/ts CARD.json ...         # the table
 
-MFU = tokens/s x FLOPs per token / (GPUs x peak). FLOPs per token (PaLM's count): 6 x non-embedding parameters
+MFU = tokens/s x FLOPs per token / (GPUs x peak); the whole training's, and the steady one after the first
+10% of the optimizer steps (where the compile and the kernels' first runs fall; the card's ``speed``). FLOPs per token (PaLM's count): 6 x non-embedding parameters
 + 12 x layers x hidden x sequence length (attention, not halved for the causal mask), on the rows' real tokens
 (padding is not useful work). Peak: 989 TFLOP/s, an H100 SXM's dense bf16 (an H200's is the same).
 """
@@ -101,12 +102,15 @@ def summarize(card: dict, base: str, gpus: int, wall_s: float | None = None, tag
     sp = card["training"]["speed"]
     fpt = flops_per_token(card, base)
     tps = sp["tokens_per_s"]
+    steady = sp.get("steady_tokens_per_s")
     return {"tag": tag, "gpus": gpus, "rows": card["data"]["train_rows"], "epochs": card["hyperparameters"]["epochs"],
             "batch_size": card["hyperparameters"]["batch_size"],
             "max_batch_tokens": card["hyperparameters"].get("max_batch_tokens"),
             "tokens_per_epoch": sp["tokens_per_epoch"], "padded_tokens_per_epoch": sp["padded_tokens_per_epoch"],
             "train_s": sp["seconds"], "command_s": wall_s, "tokens_per_s": tps,
             "tokens_per_s_per_gpu": tps / gpus, "mfu": tps * fpt / (gpus * PEAK_BF16),
+            "steady_tokens_per_s": steady, "steady_mfu": steady * fpt / (gpus * PEAK_BF16) if steady else None,
+            "warmup_s": sp.get("warmup_seconds"), "compile": card["hyperparameters"].get("compile"),
             "gpu_seconds": sp["seconds"] * gpus, "optimizer_steps": card["training"]["steps"],
             "skipped_steps": card["training"]["skipped_steps"], "bf16": card["hyperparameters"]["bf16"],
             "non_finite": card["training"].get("non_finite")}
@@ -130,7 +134,8 @@ def run(out: Path, tag: str, extra: list[str], corpus: str = "corpus") -> dict:
 
 def table(rows: list[dict]) -> None:
     cols = ["tag", "gpus", "rows", "batch_size", "tokens_per_epoch", "padded_tokens_per_epoch", "train_s",
-            "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "gpu_seconds", "skipped_steps"]
+            "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "steady_tokens_per_s", "steady_mfu", "warmup_s",
+            "gpu_seconds", "skipped_steps"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:

@@ -72,6 +72,9 @@ def train_cmd(
              "implicit ''.")] = None,
     bf16: Annotated[str, typer.Option(help="auto (bf16 autocast on a GPU that supports it; float32 for the "
                                            "implicit kind) | on | off")] = _D.bf16,
+    compile: Annotated[str, typer.Option(help="auto (torch.compile of each decoder layer on a GPU) | on | off. "
+                                              "Costs a one-off compile (tens of seconds) at the first steps.")
+                       ] = _D.compile,
     gradient_checkpointing: Annotated[bool, typer.Option(help="Trade compute for memory (large models).")] = False,
     save_steps: Annotated[int, typer.Option(help="Checkpoint every N optimizer steps into DIR/checkpoints, for "
                                                  "--resume (0: no checkpoints; the best epoch is kept in memory)."
@@ -101,7 +104,7 @@ def train_cmd(
                           learning_rate=learning_rate, beta=beta, batch_size=batch_size,
                           max_batch_tokens=max_batch_tokens, grad_accum=grad_accum, max_length=max_length,
                           separator=None if separator is None else _unescape(separator),
-                          step_suffix=None if step_suffix is None else _unescape(step_suffix), bf16=bf16,
+                          step_suffix=None if step_suffix is None else _unescape(step_suffix), bf16=bf16, compile=compile,
                           gradient_checkpointing=gradient_checkpointing, save_steps=save_steps,
                           keep_checkpoints=keep_checkpoints, resume=resume,
                           overwrite=overwrite, seed=seed, limit=limit, progress=progress)

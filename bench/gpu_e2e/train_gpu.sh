@@ -7,6 +7,9 @@
 # speed1: one GPU, one epoch of 10,000 rows at the defaults and at --batch-size 64, and the code before the
 #         change (.xfer/old, `git archive` of the earlier commit) against today's on 1,000 rows;
 # scale:  one GPU and N GPUs (torchrun) on the same 16,000 rows, one epoch each.
+# speed4 ROWS: on a 4-GPU machine, four one-GPU runs at once (one per GPU: the defaults, --compile off, and
+#         two larger batch shapes), then the defaults and the best shape
+#         through torchrun on all 4 (the inductor cache of the one-GPU runs is warm by then), then the GPU tests.
 # Results go to $OUT (JSON lines and logs).
 set -u
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -46,6 +49,30 @@ speed1)
   rc=$?; echo "{\"tag\": \"old1k\", \"command_s\": $(( $(date +%s) - s )), \"rc\": $rc}" | tee -a "$OUT/speed.jsonl"
   du -sh $W/prm-old1k $W/prm-new1k | tee -a "$OUT/speed_sizes.txt"
   python3 bench/bench_train_speed.py run --out $W --tag b64 --batch-size 64 2>&1 | tail -1 | tee -a "$OUT/speed.jsonl"
+  ;;
+speed4)
+  ROWS=${2:-8000}
+  [ -d $W/base ] || python3 bench/bench_train_speed.py prepare --out $W --rows $ROWS | tail -1 | tee -a "$OUT/prepare.json"
+  BIG="--batch-size 32 --max-batch-tokens 12288"
+  i=0
+  for cfg in "c:" "e:--compile off" "cb32:$BIG" "cg4:$BIG --grad-accum 4"; do
+    tag=${cfg%%:*}; opts=${cfg#*:}
+    CUDA_VISIBLE_DEVICES=$i python3 bench/bench_train_speed.py run --out $W --tag g1$tag $opts > "$OUT/g1$tag.log" 2>&1 &
+    i=$((i + 1))
+  done
+  wait
+  for tag in c e cb32 cg4; do tail -1 "$OUT/g1$tag.log" | tee -a "$OUT/speed4.jsonl"; cp $W/prm-g1$tag/mcprm_card.json "$OUT/card_g1$tag.json"; done
+  for cfg in "c:" "cg4:$BIG --grad-accum 4"; do
+    tag=${cfg%%:*}; opts=${cfg#*:}
+    s=$(date +%s)
+    CUDA_VISIBLE_DEVICES=0,1,2,3 torchrun --nproc-per-node 4 -m cli.main train $W/corpus --output $W/prm-g4$tag --base-model $W/base --kind head \
+      --epochs 1 --val-fraction 0 --no-progress --overwrite $opts > "$OUT/torchrun_$tag.log" 2>&1
+    rc=$?; echo "torchrun $tag rc=$rc wall=$(( $(date +%s) - s ))" | tee -a "$OUT/scale.txt"
+    cp $W/prm-g4$tag/mcprm_card.json "$OUT/card_g4$tag.json"
+    python3 bench/bench_train_speed.py report --out $W "$W/prm-g1$tag/mcprm_card.json:1" "$W/prm-g4$tag/mcprm_card.json:4" | tee -a "$OUT/scale.txt"
+  done
+  python3 bench/bench_train_speed.py report --out $W $(for t in c e cb32 cg4; do echo "$W/prm-g1$t/mcprm_card.json:1"; done) | tee "$OUT/speed4_table.txt"
+  CUDA_VISIBLE_DEVICES=0 timeout ${TESTS_S:-200} python3 -m pytest -q -m gpu -s -p no:cacheprovider tests/pipeline/training/test_train_gpu.py 2>&1 | tail -15 | tee "$OUT/gpu_tests.txt"
   ;;
 scale)
   # one GPU and N GPUs on the same rows, for each TAG:OPTIONS of $CONFIGS ('|' between them; default: the

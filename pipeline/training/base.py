@@ -58,6 +58,15 @@ def resolve_bf16(cfg: TrainConfig) -> bool:
     return bool(cuda and torch.cuda.is_bf16_supported())
 
 
+def resolve_compile(cfg: TrainConfig) -> bool:
+    """Whether the decoder layers are compiled: --compile on, off, or auto (on a CUDA GPU)."""
+    import torch
+
+    if cfg.compile == "on":
+        return True
+    return cfg.compile == "auto" and torch.cuda.is_available()
+
+
 def base_dtype(base: str):
     """The dtype the base model's config declares (``dtype``, formerly ``torch_dtype``); float32 if none."""
     import torch

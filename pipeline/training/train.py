@@ -31,7 +31,13 @@ import os
 import time
 from pathlib import Path
 
-from pipeline.training.base import count_parameters, default_base_model, load_base, resolve_bf16
+from pipeline.training.base import (
+    count_parameters,
+    default_base_model,
+    load_base,
+    resolve_bf16,
+    resolve_compile,
+)
 from pipeline.training.card import CARD
 from pipeline.training.collate import CollateError, PrmFormat
 from pipeline.training.options import TINY_PARAMS, TrainConfig, TrainError, TrainResult
@@ -131,7 +137,15 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     checkpoints = bool(cfg.save_steps)
-    from pipeline.training.trainer import make_keep_best, make_trainer, train_batches
+    from pipeline.training.trainer import (
+        compile_layers,
+        make_keep_best,
+        make_speed_meter,
+        make_trainer,
+        train_batches,
+    )
+
+    compiled = compile_layers(model) if resolve_compile(cfg) else 0
 
     world = max(1, int(os.environ.get("WORLD_SIZE", "1")))  # set by torchrun / accelerate launch
     batches = train_batches(prep.train, cfg.batch_size, cfg.max_batch_tokens, cfg.seed, ranks=world)
@@ -160,11 +174,15 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
         data_seed=cfg.seed,
         dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(),
+        # every parameter gets a gradient at every step (head and implicit alike); DDP's search for unused ones
+        # walks the autograd graph each step and is on by default for a model without gradient checkpointing
+        ddp_find_unused_parameters=False,
     )
     keep = make_keep_best()
+    meter = make_speed_meter()
     trainer = make_trainer(model=model, args=args, train_examples=prep.train, eval_examples=prep.val,
                            batches=batches, pad_id=tok.pad_token_id, pos_weight=pos_w, neg_weight=neg_w,
-                           implicit=cfg.kind == "implicit", callbacks=[keep] if prep.val else [])
+                           implicit=cfg.kind == "implicit", callbacks=[meter, *([keep] if prep.val else [])])
     if not cfg.progress:  # no progress bars and no loss dictionaries on stdout: the card and the summary say it
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -179,7 +197,8 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     speed = {"seconds": round(train_seconds, 2), "tokens_per_epoch": batches.tokens,
              "padded_tokens_per_epoch": batches.padded_tokens, "micro_batches_per_epoch": len(batches),
              "tokens_per_s": round(batches.tokens * float(epochs) / train_seconds, 1) if train_seconds > 0 else None,
-             "skipped_steps": trainer.skipped_steps}
+             **meter.steady(t_train, int(batches.tokens * float(epochs))),
+             "skipped_steps": trainer.skipped_steps, "compiled_layers": compiled}
     card: dict = {}
     if trainer.is_world_process_zero():
         model = trainer.model
@@ -188,7 +207,7 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
         card = _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params,
                        {"epochs": epochs, "learning_rate": lr, **({"beta": beta} if cfg.kind == "implicit" else {}),
                         "pos_weight": pos_w, "neg_weight": neg_w, "max_batch_tokens": cfg.max_batch_tokens,
-                        "bf16": bf16, "world_size": args.world_size}, t0,
+                        "bf16": bf16, "compile": bool(compiled), "world_size": args.world_size}, t0,
                        best={"restored": restored, "eval_loss": keep.best, "step": keep.step, "epoch": keep.epoch},
                        speed=speed)
         if ckpt_dir.is_dir() and not (checkpoints and cfg.keep_checkpoints):

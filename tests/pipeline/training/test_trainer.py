@@ -205,3 +205,47 @@ def test_truncation_is_counted_and_the_prm_folder_is_the_model_alone(tmp_path):
     assert AutoModelForTokenClassification.from_pretrained(str(out)).config.mcprm_prm["kind"] == "head"
     kept = train(_cfg(tmp_path, "prm2", save_steps=1, keep_checkpoints=True))
     assert any((tmp_path / "prm2" / "checkpoints").glob("checkpoint-*")) and kept.card
+
+
+def test_the_head_runs_without_the_padding_mask_and_gives_the_same_outputs(tmp_path):
+    """Training drops the padding mask for the head kind (the causal flash kernel instead of the masked one): on
+    right-padded rows of a causal LM every real position's logits are those of a masked run, and so is the loss
+    the Trainer computes. A left-padded batch would differ; the collator pads on the right."""
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    from pipeline.bundled import MODEL_DIR
+    from pipeline.training.collate import PrmFormat, collate, ensure_separator, make_example, step_loss
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(str(MODEL_DIR))
+    sep, _ = ensure_separator(tok, "\n")
+    model = AutoModelForTokenClassification.from_pretrained(str(MODEL_DIR), num_labels=2).eval()
+    fmt = PrmFormat(separator="\n", step_suffix="")
+    rows = [json.loads(x) for x in SAMPLE_PATH.read_text().splitlines()[:6]]
+    ex = [make_example(tok, fmt, sep, r["problem"], r["steps"][: 1 + i % 4], [1.0] * (1 + i % 4))
+          for i, r in enumerate(rows)]
+    assert len({len(e.input_ids) for e in ex}) > 1  # some rows are padded
+    b = collate(ex, tok.pad_token_id or 0)
+    with torch.no_grad():
+        masked = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+        plain = model(input_ids=b["input_ids"]).logits
+    real = b["attention_mask"].bool()
+    assert torch.allclose(masked[real], plain[real], atol=1e-5)
+    assert float(step_loss(masked, b["soft_labels"], b["label_weights"])) == pytest.approx(
+        float(step_loss(plain, b["soft_labels"], b["label_weights"])), rel=1e-6)
+    left = torch.roll(b["input_ids"], 3, dims=1)  # a pad in front of real tokens changes them: the check can fail
+    with torch.no_grad():
+        shifted = model(input_ids=left).logits
+    assert not torch.allclose(shifted[:, 3:][real[:, :-3]], masked[:, :-3][real[:, :-3]], atol=1e-3)
+
+
+def test_compile_layers_finds_every_decoder_layer_and_keeps_the_weights_names(tmp_path):
+    from transformers import AutoModelForTokenClassification
+
+    from pipeline.bundled import MODEL_DIR
+    from pipeline.training.trainer import compile_layers
+
+    model = AutoModelForTokenClassification.from_pretrained(str(MODEL_DIR), num_labels=2)
+    names = list(model.state_dict())
+    assert compile_layers(model) == model.config.num_hidden_layers
+    assert list(model.state_dict()) == names  # saving and KeepBest see the same keys
