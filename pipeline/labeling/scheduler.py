@@ -265,6 +265,10 @@ class Scheduler:
         ids = st.prompt_ids
         out = []
         for k, (p, comps) in enumerate(zip(st.probes, comps_per_probe)):
+            if p.step >= limit:
+                # a probe of the last step (sampled when its own answer does not decide it, e.g. with
+                # --no-trust-correct): no later sampled prefix exists for its continuations to be a draw of
+                continue
             base = ids[p.step]
             for ci, c in enumerate(comps):
                 if c.finish_reason == "length" or c.token_ids is None:

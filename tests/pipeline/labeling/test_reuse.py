@@ -260,3 +260,17 @@ def test_a_reused_remainder_cut_at_the_token_limit_is_censored():
                       StrategyParams(k=4), reuse=True, encode=_chars)
     [ls] = sched.label([sol])
     assert [s.reused for s in ls.stats] == [0] * 5 and [s.total for s in ls.stats] == [4, 4, 4, 4, 0]
+
+
+@pytest.mark.parametrize("speculate", [True, False])
+def test_reuse_skips_a_probe_of_the_last_step(speculate):
+    # Not trusting a right final answer, the binary search may probe the answer step itself; no later sampled
+    # prefix exists for such a probe's continuations to be a draw of, and reuse used to index past its prompts
+    # (an IndexError that stopped a whole --no-trust-correct run on real solutions).
+    sol = Solution(id="s", problem="Compute d.", answer="14", steps=STEPS)
+    fmt = make_prompt_format("plain", None)
+    sched = Scheduler(StepWriter(STEPS), _grader([]), fmt, SamplingConfig(max_new_tokens=32), "binary-search",
+                      StrategyParams(k=4, trust_correct=False, speculate=speculate), reuse=True, encode=_chars)
+    [ls] = sched.label([sol])
+    assert ls.stats[-1].total > 0  # the answer step was probed
+    assert ls.stats[-1].reused == 0 and ls.first_error == -1
