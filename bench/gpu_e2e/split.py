@@ -1,8 +1,8 @@
 """Split `mcprm generate --n 8` output over train + held-out GSM8K-train problems into the two inputs of the run.
 
-    python bench/gpu_e2e/split.py gen.jsonl problems_train.jsonl problems_heldout.jsonl train_sols.jsonl heldout8.jsonl
+    python bench/gpu_e2e/split.py gen.jsonl problems_train.jsonl problems_heldout.jsonl train_sols.jsonl heldout8.jsonl [PER]
 
-train_sols: the first 2 samples of each training problem (to label). heldout8: the 8 samples of each held-out problem
+train_sols: the first PER (2) samples of each training problem (to label). heldout8: the 8 samples of each held-out problem
 that has all 8 (generate drops empty samples; best-of-8 needs 8 per problem). A solution that came out as one step
 (no blank line in it: generate's chat step separator) is cut at its single newlines instead, so it has steps to
 label and score; counted as ``resplit``. Prints the counts as JSON.
@@ -16,11 +16,13 @@ from collections import defaultdict
 
 
 def _ids(path: str) -> list[str]:
-    with open(path, encoding="utf-8") as f:
+    import gzip
+
+    with (gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")) as f:
         return [json.loads(line)["id"] for line in f if line.strip()]
 
 
-def main(gen: str, ptrain: str, pheld: str, out_train: str, out_held: str) -> int:
+def main(gen: str, ptrain: str, pheld: str, out_train: str, out_held: str, per: str = "2") -> int:
     train, held = _ids(ptrain), _ids(pheld)
     if set(train) & set(held):
         raise SystemExit("train and held-out problems overlap")
@@ -45,7 +47,7 @@ def main(gen: str, ptrain: str, pheld: str, out_train: str, out_held: str) -> in
 
     with open(out_train, "w", encoding="utf-8") as f:
         for p in train:
-            for r in by.get(p, [])[:2]:
+            for r in by.get(p, [])[: int(per)]:
                 f.write(json.dumps(fix(r)) + "\n")
                 nt += 1
     with open(out_held, "w", encoding="utf-8") as f:
@@ -64,4 +66,4 @@ def main(gen: str, ptrain: str, pheld: str, out_train: str, out_held: str) -> in
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(*sys.argv[1:6]))
+    raise SystemExit(main(*sys.argv[1:7]))
