@@ -15,18 +15,9 @@
 # E2E_PROMPT_FORMAT=plain E2E_DEVICE=cpu DR_N=6 DR_TOKENS=128 DR_PB=../shared/data/processbench_math_dev.jsonl.gz OUT=/tmp/o
 set -u
 W=${DR_WORK:-/tmp/dr}; mkdir -p "$W"
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-SNAP=${E2E_SNAP:-/tmp/mcprm}
-export PYTHONPATH=/tmp/site:$SNAP VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 \
-    TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 TOKENIZERS_PARALLELISM=false
-M=${E2E_MODEL:-/tmp/qwen}
-BK=${E2E_BACKEND:-vllm}
-PF=${E2E_PROMPT_FORMAT:-chat}
-DEV=${E2E_DEVICE:-cuda}
-D=$PWD/bench/gpu_e2e
-TPL=${E2E_TPL:-$'Solve the following math problem step by step. Put the final answer in \\boxed{}.\n\n{problem}'}
+# shellcheck source=bench/gpu_e2e/env.sh
+. "$PWD/bench/gpu_e2e/env.sh"
 PB=${DR_PB:-/tmp/processbench_math_dev.jsonl.gz}
-mc() { (cd "$SNAP" && python3 -m cli.main "$@"); }
 ROLL=(--backend "$BK" --model "$M" --prompt-format "$PF" --prompt-template "$TPL" --max-new-tokens "${DR_TOKENS:-512}")
 VLLM_OPTS=(); [ "$BK" = vllm ] && VLLM_OPTS=(--max-model-len 4096)
 

@@ -7,23 +7,9 @@
 # and carries .gguf/part.19 and .xfer/extra (gguf, latex2sympy2_extended, antlr4 wheels).
 set -u
 W=${E2E_WORK:-/tmp/e2e}; mkdir -p "$W"
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-# mcprm itself: a snapshot of the committed code (carried as .xfer/mcprm_snap with prep, kept in /tmp/mcprm),
-# so uncommitted edits in the working tree never reach the run: mcprm runs with its cwd there (Ray puts the
-# driver's cwd on its workers' sys.path), every path below is absolute
-SNAP=${E2E_SNAP:-/tmp/mcprm}
-export PYTHONPATH=/tmp/site:$SNAP VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 \
-    TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 TOKENIZERS_PARALLELISM=false
-M=${E2E_MODEL:-/tmp/qwen}
-BK=${E2E_BACKEND:-vllm}
-PF=${E2E_PROMPT_FORMAT:-chat}
+# shellcheck source=bench/gpu_e2e/env.sh
+. "$PWD/bench/gpu_e2e/env.sh"
 P=${E2E_PROBLEMS:-$PWD/bench/gpu_e2e}
-DEV=${E2E_DEVICE:-cuda}
-DEF_TPL=$'Solve the following math problem step by step. Put the final answer in \\boxed{}.\n\n{problem}'
-TPL=${E2E_TPL:-$DEF_TPL}
-RT=$PWD
-D=$RT/bench/gpu_e2e
-mc() { (cd "$SNAP" && python3 -m cli.main "$@"); }
 LABEL_OPTS=(--backend "$BK" --model "$M" --prompt-format "$PF" --prompt-template "$TPL" --max-new-tokens 512
             --no-progress ${E2E_LABEL_EXTRA:---max-model-len 4096})
 
