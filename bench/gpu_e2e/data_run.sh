@@ -20,6 +20,9 @@ W=${DR_WORK:-/tmp/dr}; mkdir -p "$W"
 PB=${DR_PB:-/tmp/processbench_math_dev.jsonl.gz}
 ROLL=(--backend "$BK" --model "$M" --prompt-format "$PF" --prompt-template "$TPL" --max-new-tokens "${DR_TOKENS:-512}")
 VLLM_OPTS=(); [ "$BK" = vllm ] && VLLM_OPTS=(--max-model-len 4096)
+# PB-MATH's solutions run past the score's default 2,048 tokens (its warning: a long solution's last steps go
+# unscored, so an error there is never found); the real model's context holds them whole
+SCORE_OPTS=(); [ "$BK" = vllm ] && SCORE_OPTS=(--max-length 4096)
 
 timed() {  # step name, command...
   local s=$1; shift
@@ -77,10 +80,10 @@ import bench_human_labels as h; h.write_part(h.read_set('$PB'), 'dev', Path('$W/
   fi
   # PRM-only: no --use-answer-key; the gold answers in the inputs are never read by the score
   timed "score_pb_$name" mc score $W/prm_$name --input $W/pb/dev/input.jsonl --output $W/sc_pb_$name \
-    --batch-size 64 --device "$DEV" --overwrite || exit 1
+    --batch-size 64 --device "$DEV" --overwrite "${SCORE_OPTS[@]}" || exit 1
   mc eval $W/sc_pb_$name --reference $W/pb/dev/reference.jsonl --json | tee "$OUT/eval_pb_$name.json"
   timed "score_bo_$name" mc score $W/prm_$name --input $W/sols/heldout8.jsonl --output $W/sc_bo_$name \
-    --batch-size 128 --device "$DEV" --overwrite || exit 1
+    --batch-size 128 --device "$DEV" --overwrite "${SCORE_OPTS[@]}" || exit 1
   # the aggregation (min, product, last, vote) is chosen on 30% of the problems, read on the other 70%
   mc bestofn $W/sc_bo_$name --choose-on 0.3 --json | tee "$OUT/bestofn_$name.json"
   ;;
