@@ -25,3 +25,23 @@ def _own_local_ray_dir(tmp_path_factory):
             os.environ.pop(local_head.DIR_ENV, None)
         else:
             os.environ[local_head.DIR_ENV] = before
+
+
+@pytest.fixture(autouse=True)
+def _no_lock_outlives_its_test():
+    """A test that takes a lock releases it: a held lock keeps a heartbeat thread writing to a folder the test
+    no longer owns (and into the next test's spies). A leak fails its own test: threads that were already running
+    before a test are not counted against it."""
+    import threading
+
+    before = {t.ident for t in threading.enumerate()}
+    yield
+    leaked = [t for t in threading.enumerate()
+              if t.name == "mcprm-lock-heartbeat" and t.ident not in before and t.is_alive()]
+    if not leaked:
+        return
+    for t in leaked:
+        t.join(timeout=5)  # a lock released at the very end of the test: its thread may still be finishing
+    still = [t for t in leaked if t.is_alive()]
+    if still:
+        pytest.fail(f"{len(still)} lock heartbeat thread(s) still running after the test: release every lock it takes")
