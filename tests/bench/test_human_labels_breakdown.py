@@ -1,0 +1,64 @@
+"""The breakdown of label corpora against human first errors, on the real GPU corpora kept in the repository
+(ProcessBench-MATH dev part, the real 1.5B model): its F1 is the one the GPU run measured with ``mcprm eval``,
+and its split obeys what trusting a right answer means."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+S7 = ROOT / "bench" / "gpu_e2e" / "results" / "s7"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("human_labels_breakdown", ROOT / "bench" / "human_labels_breakdown.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory):
+    d = tmp_path_factory.mktemp("s7")
+    for name in ("h_ps", "h_df"):
+        with tarfile.open(S7 / f"{name}_corpus.tgz") as t:
+            t.extractall(d / name, filter="data")
+    return d
+
+
+def test_breakdown_matches_the_measured_f1_and_the_trust_rule(corpora, capsys):
+    mod = _script()
+    ref = mod.read_reference(str(corpora / "h_df" / "reference.jsonl"))
+    ps = mod.read_labels(str(corpora / "h_ps" / "per-step-k8"))
+    df = mod.read_labels(str(corpora / "h_df" / "defaults"))
+    dead = mod.unreached(ps)
+    b_ps, b_df = mod.breakdown(ps, ref, dead), mod.breakdown(df, ref, dead)
+    measured = {json.loads(line)["config"]: json.loads(line)["f1"] for n in ("h_ps", "h_df")
+                for line in (S7 / f"{n}.jsonl").read_text().splitlines() if line.strip()}
+    assert b_ps["f1"] == pytest.approx(measured["per-step-k8"], abs=1e-9)
+    assert b_df["f1"] == pytest.approx(measured["defaults"], abs=1e-9)
+    for b in (b_ps, b_df):
+        assert b["solutions"] == 402 and b["errors_wrong_answer"] + b["errors_right_answer"] == 117
+        assert b["hit_wrong_answer"] + b["hit_right_answer"] == round(b["acc_error"] * 117)
+    # a trusted right answer is never flagged: no hit and no false flag among right-answer solutions
+    assert b_df["hit_right_answer"] == 0 and b_df["flags_on_correct"] == 0
+    # per-step never trusts: it flags some correct solutions, most of them ones the completer cannot reach
+    assert b_ps["flags_on_correct"] > 0 and b_ps["flags_on_correct_unreached"] <= b_ps["flags_on_correct"]
+    assert 0 < len(dead) < 402 and all(ps[i]["first_step"][0] == 0 for i in dead)
+    mod.main(["--reference", str(corpora / "h_df" / "reference.jsonl"), str(corpora / "h_ps" / "per-step-k8"),
+              str(corpora / "h_df" / "defaults")])
+    out = capsys.readouterr().out
+    assert "| per-step-k8 | 0.425 |" in out and "| defaults | 0.329 |" in out
+
+
+def test_a_reference_row_without_a_label_is_named(tmp_path):
+    mod = _script()
+    p = tmp_path / "ref.jsonl"
+    p.write_text('{"id": "a", "label": 1}\n{"id": "b"}\n')
+    with pytest.raises(SystemExit, match=r"ref.jsonl:2: a reference row needs 'id' and 'label'"):
+        mod.read_reference(str(p))
