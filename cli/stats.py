@@ -55,10 +55,18 @@ def stats_cmd(
         ("unreadable answer (counted incorrect)", _unreadable_text(s)),
         ("rollout tokens", f"{s['rollout_tokens']:,}"),
         ("rollouts per solution", "n/a" if s["rollouts_per_solution"] is None else f"{s['rollouts_per_solution']:.1f}"),
+        ("steps of right-answer solutions with 0 of K reaching the answer", _dead_text(s.get("dead_right_prefixes"))),
         *_uncertainty_rows(s["uncertainty"]),
         *_judge_rows(s.get("judges") or []),
     ]
     print_table(f"{output} (version {s['version']}, strategy {s['strategy']}, K={s['k']})", rows)
+
+
+def _dead_text(d: dict | None) -> str:
+    # the completer's misses on prefixes that do lead to the answer: a high share says it is too weak for the set
+    if d is None:
+        return "n/a (right answers trusted, no rollouts)"
+    return f"{d['dead']:,} of {d['probed']:,} probed ({d['rate']:.1%}), in {d['solutions']:,} solutions"
 
 
 def _no_answer_text(s: dict) -> str:

@@ -246,8 +246,10 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
     cols = ["labels", "first_error", "solution_correct", "rollouts", "rollout_tokens"]
     pos = neg = unl = n = steps = right_wrong = with_error = correct = rollouts = tokens = no_answer = 0
     unreadable = counted = 0
+    probed_right = dead_right = dead_right_solutions = 0
     fe_hist: Counter = Counter()
-    extra = (["mc_no_answer"] if has_no_answer else []) + (["mc_unreadable", "mc_total"] if has_unreadable else [])
+    extra = (["mc_no_answer"] if has_no_answer else []) + (["mc_unreadable"] if has_unreadable else [])
+    extra += ["mc_correct", "mc_total"]
     for b in iter_corpus(url, version, cols + extra, batch_rows=batch_rows, verify=verify):
         n += b.num_rows
         flat = b.column("labels").flatten()
@@ -272,6 +274,8 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
         if has_unreadable:
             unreadable += int(pc.sum(b.column("mc_unreadable").flatten()).as_py() or 0)
             counted += int(pc.sum(b.column("mc_total").flatten()).as_py() or 0)
+        p, d, ds = _dead_prefixes_of_right_answers(b, sc_true)
+        probed_right, dead_right, dead_right_solutions = probed_right + p, dead_right + d, dead_right_solutions + ds
     return {
         "output": url,
         "version": m["version"],
@@ -296,5 +300,28 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
         "unreadable_rate": (unreadable / counted) if has_unreadable and counted else None,
         "rollout_tokens": tokens,
         "rollouts_per_solution": (rollouts / n) if n else None,
+        # steps of right-answer solutions whose every continuation missed the gold answer (see the helper); None
+        # when no such step was probed (right answers trusted without rollouts)
+        "dead_right_prefixes": ({"probed": probed_right, "dead": dead_right, "solutions": dead_right_solutions,
+                                 "rate": dead_right / probed_right} if probed_right else None),
         "versions": [h["version"] for h in m.get("history", [])],
     }
+
+
+def _dead_prefixes_of_right_answers(b, right) -> tuple[int, int, int]:
+    """In one batch: the probed steps (continuations counted) of solutions whose own final answer is right, how
+    many of them had not one continuation reach the gold answer, and in how many solutions. The solution itself
+    went on from each such prefix to the right answer, so a dead one is (mostly) the completer failing where a
+    path exists: hard labels call that step wrong. A high rate says the completer is too weak for these
+    problems, and the labels read its limits (docs/labels.md)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    correct, total = b.column("mc_correct"), b.column("mc_total")
+    lengths = pc.list_value_length(total).fill_null(0).to_numpy(zero_copy_only=False)
+    row_of = np.repeat(np.arange(len(lengths)), lengths)
+    t = total.flatten().to_numpy(zero_copy_only=False)
+    c = correct.flatten().to_numpy(zero_copy_only=False)
+    keep = right[row_of] & (t > 0)
+    dead = keep & (c == 0)
+    return int(keep.sum()), int(dead.sum()), len(np.unique(row_of[dead]))

@@ -62,3 +62,27 @@ def test_a_reference_row_without_a_label_is_named(tmp_path):
     p.write_text('{"id": "a", "label": 1}\n{"id": "b"}\n')
     with pytest.raises(SystemExit, match=r"ref.jsonl:2: a reference row needs 'id' and 'label'"):
         mod.read_reference(str(p))
+
+
+def test_dead_prefixes_of_right_answers_are_mostly_the_completers_misses(corpora):
+    """``mcprm stats``' count of right-answer steps with 0 of K, read against the human labels: most of those
+    prefixes are correct (they precede the human first error), so the count measures the completer's misses."""
+    from pipeline.storage.corpus import corpus_stats, read_corpus
+
+    mod = _script()
+    ref = mod.read_reference(str(corpora / "h_df" / "reference.jsonl"))
+    url = str(corpora / "h_ps" / "per-step-k8")
+    d = corpus_stats(url)["dead_right_prefixes"]
+    dead = correct = 0
+    for r in read_corpus(url, columns=["id", "solution_correct", "mc_correct", "mc_total"]).to_pylist():
+        if not r["solution_correct"]:
+            continue
+        h = ref[r["id"]]
+        for j, (c, n) in enumerate(zip(r["mc_correct"], r["mc_total"])):
+            if n > 0 and c == 0:
+                dead += 1
+                correct += h == -1 or j < h
+    assert d["dead"] == dead == 409 and d["probed"] == 1794 and d["solutions"] == 135
+    assert correct / dead > 0.8  # 335 of 409 precede the human first error
+    # trusted right answers are never probed: the defaults' corpus has no such steps to count
+    assert corpus_stats(str(corpora / "h_df" / "defaults"))["dead_right_prefixes"] is None

@@ -101,6 +101,11 @@ def _stats_in_memory(url: str) -> dict:
     n = t.num_rows
     rollouts = int(sum(t.column("rollouts").to_pylist()))
     no_answer = sum(x for xs in t.column("mc_no_answer").to_pylist() for x in xs if x)
+    probed = dead = dead_sols = 0
+    for ok, cs, ts in zip(sc, t.column("mc_correct").to_pylist(), t.column("mc_total").to_pylist()):
+        if ok is True:
+            here = [c == 0 for c, n_ in zip(cs, ts) if n_ > 0]
+            probed, dead, dead_sols = probed + len(here), dead + sum(here), dead_sols + any(here)
     return {
         "solutions": n, "steps": sum(len(ls) for ls in labels),
         "labels": {"positive": pos, "negative": neg, "unlabeled": sum(1 for ls in labels for x in ls if x is None)},
@@ -112,6 +117,7 @@ def _stats_in_memory(url: str) -> dict:
         "rollouts": rollouts, "no_answer": no_answer, "no_answer_rate": no_answer / rollouts if rollouts else None,
         "rollout_tokens": int(sum(t.column("rollout_tokens").to_pylist())),
         "rollouts_per_solution": (sum(t.column("rollouts").to_pylist()) / n) if n else None,
+        "dead_right_prefixes": {"probed": probed, "dead": dead, "solutions": dead_sols, "rate": dead / probed},
     }
 
 
