@@ -396,6 +396,9 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
         ("continuations with no final answer / an unreadable answer (both counted as failures)",
          f"{_count(stats.get('no_answer'))} / {_count(stats.get('unreadable'))}"
          + ("" if stats.get("unreadable_rate") is None else f" ({stats['unreadable_rate']:.1%} unreadable)")),
+        ("steps of right-answer solutions with 0 of K reaching the answer (the completer's misses; labels.md)",
+         "n/a (right answers trusted)" if (d := stats.get("dead_right_prefixes")) is None
+         else f"{d['dead']:,} of {d['probed']:,} ({d['rate']:.1%})"),
         _uncertainty_row(out_url, version),  # how far to trust the labels
     ]
     parts = [f"<h1>mcprm corpus report</h1>{_table(summary)}"]
