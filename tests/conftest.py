@@ -34,10 +34,10 @@ def _no_lock_outlives_its_test():
     before a test are not counted against it."""
     import threading
 
-    before = {t.ident for t in threading.enumerate()}
+    before = set(threading.enumerate())
     yield
     leaked = [t for t in threading.enumerate()
-              if t.name == "mcprm-lock-heartbeat" and t.ident not in before and t.is_alive()]
+              if t.name == "mcprm-lock-heartbeat" and t not in before and t.is_alive()]
     if not leaked:
         return
     for t in leaked:

@@ -271,10 +271,11 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
         tokens += int(pc.sum(b.column("rollout_tokens")).as_py() or 0)
         if has_no_answer:
             no_answer += int(pc.sum(b.column("mc_no_answer").flatten()).as_py() or 0)
+        total = b.column("mc_total")
         if has_unreadable:
             unreadable += int(pc.sum(b.column("mc_unreadable").flatten()).as_py() or 0)
-            counted += int(pc.sum(b.column("mc_total").flatten()).as_py() or 0)
-        p, d, ds = _dead_prefixes_of_right_answers(b, sc_true)
+            counted += int(pc.sum(total.flatten()).as_py() or 0)
+        p, d, ds = _dead_prefixes_of_right_answers(b.column("mc_correct"), total, sc_true)
         probed_right, dead_right, dead_right_solutions = probed_right + p, dead_right + d, dead_right_solutions + ds
     return {
         "output": url,
@@ -308,18 +309,17 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
     }
 
 
-def _dead_prefixes_of_right_answers(b, right) -> tuple[int, int, int]:
-    """In one batch: the probed steps (continuations counted) of solutions whose own final answer is right, how
-    many of them had not one continuation reach the gold answer, and in how many solutions. The solution itself
+def _dead_prefixes_of_right_answers(correct, total, right) -> tuple[int, int, int]:
+    """In one batch (its ``mc_correct`` and ``mc_total`` columns; ``right``: which rows' final answer is right):
+    the probed steps (continuations counted) of right-answer solutions, how many of them had not one
+    continuation reach the gold answer, and in how many solutions. The solution itself
     went on from each such prefix to the right answer, so a dead one is (mostly) the completer failing where a
     path exists: hard labels call that step wrong. A high rate says the completer is too weak for these
     problems, and the labels read its limits (docs/labels.md)."""
     import numpy as np
     import pyarrow.compute as pc
 
-    correct, total = b.column("mc_correct"), b.column("mc_total")
-    lengths = pc.list_value_length(total).fill_null(0).to_numpy(zero_copy_only=False)
-    row_of = np.repeat(np.arange(len(lengths)), lengths)
+    row_of = pc.list_parent_indices(total).to_numpy(zero_copy_only=False)  # the row of each flattened step
     t = total.flatten().to_numpy(zero_copy_only=False)
     c = correct.flatten().to_numpy(zero_copy_only=False)
     keep = right[row_of] & (t > 0)
