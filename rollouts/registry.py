@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .base import DEFAULT_VLLM_ENGINE, VLLM_ENGINES
+from .base import DEFAULT_ENGINES_PER_GPU, DEFAULT_MAX_MODEL_LEN, DEFAULT_VLLM_ENGINE, VLLM_ENGINES
 from .devices import device_problem, vllm_problem
 
 
@@ -70,6 +70,13 @@ class VLLMOptions:
                                              "on each node.", shown="~/.cache/vllm (VLLM_CACHE_ROOT)")
     vllm_inproc: bool = option(False, "vllm (loop/offline engines): the engine core in the worker's process: "
                                       "faster starts, 0.76x the tokens/s at 1.5B (BENCHMARKS.md).")
+    engines_per_gpu: int = option(DEFAULT_ENGINES_PER_GPU, "vllm: engines sharing each GPU, each with 1/N of "
+                                                         "gpu_memory_utilization (Ray: a worker per engine with "
+                                                         "1/N GPU; in-process: N engines in the one worker).")
+    max_num_seqs: int | None = option(None, "vllm: sequences each engine runs at once.",
+                                      shown="vLLM's: 1024 on a GPU of >= 70 GiB, else 256")
+    max_num_batched_tokens: int | None = option(None, "vllm: tokens each engine computes per step.",
+                                                shown="vLLM's: 16384 on a GPU of >= 70 GiB, else 8192")
 
     def problems(self, active: bool) -> list[str]:
         out = []
@@ -82,7 +89,23 @@ class VLLMOptions:
             out.append(f"--tensor-parallel-size must be at least 1, got {self.tensor_parallel_size}")
         if not 0 < self.gpu_memory_utilization <= 1:
             out.append(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.engines_per_gpu < 1:
+            out.append(f"--engines-per-gpu must be at least 1, got {self.engines_per_gpu}")
+        elif self.engines_per_gpu > 1 and self.tensor_parallel_size > 1:
+            out.append(f"--engines-per-gpu {self.engines_per_gpu} needs --tensor-parallel-size 1 (an engine spread "
+                       "over several GPUs cannot share them by fractions)")
+        elif self.engines_per_gpu > 1 and self.vllm_engine == "offline":
+            out.append(f"--engines-per-gpu {self.engines_per_gpu} needs a streaming engine (--vllm-engine loop, "
+                       "the default, or async)")
+        for name in ("max_num_seqs", "max_num_batched_tokens"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                out.append(f"--{name.replace('_', '-')} must be at least 1, got {v}")
         return out
+
+    def worker_gpus(self) -> float:
+        """GPUs one vLLM worker holds: its tensor-parallel GPUs, or 1/N of one with N engines per GPU."""
+        return float(self.tensor_parallel_size) / max(1, self.engines_per_gpu)
 
 
 @dataclass
@@ -196,10 +219,41 @@ def _vllm_prepare(o: VLLMOptions, cpus: float) -> None:
     os.environ.update(_vllm_env(o))
 
 
+def engines_here(o: VLLMOptions) -> int:
+    """Engines this worker runs: ``engines_per_gpu`` on a whole GPU, one where Ray gave the worker a fraction of
+    one (the other engines of that GPU are other workers)."""
+    if o.engines_per_gpu <= 1:
+        return 1
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        try:
+            got = ray.get_runtime_context().get_assigned_resources().get("GPU")
+        except Exception:  # noqa: BLE001 - not in a Ray worker (the driver): a whole GPU
+            got = None
+        if got is not None and got < 1:
+            return 1
+    return o.engines_per_gpu
+
+
+def vllm_engine_settings(m: ModelRef, o: VLLMOptions):
+    """Each engine's settings from the model (a local folder's config.json), this worker's GPU (NVML) and the
+    options (:func:`rollouts.engine_sizing.engine_settings`; what is not known is left to vLLM)."""
+    from .engine_sizing import engine_settings, gpu_memory_bytes, model_shape
+
+    gpu = gpu_memory_bytes()
+    return engine_settings(model_shape(m.model, m.dtype), gpu[0] if gpu else None,
+                           engines_per_gpu=o.engines_per_gpu, gpu_memory_utilization=o.gpu_memory_utilization,
+                           seq_tokens=o.max_model_len or DEFAULT_MAX_MODEL_LEN, max_num_seqs=o.max_num_seqs,
+                           max_num_batched_tokens=o.max_num_batched_tokens, gpu_name=gpu[1] if gpu else "")
+
+
 def _vllm_build(m: ModelRef, o: VLLMOptions):
     _vllm_prepare(o, 0)
+    settings = vllm_engine_settings(m, o)
     kw: dict[str, Any] = dict(model=m.model, tokenizer=m.tokenizer, tensor_parallel_size=o.tensor_parallel_size,
-                              gpu_memory_utilization=o.gpu_memory_utilization, seed=m.seed, engine=o.vllm_engine)
+                              seed=m.seed, engine=o.vllm_engine, **settings.engine_kwargs())
     if o.max_model_len:
         kw["max_model_len"] = o.max_model_len
     if m.dtype:
@@ -212,7 +266,24 @@ def _vllm_build(m: ModelRef, o: VLLMOptions):
         kw["enable_prefix_caching"] = False
     if o.tensor_parallel_size > 1:
         kw["distributed_executor_backend"] = "mp"  # inside a Ray actor: the actor's own GPUs, no placement group
-    return _vllm_class()(**kw)
+    if o.engines_per_gpu == 1:
+        return _vllm_class()(**kw)  # one engine per GPU: nothing else starts on it
+    from .engine_sizing import gpu_start_lock
+
+    engines = []
+    try:
+        for _ in range(engines_here(o)):
+            with gpu_start_lock():
+                engines.append(_vllm_class()(**kw))
+    except BaseException:
+        for e in engines:
+            e.close()
+        raise
+    if len(engines) == 1:
+        return engines[0]
+    from .multi_engine import MultiEngineBackend
+
+    return MultiEngineBackend(engines)
 
 
 def _sglang_build(m: ModelRef, o: VLLMOptions):
@@ -243,7 +314,7 @@ BACKENDS: dict[str, BackendSpec] = {
         BackendSpec("hf", "transformers, CPU or GPU", HFOptions, _hf_class, _hf_build, prepare_worker=_hf_prepare,
                     machine_problem=device_problem),
         BackendSpec("vllm", "GPUs", VLLMOptions, _vllm_class, _vllm_build,
-                    gpus=lambda o: float(o.tensor_parallel_size),
+                    gpus=VLLMOptions.worker_gpus,
                     streaming=lambda o: o.vllm_engine != "offline",
                     # vLLM's engine takes the requests of two shards at once (no idle tail between shards);
                     # the hf backend is not thread-safe, so its worker runs one shard at a time.

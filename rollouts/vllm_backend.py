@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 
 from .base import (
+    DEFAULT_MAX_MODEL_LEN,
     DEFAULT_VLLM_ENGINE,
     Completion,
     Counters,
@@ -94,7 +95,7 @@ class VLLMBackend:
         tokenizer: str | None = None,
         tensor_parallel_size: int = 1,
         gpu_memory_utilization: float = 0.85,
-        max_model_len: int | None = 4096,
+        max_model_len: int | None = DEFAULT_MAX_MODEL_LEN,
         dtype: str = "auto",
         load_format: str = "auto",
         enable_prefix_caching: bool = True,

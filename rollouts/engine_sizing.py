@@ -1,0 +1,235 @@
+"""How a vLLM engine is sized from the model and the GPU: how many engines share one GPU, each one's share of the
+GPU's memory, its sequence limit (``max_num_seqs``) and its token budget per step (``max_num_batched_tokens``).
+
+Why several engines on one GPU: at 1.5B on an H200 one vLLM engine keeps the GPU idle most of the time. Its host
+side (scheduling, input preparation, output processing, about 40 us per sequence per step, in Python) is longer
+than the forward pass, and more sequences per engine only lengthen each step (measured: 26-39 k tokens/s at 512
+sequences, 18-25 k at 2,048-4,096), while the KV cache stays 1-2 % used. N engine processes each with 1/N of
+the memory share run their host work on N cores and interleave their forward passes on the one GPU. How many is
+best is a measurement (bench/gpu_levers.py); ``engines_per_gpu`` defaults to one, today's behaviour.
+
+:func:`engine_settings` is pure arithmetic on numbers (tested on CPU); :func:`model_shape` reads a local model's
+``config.json`` and :func:`gpu_memory_bytes` asks the NVIDIA driver (NVML, if installed) without initialising
+CUDA, which vLLM needs untouched before its engine starts. Anything not known leaves vLLM's own default in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass
+
+log = logging.getLogger("mcprm")
+
+GiB = 1024**3
+# vLLM 0.26's defaults for its offline engine (``EngineArgs.get_batch_defaults``): a GPU of at least 70 GiB other
+# than an A100 gets 1024 sequences and 16,384 batched tokens per step, any other 256 and 8,192. An engine given
+# no limit by mcprm gets these; the sizing repeats them so that it can say what each engine will hold.
+VLLM_BIG_GPU_BYTES = 70 * GiB
+VLLM_SEQS = {True: 1024, False: 256}
+VLLM_BATCHED_TOKENS = {True: 16384, False: 8192}
+# What one engine holds besides weights and KV cache: the CUDA context, torch's allocator slack and the CUDA
+# graphs (about 1 GiB at 1.5B), plus the step's activations and the sampler's float32 logits (counted below).
+ENGINE_FIXED_BYTES = 1 * GiB
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "half": 2, "float32": 4, "float": 4, "auto": 2}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The numbers of a decoder-only transformer that its memory follows."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    head_dim: int = 0  # 0: hidden / heads
+    tied_embeddings: bool = False
+    dtype_bytes: int = 2
+
+    @property
+    def dim(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    def params(self) -> int:
+        """Parameter count (attention with biases on q/k/v as in Qwen2, a gated MLP, norms)."""
+        q = self.heads * self.dim
+        kv = self.kv_heads * self.dim
+        attn = self.hidden * (q + 2 * kv) + (q + 2 * kv) + q * self.hidden
+        mlp = 3 * self.hidden * self.intermediate
+        per_layer = attn + mlp + 2 * self.hidden
+        emb = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        return self.layers * per_layer + emb + self.hidden
+
+    def weight_bytes(self) -> int:
+        return self.params() * self.dtype_bytes
+
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.layers * self.kv_heads * self.dim * self.dtype_bytes
+
+    @classmethod
+    def from_config(cls, cfg: dict, dtype: str | None = None) -> ModelShape:
+        """From a Hugging Face ``config.json`` (its text config where the model nests one)."""
+        c = cfg.get("text_config") or cfg
+        heads = int(c["num_attention_heads"])
+        d = (dtype or c.get("torch_dtype") or c.get("dtype") or "bfloat16")
+        return cls(layers=int(c["num_hidden_layers"]), hidden=int(c["hidden_size"]),
+                   intermediate=int(c.get("intermediate_size") or 4 * c["hidden_size"]), heads=heads,
+                   kv_heads=int(c.get("num_key_value_heads") or heads), vocab=int(c["vocab_size"]),
+                   head_dim=int(c.get("head_dim") or 0), tied_embeddings=bool(c.get("tie_word_embeddings", False)),
+                   dtype_bytes=DTYPE_BYTES.get(str(d).removeprefix("torch."), 2))
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What each engine on a GPU is started with, and what it will hold (None where not known)."""
+
+    engines_per_gpu: int
+    gpu_memory_utilization: float  # each engine's share of the GPU's memory
+    max_num_seqs: int | None  # None: vLLM's default
+    max_num_batched_tokens: int | None  # None: vLLM's default
+    kv_cache_tokens: int | None = None  # each engine's KV cache, in tokens (an estimate)
+    sequences_kv_holds: int | None = None  # sequences of ``seq_tokens`` each engine's KV cache holds at once
+    seqs_limit: int | None = None  # the sequence limit each engine will run with (given or vLLM's)
+
+    def engine_kwargs(self) -> dict:
+        """Arguments for ``vllm.LLM`` / ``AsyncEngineArgs``: only those mcprm sets."""
+        kw = {"gpu_memory_utilization": self.gpu_memory_utilization}
+        if self.max_num_seqs is not None:
+            kw["max_num_seqs"] = self.max_num_seqs
+        if self.max_num_batched_tokens is not None:
+            kw["max_num_batched_tokens"] = self.max_num_batched_tokens
+        return kw
+
+    def describe(self) -> str:
+        parts = [f"{self.engines_per_gpu} engine(s) per GPU, {self.gpu_memory_utilization:.3f} of its memory each"]
+        if self.seqs_limit:
+            parts.append(f"up to {self.seqs_limit} sequences each")
+        if self.kv_cache_tokens is not None:
+            parts.append(f"KV cache ~{self.kv_cache_tokens:,} tokens each (~{self.sequences_kv_holds:,} sequences "
+                         "at full context)")
+        return ", ".join(parts)
+
+
+def engine_settings(shape: ModelShape | None, gpu_bytes: int | None, *, engines_per_gpu: int = 1,
+                    gpu_memory_utilization: float = 0.85, seq_tokens: int = 4096, max_num_seqs: int | None = None,
+                    max_num_batched_tokens: int | None = None, gpu_name: str = "") -> EngineSettings:
+    """Each engine's settings when ``engines_per_gpu`` engines share a GPU of ``gpu_bytes`` with the model
+    ``shape`` (either None: not known, vLLM's defaults apply and nothing is checked).
+
+    ``gpu_memory_utilization`` is what all the GPU's engines take together; each takes its 1/N (vLLM's share is
+    per engine). ``seq_tokens``: one sequence's context at most (prompt and new tokens). ``max_num_seqs`` /
+    ``max_num_batched_tokens``: the user's, kept as given; left None, vLLM picks its own (the same for every
+    engine count: it goes by the GPU, not by the engine's share). Raises ValueError when an engine's share
+    cannot hold the model's weights and one sequence's KV cache."""
+    n = int(engines_per_gpu)
+    if n < 1:
+        raise ValueError(f"engines_per_gpu must be at least 1, got {engines_per_gpu}")
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    share = gpu_memory_utilization / n
+    big = gpu_bytes is not None and gpu_bytes >= VLLM_BIG_GPU_BYTES and "a100" not in gpu_name.lower()
+    seqs = max_num_seqs or (VLLM_SEQS[big] if gpu_bytes is not None else None)
+    batched = max_num_batched_tokens or VLLM_BATCHED_TOKENS[big]
+    kv_tokens = holds = None
+    if shape is not None and gpu_bytes is not None:
+        # a step's activations (the gated MLP's two intermediate tensors dominate) and the sampler's float32
+        # logits and probabilities for every running sequence
+        act = batched * (2 * shape.intermediate + 4 * shape.hidden) * shape.dtype_bytes
+        logits = (seqs or VLLM_SEQS[big]) * shape.vocab * 8
+        free = gpu_bytes * share - shape.weight_bytes() - ENGINE_FIXED_BYTES - act - logits
+        kv_tokens = int(free // shape.kv_bytes_per_token()) if free > 0 else 0
+        holds = kv_tokens // max(1, seq_tokens)
+        if holds < 1:
+            need = (shape.weight_bytes() + ENGINE_FIXED_BYTES + act + logits
+                    + seq_tokens * shape.kv_bytes_per_token()) / gpu_bytes
+            raise ValueError(
+                f"{n} engine(s) per GPU leave each {share:.3f} of the GPU's {gpu_bytes / GiB:.0f} GiB, too little "
+                f"for the model's {shape.weight_bytes() / GiB:.1f} GiB of weights, the engine's own memory and one "
+                f"sequence of {seq_tokens} tokens (each needs ~{need:.2f} of the GPU): use fewer engines per GPU "
+                "(--engines-per-gpu), a shorter --max-model-len or a GPU with more memory")
+    return EngineSettings(engines_per_gpu=n, gpu_memory_utilization=round(share, 4), max_num_seqs=max_num_seqs,
+                          max_num_batched_tokens=max_num_batched_tokens, kv_cache_tokens=kv_tokens,
+                          sequences_kv_holds=holds, seqs_limit=seqs)
+
+
+def model_shape(model: str, dtype: str | None = None) -> ModelShape | None:
+    """The shape of a model in a local folder (its ``config.json``), or None (a hub name, an unknown layout)."""
+    path = os.path.join(os.path.expanduser(str(model)), "config.json")
+    try:
+        with open(path) as f:
+            return ModelShape.from_config(json.load(f), dtype=dtype if dtype not in (None, "auto") else None)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def gpu_memory_bytes(index: int = 0) -> tuple[int, str] | None:
+    """(total memory in bytes, name) of GPU ``index`` as the NVIDIA driver reports it (NVML: no CUDA context), or
+    None when NVML is not installed or sees no GPU. ``index`` counts the GPUs this process may use
+    (``CUDA_VISIBLE_DEVICES``, as Ray sets it for its workers)."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    try:
+        pynvml.nvmlInit()
+        if vis:
+            ids = [d.strip() for d in vis.split(",") if d.strip()]
+            target = ids[index] if index < len(ids) else ids[0]
+            h = (pynvml.nvmlDeviceGetHandleByUUID(target) if target.startswith(("GPU-", "MIG-"))
+                 else pynvml.nvmlDeviceGetHandleByIndex(int(target)))
+        else:
+            h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        name = pynvml.nvmlDeviceGetName(h)
+        return int(pynvml.nvmlDeviceGetMemoryInfo(h).total), name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - no driver, no such GPU: the sizing falls back to vLLM's defaults
+        return None
+
+
+def roofline_tokens_per_s(shape: ModelShape, peak_flops: float) -> float:
+    """Decode tokens/s if the GPU did nothing but the model's matrix products at ``peak_flops`` (2 x parameters
+    FLOPs per token, attention ignored): the ceiling the lever benchmark reports its fraction of."""
+    return peak_flops / (2 * shape.params()) if shape.params() else math.inf
+
+
+# the longest one engine start on a GPU waits for the one before it (a cold 1.5B start measured 50-112 s)
+START_LOCK_WAIT_S = 600.0
+
+
+@contextlib.contextmanager
+def gpu_start_lock(wait_s: float = START_LOCK_WAIT_S, folder: str | None = None):
+    """Held while an engine starts, one at a time per GPU of this machine (the GPUs of ``CUDA_VISIBLE_DEVICES``,
+    which Ray sets to the same ids for the workers that share a GPU): vLLM measures the memory its start leaves
+    free to size its KV cache, and another engine loading on the same GPU meanwhile falsifies that measure. A
+    file lock (``flock``: released by the kernel if the process dies), waited for at most ``wait_s`` seconds,
+    after which the start goes ahead with a warning."""
+    import fcntl
+    import socket
+    import tempfile
+
+    gpus = (os.environ.get("CUDA_VISIBLE_DEVICES") or "all").replace(",", "_").replace("/", "_")
+    d = folder or os.path.join(tempfile.gettempdir(), f"mcprm-gpu-locks-{os.getuid()}")
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    path = os.path.join(d, f"{socket.gethostname()}-{gpus}.lock")
+    f = open(path, "a")
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    log.warning("another engine has been starting on this GPU for over %.0f s; starting anyway",
+                                wait_s)
+                    break
+                time.sleep(0.2)
+        yield
+    finally:
+        f.close()  # closing drops the lock

@@ -1,0 +1,198 @@
+"""Engine sizing from the model and the GPU (rollouts/engine_sizing.py): arithmetic checked against known model
+sizes and a KV cache vLLM reported on an H200, the options that carry it, and the per-GPU start lock."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from pipeline.config import ConfigError, LabelConfig
+from rollouts.engine_sizing import (
+    GiB,
+    ModelShape,
+    engine_settings,
+    gpu_memory_bytes,
+    gpu_start_lock,
+    model_shape,
+    roofline_tokens_per_s,
+)
+
+QWEN_1_5B = {"num_hidden_layers": 28, "hidden_size": 1536, "intermediate_size": 8960, "num_attention_heads": 12,
+             "num_key_value_heads": 2, "vocab_size": 151936, "tie_word_embeddings": True, "torch_dtype": "bfloat16"}
+QWEN_7B = {"num_hidden_layers": 28, "hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28,
+           "num_key_value_heads": 4, "vocab_size": 152064, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+QWEN_0_5B = {"num_hidden_layers": 24, "hidden_size": 896, "intermediate_size": 4864, "num_attention_heads": 14,
+             "num_key_value_heads": 2, "vocab_size": 151936, "tie_word_embeddings": True}
+H200 = 143771 * 1024**2  # what NVML reported for the lent H200 (shared/device/README.md)
+
+
+def test_parameter_counts_match_the_published_models():
+    # Qwen2.5-1.5B: 1.54 B parameters, Qwen2.5-7B: 7.61 B, Qwen2.5-0.5B: 0.49 B (their model cards)
+    for cfg, published in ((QWEN_1_5B, 1.54e9), (QWEN_7B, 7.61e9), (QWEN_0_5B, 0.49e9)):
+        assert ModelShape.from_config(cfg).params() == pytest.approx(published, rel=0.01)
+
+
+def test_kv_bytes_per_token():
+    # K and V, 28 layers, 2 KV heads of 128, bf16
+    assert ModelShape.from_config(QWEN_1_5B).kv_bytes_per_token() == 2 * 28 * 2 * 128 * 2
+
+
+def test_kv_cache_estimate_matches_what_vllm_allocated_on_an_h200():
+    # vLLM 0.26, 0.5B shape, gpu_memory_utilization 0.85 on the H200: 117 GiB of KV cache (shared/device/README.md)
+    s = engine_settings(ModelShape.from_config(QWEN_0_5B), H200, gpu_memory_utilization=0.85, seq_tokens=2048,
+                        gpu_name="NVIDIA H200")
+    kv_gib = s.kv_cache_tokens * ModelShape.from_config(QWEN_0_5B).kv_bytes_per_token() / GiB
+    assert kv_gib == pytest.approx(117, rel=0.03)
+
+
+def test_one_engine_keeps_vllms_defaults():
+    s = engine_settings(ModelShape.from_config(QWEN_1_5B), H200, gpu_name="NVIDIA H200")
+    assert s.engine_kwargs() == {"gpu_memory_utilization": 0.85}  # what mcprm passed before the sizing existed
+    assert s.seqs_limit == 1024 and s.sequences_kv_holds > 1024  # KV for ~1,000 full 4k-token sequences and more
+
+
+def test_engines_split_the_memory_share_and_each_keeps_the_sequence_limit():
+    shape = ModelShape.from_config(QWEN_1_5B)
+    one = engine_settings(shape, H200, gpu_name="NVIDIA H200")
+    four = engine_settings(shape, H200, engines_per_gpu=4, gpu_name="NVIDIA H200")
+    assert four.gpu_memory_utilization == pytest.approx(0.85 / 4)
+    assert four.seqs_limit == 1024  # vLLM sizes by the GPU, not the engine's share
+    assert 0 < four.kv_cache_tokens < one.kv_cache_tokens / 4  # each carries its own weights and overheads
+    assert four.sequences_kv_holds < 1024  # at a full 4k context each, fewer than its sequence limit ...
+    assert four.kv_cache_tokens >= 1024 * 800  # ... but all 1,024 at the ~800-token contexts of a labeling job
+
+
+def test_small_and_a100_gpus_get_vllms_small_defaults():
+    shape = ModelShape.from_config(QWEN_1_5B)
+    assert engine_settings(shape, 80 * GiB, gpu_name="NVIDIA A100-SXM4-80GB").seqs_limit == 256
+    assert engine_settings(shape, 24 * GiB, gpu_name="NVIDIA L4").seqs_limit == 256
+    assert engine_settings(shape, 80 * GiB, gpu_name="NVIDIA H100 80GB HBM3").seqs_limit == 1024
+
+
+def test_overrides_are_kept():
+    s = engine_settings(ModelShape.from_config(QWEN_1_5B), H200, engines_per_gpu=2, max_num_seqs=2048,
+                        max_num_batched_tokens=32768)
+    assert s.engine_kwargs() == {"gpu_memory_utilization": 0.425, "max_num_seqs": 2048,
+                                 "max_num_batched_tokens": 32768}
+
+
+def test_too_many_engines_for_the_gpu_is_refused_with_what_to_do():
+    with pytest.raises(ValueError, match="--engines-per-gpu"):
+        engine_settings(ModelShape.from_config(QWEN_7B), 80 * GiB, engines_per_gpu=8, seq_tokens=4096)
+
+
+def test_unknown_model_or_gpu_leaves_vllms_defaults():
+    s = engine_settings(None, None, engines_per_gpu=2)
+    assert s.engine_kwargs() == {"gpu_memory_utilization": 0.425} and s.kv_cache_tokens is None
+    assert model_shape("Qwen/Qwen2.5-Math-1.5B-Instruct-not-a-folder") is None
+
+
+def test_bundled_model_shape_is_read_from_its_folder():
+    from pipeline import bundled
+
+    shape = model_shape(str(bundled.model_dir()))
+    assert shape is not None and shape.layers >= 1 and shape.params() > 0
+
+
+def test_no_nvml_no_gpu_memory():
+    try:
+        import pynvml  # noqa: F401
+    except ImportError:
+        assert gpu_memory_bytes() is None
+
+
+def test_roofline_of_the_1_5b_on_an_h200():
+    # 989 TFLOP/s dense bf16, 2 x 1.54 B FLOPs per token: ~320 k tokens/s (the issue's ~250 k allows attention)
+    assert roofline_tokens_per_s(ModelShape.from_config(QWEN_1_5B), 989e12) == pytest.approx(321e3, rel=0.02)
+
+
+def test_options_carry_engines_per_gpu():
+    c = LabelConfig(backend="vllm", engines_per_gpu=3)
+    assert c.worker_gpus == pytest.approx(1 / 3)  # the Ray executor places three workers on each GPU
+    assert LabelConfig(backend="vllm").worker_gpus == 1.0
+    with pytest.raises(ConfigError, match="tensor-parallel-size 1"):
+        LabelConfig(backend="vllm", engines_per_gpu=2, tensor_parallel_size=2)
+    with pytest.raises(ConfigError, match="streaming engine"):
+        LabelConfig(backend="vllm", engines_per_gpu=2, vllm_engine="offline")
+    with pytest.raises(ConfigError, match="engines-per-gpu must be at least 1"):
+        LabelConfig(backend="vllm", engines_per_gpu=0)
+    with pytest.raises(ConfigError, match="max-num-seqs"):
+        LabelConfig(backend="vllm", max_num_seqs=0)
+
+
+def test_engines_here_whole_gpu_outside_ray():
+    from rollouts.registry import VLLMOptions, engines_here
+
+    assert engines_here(VLLMOptions(engines_per_gpu=3)) == 3
+    assert engines_here(VLLMOptions()) == 1
+
+
+def test_start_lock_serialises_starts_on_one_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    order: list[str] = []
+    held, release = threading.Event(), threading.Event()
+
+    def first():
+        with gpu_start_lock(folder=str(tmp_path)):
+            order.append("first in")
+            held.set()
+            release.wait(10)
+            order.append("first out")
+
+    t = threading.Thread(target=first)
+    t.start()
+    held.wait(10)
+
+    def second():
+        with gpu_start_lock(folder=str(tmp_path)):
+            order.append("second in")
+
+    t2 = threading.Thread(target=second)
+    t2.start()
+    t2.join(0.5)
+    assert order == ["first in"]  # the second start waits while the first holds the GPU
+    release.set()
+    t.join(10)
+    t2.join(10)
+    assert order == ["first in", "first out", "second in"]
+
+
+def test_start_lock_other_gpu_does_not_wait_and_the_wait_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    with gpu_start_lock(folder=str(tmp_path)):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        with gpu_start_lock(folder=str(tmp_path), wait_s=30):
+            pass  # GPU 1's lock is free
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+        with gpu_start_lock(folder=str(tmp_path), wait_s=0.3):
+            pass  # GPU 0's is held: gives up after wait_s and goes ahead
+
+
+def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkeypatch, tmp_path):
+    from rollouts import registry
+    from rollouts.multi_engine import MultiEngineBackend
+
+    built: list[dict] = []
+
+    class Engine:
+        streaming = True
+
+        def __init__(self, **kw):
+            built.append(kw)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(registry, "_vllm_class", lambda: Engine)
+    monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))  # the start lock's folder
+    ref = registry.ModelRef(model="/nonexistent-model", tokenizer=None, dtype=None, seed=3)
+    be = registry._vllm_build(ref, registry.VLLMOptions(engines_per_gpu=2, max_num_seqs=512))
+    assert isinstance(be, MultiEngineBackend) and len(be.engines) == 2
+    assert [kw["gpu_memory_utilization"] for kw in built] == [0.425, 0.425]
+    assert all(kw["max_num_seqs"] == 512 and kw["seed"] == 3 for kw in built)
+    built.clear()
+    one = registry._vllm_build(ref, registry.VLLMOptions())
+    assert isinstance(one, Engine) and built == [{"model": "/nonexistent-model", "tokenizer": None,
+                                                  "tensor_parallel_size": 1, "seed": 3, "engine": "loop",
+                                                  "gpu_memory_utilization": 0.85}]
