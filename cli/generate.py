@@ -47,6 +47,7 @@ def generate_cmd(
     problem_field: Annotated[str, typer.Option(help="Input field holding the problem.")] = option_default("problem_field"),
     answer_field: Annotated[str, typer.Option(help="Input field holding the gold answer.")] = option_default("answer_field"),
     id_field: Annotated[str, typer.Option(help="Input field holding the problem id.")] = option_default("id_field"),
+    engines_per_gpu: Annotated[int, typer.Option(help="vllm: engines sharing the GPU, each with 1/N of its memory share.")] = option_default("engines_per_gpu"),
     show_progress: Annotated[bool, typer.Option("--progress/--no-progress", help="A progress line on stderr after "
                                                 "each batch of problems.")] = True,
 ) -> None:
@@ -58,7 +59,7 @@ def generate_cmd(
         cfg = LabelConfig(input=list(input or []), output=output, model=model or "", tokenizer=tokenizer,
                           backend=backend, base_url=base_url, device=device, prompt_format=prompt_format,
                           prompt_template=prompt_template, step_separator=step_separator, temperature=temperature,
-                          top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
+                          top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, engines_per_gpu=engines_per_gpu)
         preflight(cfg, output=False)  # a device this machine lacks: said before the model loads
         if cfg.worker_gpus > 0 or device == "cuda":
             from cli.common import free_gpus

@@ -5,15 +5,27 @@ Each solution is sampled from the prompt format's header (the same prompt ``labe
 steps at the prompt format's step separator, and written as one JSONL row:
 ``{"id", "problem_id", "problem", "answer", "steps", "finish_reason"}``. Bad problem rows are reported with
 file and row before any sampling. The output file is written whole (temporary name, then rename).
+
+A streaming backend (vLLM's ``loop`` or ``async`` engine, several engines per GPU) is never left to drain between
+batches: the next batches are submitted while earlier ones are in flight (:func:`stream_batches`), so a batch's
+longest solution no longer holds the GPU idle. Rows are written in the problems' order either way, and each
+problem's request (prompt, n, seed) is the same as when batches were waited for one by one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from pipeline.config import ConfigError, LabelConfig
+
+# Batches submitted beyond the oldest one still generating: at 64 problems and n=8 a batch is 512 sequences, so 8
+# ahead keep ~4,600 in flight, enough for four engines of vLLM's 1,024 on one GPU, while a slow batch holds at
+# most 8 finished ones in memory.
+BATCHES_AHEAD = 8
 
 
 @dataclass
@@ -51,10 +63,33 @@ def _read_problems(cfg: LabelConfig, problem_field: str, answer_field: str, id_f
     return out
 
 
+def stream_batches(backend, batches: Iterable[Sequence], sampling, ahead: int = BATCHES_AHEAD
+                   ) -> Iterator[tuple[Sequence, list]]:
+    """``(batch, completions)`` for each batch of requests, in the batches' order. A backend with ``submit``
+    (``streaming``) has up to ``ahead`` more batches submitted while it generates the oldest; any other is asked
+    for one batch at a time. A failed request raises when its batch's turn comes; what is still in flight then is
+    the backend's to stop (``close``, which ``generate`` always calls): a submitted request is never cancelled
+    behind the engine's back."""
+    if not (getattr(backend, "streaming", False) and hasattr(backend, "submit")):
+        for b in batches:
+            yield b, backend.generate(b, sampling)
+        return
+    inflight: deque = deque()
+    for b in batches:
+        inflight.append((b, backend.submit(b, sampling)))
+        while len(inflight) > ahead:
+            b0, futs = inflight.popleft()
+            yield b0, [f.result() for f in futs]
+    while inflight:
+        b0, futs = inflight.popleft()
+        yield b0, [f.result() for f in futs]
+
+
 def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answer_field: str = "answer",
              id_field: str = "id", batch_problems: int = 64, on_batch=None) -> GenerateResult:
-    """Sample ``n`` solutions per problem, ``batch_problems`` problems per backend call; ``on_batch(problems
-    done, problems, solutions kept, generated tokens, seconds)`` after each call (the CLI's progress lines)."""
+    """Sample ``n`` solutions per problem, ``batch_problems`` problems per request batch (a streaming backend has
+    several batches in flight: :func:`stream_batches`); ``on_batch(problems done, problems, solutions kept, generated
+    tokens, seconds)`` after each batch is written in order (the CLI's progress lines)."""
     import time
 
     from pipeline.labeling.scheduler import derive_seed
@@ -81,12 +116,18 @@ def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answe
     sampling = sampling_config(cfg, fmt)
     lines: list[str] = []
     empty = 0
-    try:
+
+    def batches():
         for s in range(0, len(problems), batch_problems):
             chunk = problems[s : s + batch_problems]
-            reqs = [GenRequest(fmt.prefix(p, []), n, derive_seed(cfg.seed, pid, -1, 0), pid) for pid, p, _ in chunk]
-            outs = backend.generate(reqs, sampling)
-            for (pid, prob, ans), comps in zip(chunk, outs):
+            yield [GenRequest(fmt.prefix(p, []), n, derive_seed(cfg.seed, pid, -1, 0), pid) for pid, p, _ in chunk]
+
+    done = 0
+    try:
+        for reqs, outs in stream_batches(backend, batches(), sampling):
+            chunk = problems[done : done + len(reqs)]
+            done += len(reqs)
+            for (pid, prob, ans), comps in zip(chunk, outs, strict=True):
                 for j, c in enumerate(comps):
                     steps = [x.strip() for x in c.text.split(sep) if x.strip()]
                     if not steps:
@@ -95,8 +136,7 @@ def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answe
                     lines.append(json.dumps({"id": f"{pid}-{j}", "problem_id": pid, "problem": prob, "answer": ans,
                                              "steps": steps, "finish_reason": c.finish_reason}, ensure_ascii=False))
             if on_batch is not None:
-                on_batch(s + len(chunk), len(problems), len(lines), backend.stats.generated_tokens,
-                         time.perf_counter() - t0)
+                on_batch(done, len(problems), len(lines), backend.stats.generated_tokens, time.perf_counter() - t0)
         tokens = backend.stats.generated_tokens
     finally:
         backend.close()
