@@ -20,6 +20,9 @@ seeds as mcprm sends them. A lever is one or more atoms joined by ``+``:
 * ``dp2``: vLLM's own data parallelism (``data_parallel_size=2``) on the one GPU, if vLLM allows it;
 * ``mcprm``: the work through mcprm's ``loop`` backend (``VLLMBackend.submit``) instead of ``LLM.generate``;
 * ``inproc``: the engine core in the driver's process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``);
+* ``label``: ``mcprm label`` itself (Ray executor, ``--engines-per-gpu`` from ``eN``, per-step K=``--n`` on
+  ``--label-solutions`` synthetic solutions, ``--max-tokens`` new tokens, ignore_eos): mcprm beside the raw engine,
+  its tokens/s over labeling time and its engine start as the manifest records them;
 * ``profile``: where an engine step's time goes: the engine in-process, its scheduler, model runner and output
   processing timed on the host, and a torch-profiler window that sums the GPU kernels' own time.
 
@@ -137,6 +140,8 @@ def parse(lever: str) -> dict:
             s["kwargs"]["data_parallel_size"] = 2
         elif atom == "mcprm":
             s["mode"] = "mcprm"
+        elif atom == "label":
+            s["mode"] = "label"
         elif atom == "inproc":
             s["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         elif atom == "profile":
@@ -144,7 +149,7 @@ def parse(lever: str) -> dict:
             s["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         else:
             raise SystemExit(f"unknown lever atom {atom!r} in {lever!r} (see the module docstring)")
-    if s["engines"] > 1:
+    if s["engines"] > 1 and s["mode"] != "label":  # (mcprm label splits the memory share itself)
         s["kwargs"]["gpu_memory_utilization"] = round(0.85 / s["engines"], 4)
     return s
 
@@ -378,8 +383,79 @@ def roofline(model_dir: str, gpu: str) -> float | None:
     return roofline_tokens_per_s(shape, peak) if shape and peak else None
 
 
+LABEL_SNIPPET = """
+import json, sys
+sys.path.insert(0, sys.argv[1] + "/bench")
+from gpu_workload import workload
+from pipeline.config import LabelConfig
+from pipeline.run import label
+spec, inp, out, model, tok, n, solutions, max_tokens = json.loads(sys.argv[2])
+with open(inp, "w") as f:
+    for s in workload(solutions, seed=1):
+        f.write(json.dumps({"id": s.id, "problem": s.problem, "answer": s.answer, "steps": list(s.steps)}) + "\n")
+kw = {k: v for k, v in spec["kwargs"].items() if k in ("max_num_seqs", "max_num_batched_tokens")}
+cfg = LabelConfig(input=[inp], output=out, model=model, tokenizer=tok or None, backend="vllm", executor="ray",
+                  engines_per_gpu=spec["engines"], k=n, strategy="per-step", max_new_tokens=max_tokens,
+                  load_format="dummy" if tok else "auto", prompt_template="{problem} ", step_separator=" ",
+                  ignore_eos=bool(tok), dtype="bfloat16", max_model_len=4096, progress=False, **kw)
+res = label(cfg)
+print("LABEL " + json.dumps({"throughput": res.manifest["throughput"], "counts": res.manifest["counts"]}))
+"""
+
+
+def run_label(spec: dict, a, out: Path, budget_s: float) -> dict:
+    """``mcprm label`` in a process of its own (its Ray and engines end with it)."""
+    d = Path(tempfile.mkdtemp(prefix="mcprm-lever-label-"))
+    args = [spec, str(d / "in.jsonl"), str(d / "out"), a.model, a.tokenizer or "", a.n, a.label_solutions,
+            a.max_tokens]
+    with open(out / "levers.log", "a") as log:
+        log.write(f"\n===== {spec['name']} (mcprm label) {time.strftime('%H:%M:%S')}\n")
+        log.flush()
+        p = subprocess.Popen([sys.executable, "-c", LABEL_SNIPPET, str(ROOT), json.dumps(args)], stdout=subprocess.PIPE,
+                             stderr=log, text=True, start_new_session=True, env=dict(os.environ, **spec["env"]))
+        try:
+            stdout, _ = p.communicate(timeout=budget_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+            raise TimeoutError("mcprm label ran out of this call's time") from None
+        log.write(stdout[-4000:])
+    line = next((x for x in stdout.splitlines() if x.startswith("LABEL ")), None)
+    if p.returncode != 0 or line is None:
+        raise RuntimeError(f"mcprm label failed (rc {p.returncode}); see levers.log")
+    got = json.loads(line[6:])
+    th, counts = got["throughput"], got["counts"]
+    return {"generated_tokens": counts.get("rollout_tokens"), "seconds": th.get("labeling_seconds"),
+            "tok_per_s": th.get("generated_tokens_per_s"), "start_s": th.get("engine_start_seconds"),
+            "engine_start_s": th.get("engine_start_seconds"), "wall_s_incl_start": th.get("seconds"),
+            "tok_per_s_incl_start": th.get("generated_tokens_per_s_incl_startup"),
+            "per_engine_tok_per_s": th.get("engine_tok_per_s_per_worker")}
+
+
 def run_lever(lever: str, a, work, out: Path, budget_s: float) -> dict:
     spec = parse(lever)
+    if spec["mode"] == "label":
+        rec = {"lever": lever, "engines": spec["engines"], "model": a.model_label, "gpu": a.gpu,
+               "prompts": f"{a.label_solutions} solutions", "n": a.n, "tokens": str(a.max_tokens)}
+        t0 = time.time()
+        with GpuBusy() as busy:
+            try:
+                rec.update(run_label(spec, a, out, budget_s))
+            except Exception as e:  # noqa: BLE001 - a row of the table
+                rec["error"] = str(e)[:600]
+        rec["gpu_busy"] = busy.busy  # over the whole command, engine start included
+        roof = roofline(a.model, a.gpu)
+        if roof and rec.get("tok_per_s"):
+            rec["roofline_tok_per_s"], rec["of_roofline"] = round(roof), round(rec["tok_per_s"] / roof, 3)
+        rec["lever_wall_s"] = round(time.time() - t0, 1)
+        rec["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with open(out / "levers.jsonl", "a") as f:
+            f.write(json.dumps(rec) + "\n")
+        print("RESULT " + json.dumps(rec), flush=True)
+        return rec
     d = Path(tempfile.mkdtemp(prefix="mcprm-lever-"))
     shares = deal(work, spec["engines"])
     procs = []
@@ -523,6 +599,7 @@ def main():
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--min-tokens", type=int, default=256)
     ap.add_argument("--max-tokens", type=int, default=512)
+    ap.add_argument("--label-solutions", type=int, default=48, help="the label lever's synthetic solutions")
     ap.add_argument("--deadline-s", type=float, default=560, help="stop starting levers after this many seconds")
     ap.add_argument("--lever-s", type=float, default=150, help="the most one lever may take")
     a = ap.parse_args()

@@ -421,8 +421,16 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
         return results, ExecutionFacts(run_seconds=run_seconds, worker_stats=worker_stats)
     return results, ExecutionFacts(
         run_seconds=run_seconds, startup_seconds=min(run_seconds, executor.startup_seconds),
-        workers=executor.num_workers, gpus=int(executor.num_workers * cfg.backend_spec.gpus(cfg.backend_options)),
+        workers=executor.num_workers, gpus=gpus_held(executor.num_workers, cfg.backend_spec.gpus(cfg.backend_options)),
         retried={str(k): v for k, v in executor.retried.items()}, worker_stats=worker_stats)
+
+
+def gpus_held(workers: int, gpus_each: float) -> int:
+    """GPUs a run holds (what its GPU-seconds count): its workers' shares, a GPU with any share counted whole (the
+    in-process worker with N engines on a GPU, or workers of 1/N GPU that do not fill their last GPU)."""
+    import math
+
+    return math.ceil(workers * gpus_each - 1e-6) if gpus_each > 0 else 0
 
 
 def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: ExecutionFacts, t0: float) -> RunResult:

@@ -29,6 +29,7 @@ from pipeline.execution.ray_cluster import (
     init_error,
     init_ray,
     task_cause,
+    workers_fitting,
 )
 from pipeline.storage.rows import Solution
 
@@ -415,7 +416,7 @@ def worker_shape(ray, cfg: LabelConfig, shards_hint: int | None = None) -> tuple
     n = cfg.num_workers
     if n is None:
         res = ray.cluster_resources()
-        n = int(res.get("GPU", 0) // gpus) if gpus > 0 else int(res.get("CPU", 1) // max(cpus, 1e-9))
+        n = workers_fitting(res.get("GPU", 0), gpus) if gpus > 0 else int(res.get("CPU", 1) // max(cpus, 1e-9))
         n = max(1, min(n, shards_hint or n))
     return n, cpus, gpus
 

@@ -19,6 +19,12 @@ RAY_MIN_VERSION = (2, 52)
 RAY_REQUIREMENT = "ray>=2.52"
 
 
+def workers_fitting(total: float, each: float) -> int:
+    """How many workers of ``each`` (GPUs or CPUs) ``total`` holds. Shares like 1/5 of a GPU are not exact in
+    floating point (``1 // 0.2`` is 4.0), so the quotient is taken with a little slack."""
+    return int(total / each + 1e-6) if each > 0 else 0
+
+
 def installed_ray_version() -> str | None:
     """The installed Ray's version (without importing it: that takes seconds), or None when Ray is not installed."""
     from importlib.metadata import PackageNotFoundError, version
@@ -83,8 +89,8 @@ def check_resources(ray, cfg: LabelConfig, n: int, cpus: float, gpus: float, pol
     def short() -> str | None:
         res = ray.cluster_resources()
         nodes = [nd.get("Resources", {}) for nd in ray.nodes() if nd.get("Alive")]
-        fits_one = any(r.get("CPU", 0) >= cpus and r.get("GPU", 0) >= gpus for r in nodes)
-        if gpus > 0 and res.get("GPU", 0) < gpus * n or not fits_one and gpus > 0:
+        fits_one = any(r.get("CPU", 0) >= cpus and r.get("GPU", 0) + 1e-6 >= gpus for r in nodes)
+        if gpus > 0 and workers_fitting(res.get("GPU", 0), gpus) < n or not fits_one and gpus > 0:
             return f"{n} worker(s) with {gpus:g} GPU(s) each ({gpus * n:g} GPUs)"
         if res.get("CPU", 0) < cpus * n or not fits_one:
             return f"{n} worker(s) with {cpus:g} CPU(s) each ({cpus * n:g} CPUs)"

@@ -106,5 +106,7 @@ def planned_workers(cfg) -> int:
         return 1
     gpus = cfg.worker_gpus
     if gpus > 0:
-        return max(1, int(gpu_count() // gpus))
+        from pipeline.execution.ray_cluster import workers_fitting
+
+        return max(1, workers_fitting(gpu_count(), gpus))
     return max(1, int(cpu_count() // max(cfg.worker_cpus(), 1e-9)))

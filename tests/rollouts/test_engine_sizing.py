@@ -196,3 +196,14 @@ def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkey
     assert isinstance(one, Engine) and built == [{"model": "/nonexistent-model", "tokenizer": None,
                                                   "tensor_parallel_size": 1, "seed": 3, "engine": "loop",
                                                   "gpu_memory_utilization": 0.85}]
+
+
+def test_fractional_gpus_count_workers_and_gpus_held():
+    from pipeline.execution.ray_cluster import workers_fitting
+    from pipeline.run import gpus_held
+
+    for n in (2, 3, 4, 5, 6, 7):
+        assert workers_fitting(8, 1 / n) == 8 * n  # 8 // 0.2 is 39.0 in floating point
+        assert gpus_held(8 * n, 1 / n) == 8
+    assert gpus_held(1, 0.5) == 1  # one worker with both engines of its GPU: the GPU is held
+    assert gpus_held(3, 0.5) == 2 and gpus_held(2, 1.0) == 2 and gpus_held(1, 0.0) == 0
