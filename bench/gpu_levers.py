@@ -16,7 +16,8 @@ seeds as mcprm sends them. A lever is one or more atoms joined by ``+``:
 * ``async`` / ``noasync``: vLLM's async scheduling on / off;
 * ``flashinfer``: FlashInfer's sampler (``VLLM_USE_FLASHINFER_SAMPLER=1``; needs the wheel:
   bench/prepare_flashinfer_wheels.sh);
-* ``topp``: also time the same work at ``top_p=0.95`` on the same engines (the PyTorch sampler sorts for it);
+* ``topp``: also time the same prompts with a quarter of the new tokens at ``top_p=1`` (``short``) and at
+  ``top_p=0.95`` (``topp``) on the same engines: the PyTorch sampler sorts the vocabulary for top_p;
 * ``dp2``: vLLM's own data parallelism (``data_parallel_size=2``) on the one GPU, if vLLM allows it;
 * ``mcprm``: the work through mcprm's ``loop`` backend (``VLLMBackend.submit``) instead of ``LLM.generate``;
 * ``inproc``: the engine core in the driver's process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``);
@@ -55,10 +56,15 @@ for _k, _v in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAG
                "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}.items():
     os.environ.setdefault(_k, _v)
 
-# Two calls' worth of levers (about 45-60 s each with a warm compile cache; the first start of a call is slower).
+# Three calls' worth of levers (a lever takes 45-110 s: its engines' start, a warm-up, the work; the first start of
+# a call pays the compile and model probing), most telling first: a call cut short loses the least.
 PRESETS = {
-    "A": "base+topp,seqs512,seqs2048+mbt32768,graphs1024,noasync,e2+stagger,e3+stagger,e4+stagger",
-    "B": "flashinfer+topp,e2+graphs1024+stagger,e4+seqs512+stagger,e2,mcprm,mcprm+e2+stagger,dp2,profile",
+    # engines per GPU against one engine, and one engine's own limits
+    "A": "base+topp,e2,e4,e3,seqs2048+mbt32768,e2+stagger",
+    # the engine's settings: CUDA graphs, sequence limit, async scheduling, FlashInfer's sampler, vLLM's DP, a profile
+    "B": "graphs1024,e4+graphs1024,noasync,flashinfer+topp,seqs512,dp2,profile",
+    # mcprm itself beside the raw engine: its loop backend, and `mcprm label` with 1, 2 and 4 engines per GPU
+    "C": "mcprm,mcprm+e2,label,label+e2,label+e4",
 }
 # dense bf16 peak FLOP/s (the roofline's ceiling), by a word of the GPU's name
 PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
@@ -135,7 +141,7 @@ def parse(lever: str) -> dict:
         elif atom == "flashinfer":
             s["env"]["VLLM_USE_FLASHINFER_SAMPLER"] = "1"
         elif atom == "topp":
-            s["phases"].append("topp")
+            s["phases"] += ["short", "topp"]
         elif atom == "dp2":
             s["kwargs"]["data_parallel_size"] = 2
         elif atom == "mcprm":
@@ -213,6 +219,8 @@ def child(a) -> None:
                 time.sleep(0.01)
             llm.reset_prefix_cache()
             top_p = 0.95 if phase == "topp" else 1.0
+            if phase in ("short", "topp"):  # a quarter of the tokens: top_p's cost at the same sequence count
+                share = [(w[0], w[1], w[2], max(16, w[3] // 4), w[4]) for w in json.loads(Path(a.share).read_text())]
             t0 = time.time()
             if spec["mode"] == "profile":
                 gen, extra = profiled(llm, share, lambda w, top_p=top_p: params(w, top_p))
@@ -499,8 +507,11 @@ def run_lever(lever: str, a, work, out: Path, budget_s: float) -> dict:
         rec["start_s"] = round(time.time() - t_start, 1)  # ask to all ready: what a run waits for
         rec["engine_start_s"] = max(r["start_s"] for r in ready)
         for k in ("vllm", "max_num_seqs", "max_num_batched_tokens", "async_scheduling", "cudagraph_max",
-                  "kv_blocks", "block_size"):
+                  "block_size"):
             rec[k] = ready[0].get(k)
+        # each engine's KV cache: engines started at once measure each other's loading as their own use
+        rec["kv_blocks"] = [r.get("kv_blocks") for r in ready]
+        rec["engine_start_each_s"] = [r.get("start_s") for r in ready]
         for phase in spec["phases"]:
             with GpuBusy() as busy:
                 (d / f"go.{phase}").write_text("")
@@ -546,6 +557,12 @@ def run_lever(lever: str, a, work, out: Path, budget_s: float) -> dict:
     return rec
 
 
+def topp_ratio(r: dict) -> float:
+    """tokens/s at top_p 0.95 over tokens/s at top_p 1, same engines, prompts and lengths."""
+    a, b = r.get("topp_tok_per_s"), r.get("short_tok_per_s")
+    return a / b if a and b else float("nan")
+
+
 def table(out: Path) -> None:
     rows = [json.loads(x) for x in (out / "levers.jsonl").read_text().splitlines() if x.strip()]
     if not rows:
@@ -555,14 +572,14 @@ def table(out: Path) -> None:
                 None)
     print(f"\nlevers on {rows[0].get('gpu')} (vLLM {rows[0].get('vllm')}), model {rows[0].get('model')}, "
           f"{rows[0].get('prompts')} prompts x n={rows[0].get('n')}, {rows[0].get('tokens')} new tokens")
-    print(f"{'lever':34} {'tok/s':>8} {'x base':>6} {'GPU busy':>8} {'roofline':>8} {'top_p .95':>9} "
+    print(f"{'lever':34} {'tok/s':>8} {'x base':>6} {'GPU busy':>8} {'roofline':>8} {'top_p x':>9} "
           f"{'start s':>7} {'seqs':>5} {'graphs':>6}  error")
     for r in rows:
         tps = r.get("tok_per_s")
         print(f"{r['lever'][:34]:34} {tps or 0:8.0f} {(tps / base) if tps and base else float('nan'):6.2f} "
               f"{r.get('gpu_busy') if r.get('gpu_busy') is not None else float('nan'):8.2f} "
               f"{r.get('of_roofline') if r.get('of_roofline') is not None else float('nan'):8.3f} "
-              f"{r.get('topp_tok_per_s') or float('nan'):9.0f} {r.get('start_s') or float('nan'):7.1f} "
+              f"{topp_ratio(r):9.2f} {r.get('start_s') or float('nan'):7.1f} "
               f"{r.get('max_num_seqs') or '':>5} {r.get('cudagraph_max') or '':>6}  {r.get('error', '')[:60]}")
     for r in rows:
         p = r.get("profile")
@@ -600,7 +617,7 @@ def main():
     ap.add_argument("--min-tokens", type=int, default=256)
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--label-solutions", type=int, default=48, help="the label lever's synthetic solutions")
-    ap.add_argument("--deadline-s", type=float, default=560, help="stop starting levers after this many seconds")
+    ap.add_argument("--deadline-s", type=float, default=540, help="stop starting levers after this many seconds")
     ap.add_argument("--lever-s", type=float, default=150, help="the most one lever may take")
     a = ap.parse_args()
     out = Path(a.out)

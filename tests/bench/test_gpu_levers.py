@@ -21,7 +21,7 @@ def test_presets_parse_and_split_memory():
         for lever in preset.split(","):
             gpu_levers.parse(lever)
     s = gpu_levers.parse("e4+seqs512+graphs1024+stagger+topp")
-    assert s["engines"] == 4 and s["stagger"] and s["phases"] == ["main", "topp"]
+    assert s["engines"] == 4 and s["stagger"] and s["phases"] == ["main", "short", "topp"]
     assert s["kwargs"] == {"max_num_seqs": 512, "compilation_config": {"max_cudagraph_capture_size": 1024},
                            "gpu_memory_utilization": 0.2125}
 
@@ -52,7 +52,8 @@ def test_driver_runs_levers_and_sums_their_tokens(tmp_path):
         assert "error" not in rows[lever], rows[lever]
         assert rows[lever]["generated_tokens"] == want  # every engine's share counted once
         assert rows[lever]["tok_per_s"] > 0 and rows[lever]["start_s"] is not None
-    assert rows["base+topp"]["topp_generated_tokens"] == want
+    quarter = sum(w[1] * max(16, w[3] // 4) for w in gpu_levers.make_work(20, 2, 3, 6))
+    assert rows["base+topp"]["topp_generated_tokens"] == rows["base+topp"]["short_generated_tokens"] == quarter
     assert rows["e2+stagger"]["engines"] == 2 and len(rows["e2+stagger"]["per_engine_tok_per_s"]) == 2
     assert "data_parallel_size" in rows["dp2"]["error"]  # a lever that cannot run is a row saying why
     assert "levers on" in r.stdout and "dp2" in r.stdout  # the table
