@@ -59,12 +59,13 @@ for _k, _v in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAG
 # Three calls' worth of levers (a lever takes 45-110 s: its engines' start, a warm-up, the work; the first start of
 # a call pays the compile and model probing), most telling first: a call cut short loses the least.
 PRESETS = {
-    # engines per GPU against one engine, and one engine's own limits
-    "A": "base+topp,e2,e4,e3,seqs2048+mbt32768,e2+stagger",
-    # the engine's settings: CUDA graphs, sequence limit, async scheduling, FlashInfer's sampler, vLLM's DP, a profile
-    "B": "graphs1024,e4+graphs1024,noasync,flashinfer+topp,seqs512,dp2,profile",
-    # mcprm itself beside the raw engine: its loop backend, and `mcprm label` with 1, 2 and 4 engines per GPU
-    "C": "mcprm,mcprm+e2,label,label+e2,label+e4",
+    # engines per GPU against one engine, one engine's own limits, and where a step's time goes
+    "A": "base+topp,e2,e4,seqs2048+mbt32768,graphs1024,profile",
+    # mcprm itself: `mcprm label` with 1, 2 and 4 engines per GPU (their starts are one after another)
+    "B": "label,label+e2,label+e4",
+    # the rest: FlashInfer's sampler, three engines, a staggered start, async scheduling off, fewer sequences,
+    # graphs with four engines, vLLM's DP, mcprm's loop backend against LLM.generate
+    "C": "flashinfer+topp,e3,e2+stagger,noasync,seqs512,e4+graphs1024,dp2,mcprm,mcprm+e2",
 }
 # dense bf16 peak FLOP/s (the roofline's ceiling), by a word of the GPU's name
 PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
@@ -391,21 +392,25 @@ def roofline(model_dir: str, gpu: str) -> float | None:
     return roofline_tokens_per_s(shape, peak) if shape and peak else None
 
 
-LABEL_SNIPPET = """
+LABEL_SNIPPET = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1] + "/bench")
 from gpu_workload import workload
 from pipeline.config import LabelConfig
 from pipeline.run import label
-spec, inp, out, model, tok, n, solutions, max_tokens = json.loads(sys.argv[2])
+spec, inp, out, model, tok, n, solutions, max_tokens, real = json.loads(sys.argv[2])
 with open(inp, "w") as f:
-    for s in workload(solutions, seed=1):
-        f.write(json.dumps({"id": s.id, "problem": s.problem, "answer": s.answer, "steps": list(s.steps)}) + "\n")
+    if tok:  # random weights: synthetic solutions of realistic shape, in the benchmark tokenizer's words
+        for s in workload(solutions, seed=1):
+            f.write(json.dumps({"id": s.id, "problem": s.problem, "answer": s.answer, "steps": list(s.steps)}) + "\n")
+    else:  # a real model: the first real solutions, mcprm's own prompt format
+        f.writelines(open(real).readlines()[:solutions])
 kw = {k: v for k, v in spec["kwargs"].items() if k in ("max_num_seqs", "max_num_batched_tokens")}
+if tok:
+    kw.update(load_format="dummy", prompt_template="{problem} ", step_separator=" ", ignore_eos=True)
 cfg = LabelConfig(input=[inp], output=out, model=model, tokenizer=tok or None, backend="vllm", executor="ray",
                   engines_per_gpu=spec["engines"], k=n, strategy="per-step", max_new_tokens=max_tokens,
-                  load_format="dummy" if tok else "auto", prompt_template="{problem} ", step_separator=" ",
-                  ignore_eos=bool(tok), dtype="bfloat16", max_model_len=4096, progress=False, **kw)
+                  dtype="bfloat16", max_model_len=4096, progress=False, **kw)
 res = label(cfg)
 print("LABEL " + json.dumps({"throughput": res.manifest["throughput"], "counts": res.manifest["counts"]}))
 """
@@ -415,7 +420,7 @@ def run_label(spec: dict, a, out: Path, budget_s: float) -> dict:
     """``mcprm label`` in a process of its own (its Ray and engines end with it)."""
     d = Path(tempfile.mkdtemp(prefix="mcprm-lever-label-"))
     args = [spec, str(d / "in.jsonl"), str(d / "out"), a.model, a.tokenizer or "", a.n, a.label_solutions,
-            a.max_tokens]
+            a.max_tokens, a.solutions]
     with open(out / "levers.log", "a") as log:
         log.write(f"\n===== {spec['name']} (mcprm label) {time.strftime('%H:%M:%S')}\n")
         log.flush()

@@ -4,6 +4,7 @@
 # the levers; the table goes to stdout and $OUT/levers_table.txt, every row to $OUT/levers.jsonl.
 #   bash bench/gpu_levers.sh [CHUNKDIR] [gpu_levers.py options...]     e.g. bash bench/gpu_levers.sh .xfer/02 --levers A
 set -u
+t_call=$(date +%s)
 if [ $# -gt 0 ] && [ -d "$1" ]; then chunk=$1; shift; else chunk=""; fi
 if [ ! -d /tmp/site/vllm ]; then
   [ -n "$chunk" ] || { echo "vLLM is not installed on this machine: pass the last vLLM chunk folder first" >&2; exit 3; }
@@ -15,6 +16,8 @@ else
 fi
 if [ -d .xfer/flashinfer ] && [ ! -d /tmp/site/flashinfer ]; then bash bench/prepare_flashinfer_wheels.sh install; fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpus.txt"
-python3 bench/gpu_levers.py --out "$OUT" "$@" | tee "$OUT/levers_stdout.txt"
+# the levers get what is left of this call's ${LEVERS_CALL_S:-560} s after the installs (a later --deadline-s wins)
+left=$(( ${LEVERS_CALL_S:-560} - ($(date +%s) - t_call) ))
+python3 bench/gpu_levers.py --out "$OUT" --deadline-s "$left" "$@" | tee "$OUT/levers_stdout.txt"
 python3 bench/gpu_levers.py table --out "$OUT" > "$OUT/levers_table.txt"
 tail -c 6000 "$OUT/levers.log" 2>/dev/null | grep -i "error\|Traceback" | tail -5
