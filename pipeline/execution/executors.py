@@ -453,9 +453,8 @@ class _Borrowed:
         pass
 
 
-# fewer CPUs than this and no GPU: one worker in this process, no Ray start (~10-15 s, ~1.7 GB); Ray's one
-# single-thread worker per CPU (sizing.CPU_WORKER_THREADS) helped a run of minutes only while the machine was
-# quiet enough (sizing.CPU_WORKER_THREADS's measurements), so the reason line offers it and does not impose it
+# fewer CPUs than this and no GPU: one worker in this process, no Ray start (~10-15 s, ~1.7 GB); Ray's worker per CPU
+# helped a run of minutes only on a quiet machine (sizing.CPU_WORKER_THREADS), so the reason line offers it only
 SMALL_MACHINE_CPUS = 4
 
 
