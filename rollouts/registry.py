@@ -266,6 +266,9 @@ def _vllm_build(m: ModelRef, o: VLLMOptions):
         kw["enable_prefix_caching"] = False
     if o.tensor_parallel_size > 1:
         kw["distributed_executor_backend"] = "mp"  # inside a Ray actor: the actor's own GPUs, no placement group
+    import logging
+
+    logging.getLogger("mcprm").info("vllm engines: %s", settings.describe())
     if o.engines_per_gpu == 1:
         return _vllm_class()(**kw)  # one engine per GPU: nothing else starts on it
     from .engine_sizing import gpu_start_lock
