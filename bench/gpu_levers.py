@@ -22,7 +22,7 @@ seeds as mcprm sends them. A lever is one or more atoms joined by ``+``:
 * ``mcprm``: the work through mcprm's ``loop`` backend (``VLLMBackend.submit``) instead of ``LLM.generate``;
 * ``inproc``: the engine core in the driver's process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``);
 * ``label``: ``mcprm label`` itself (Ray executor, ``--engines-per-gpu`` from ``eN``, per-step K=``--n`` on
-  ``--label-solutions`` synthetic solutions, ``--max-tokens`` new tokens, ignore_eos): mcprm beside the raw engine,
+  ``--label-solutions`` synthetic solutions, the raw levers' mean new tokens, ignore_eos): mcprm beside the raw engine,
   its tokens/s over labeling time and its engine start as the manifest records them;
 * ``profile``: where an engine step's time goes: the engine in-process, its scheduler, model runner and output
   processing timed on the host, and a torch-profiler window that sums the GPU kernels' own time.
@@ -375,6 +375,33 @@ class GpuBusy:
         return round(sum(self.samples) / len(self.samples) / 100, 3) if self.samples else None
 
 
+def gpu_used_bytes() -> int | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).used)
+    except Exception:  # noqa: BLE001 - no NVML: nvidia-smi
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i",
+                                  "0"], capture_output=True, text=True, timeout=10)
+            return int(float(out.stdout.strip().splitlines()[0]) * 1024**2)
+        except Exception:  # noqa: BLE001
+            return None
+
+
+def wait_gpu_free(limit_s: float = 60.0, below: int = 3 * 1024**3) -> float:
+    """Wait (at most ``limit_s``) until the last lever's engine processes have given the GPU's memory back: a
+    new engine that finds less free memory than its share refuses to start. Returns the seconds waited."""
+    t = time.time()
+    while time.time() - t < limit_s:
+        used = gpu_used_bytes()
+        if used is None or used < below:
+            break
+        time.sleep(0.5)
+    return round(time.time() - t, 1)
+
+
 def gpu_name() -> str:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
@@ -419,8 +446,9 @@ print("LABEL " + json.dumps({"throughput": res.manifest["throughput"], "counts":
 def run_label(spec: dict, a, out: Path, budget_s: float) -> dict:
     """``mcprm label`` in a process of its own (its Ray and engines end with it)."""
     d = Path(tempfile.mkdtemp(prefix="mcprm-lever-label-"))
+    # new tokens: the raw levers' mean length (a label run has one max_new_tokens; random weights never stop)
     args = [spec, str(d / "in.jsonl"), str(d / "out"), a.model, a.tokenizer or "", a.n, a.label_solutions,
-            a.max_tokens, a.solutions]
+            (a.min_tokens + a.max_tokens) // 2, a.solutions]
     with open(out / "levers.log", "a") as log:
         log.write(f"\n===== {spec['name']} (mcprm label) {time.strftime('%H:%M:%S')}\n")
         log.flush()
@@ -450,9 +478,13 @@ def run_label(spec: dict, a, out: Path, budget_s: float) -> dict:
 
 def run_lever(lever: str, a, work, out: Path, budget_s: float) -> dict:
     spec = parse(lever)
+    waited = wait_gpu_free()
+    if waited > 1:
+        print(f"waited {waited} s for the GPU's memory to be given back before {lever}", flush=True)
     if spec["mode"] == "label":
         rec = {"lever": lever, "engines": spec["engines"], "model": a.model_label, "gpu": a.gpu,
-               "prompts": f"{a.label_solutions} solutions", "n": a.n, "tokens": str(a.max_tokens)}
+               "prompts": f"{a.label_solutions} solutions", "n": a.n,
+               "tokens": str((a.min_tokens + a.max_tokens) // 2)}
         t0 = time.time()
         with GpuBusy() as busy:
             try:
