@@ -75,7 +75,8 @@ class MultiEngineBackend:
     @property
     def stats(self) -> Counters:
         """The engines' counters added up; ``generate_seconds`` is the longest engine's (they run at once), so
-        the rates are the worker's, and ``extra["engines"]`` keeps each engine's own."""
+        the rates are the worker's; the prefix-cache counts are the process's; ``extra["engines"]`` keeps each
+        engine's own."""
         tot = Counters()
         per = [e.stats for e in self.engines]
         for s in per:
@@ -83,7 +84,14 @@ class MultiEngineBackend:
             tot.rollouts += s.rollouts
             tot.rollout_tokens += s.rollout_tokens
             tot.prompt_tokens += s.prompt_tokens
-            tot.cached_prompt_tokens += s.cached_prompt_tokens
+        # vLLM's prefix-cache counters live in the process's one Prometheus registry, not per engine: each engine
+        # reads the same process-wide figures (or, where a later engine's metrics replaced an earlier one's,
+        # that engine's only), so the largest is taken, never the sum; one engine per process (Ray) is exact
+        tot.cached_prompt_tokens = max(s.cached_prompt_tokens for s in per)
+        queries = [s.extra.get("prefix_cache_queries") for s in per if s.extra.get("prefix_cache_queries")]
+        if queries:
+            tot.extra["prefix_cache_queries"] = max(queries)
+            tot.extra["prefix_cache_hit_rate"] = round(tot.cached_prompt_tokens / max(queries), 4)
         tot.generate_seconds = max(s.generate_seconds for s in per)
         if tot.generate_seconds > 0:
             tot.extra["rollouts_per_s"] = round(tot.rollouts / tot.generate_seconds, 2)
