@@ -24,6 +24,7 @@ class GenerateResult:
     empty: int
     generated_tokens: int
     seconds: float
+    torch_threads: int | None = None  # the hf backend on CPU: the threads it ran with (pipeline.config)
 
 
 def _read_problems(cfg: LabelConfig, problem_field: str, answer_field: str, id_field: str):
@@ -75,6 +76,10 @@ def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answe
         cfg.model = str(bundled.model_dir())
     cfg.validate()
     problems = _read_problems(cfg, problem_field, answer_field, id_field)
+    from pipeline.config import cpu_torch_threads
+
+    # the backend's own preparation, as a label worker's (hf on CPU: its torch threads), before it is built
+    cfg.backend_spec.prepare_worker(cfg.backend_options, cpu_torch_threads())
     backend = build_backend(cfg)
     fmt = build_prompt_format(cfg)
     sep = fmt.separator
@@ -102,4 +107,9 @@ def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answe
         backend.close()
     store, name = CorpusStore.for_file(cfg.output)
     store.write_bytes(name, ("\n".join(lines) + "\n").encode())
-    return GenerateResult(cfg.output, len(problems), len(lines), empty, tokens, time.perf_counter() - t0)
+    threads = None
+    if cfg.backend == "hf" and cfg.device == "cpu":
+        import torch
+
+        threads = torch.get_num_threads()
+    return GenerateResult(cfg.output, len(problems), len(lines), empty, tokens, time.perf_counter() - t0, threads)

@@ -78,6 +78,10 @@ def load_prm(path: str, device: str | None = None) -> LoadedPrm:
                          "separator and threshold are unknown)")
     card = json.loads((p / CARD).read_text()) if (p / CARD).exists() else {}
     dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if dev == "cpu":
+        from pipeline.config import pin_cpu_threads
+
+        pin_cpu_threads()
     # the implicit kind in float32: its policy differs from its reference by fine-tuning steps smaller than bf16
     # resolves, and the score sums their log-ratio over every token
     bf16 = dev.startswith("cuda") and torch.cuda.is_bf16_supported() and prm.get("kind", "head") != "implicit"
@@ -368,7 +372,7 @@ def score(prm: str, inputs: Sequence[str], output: str, *, threshold: float | No
     version = _commit(store, table, shard_rows, {
         "prm": str(Path(prm).resolve()) if Path(prm).exists() else prm, "input": list(inputs),
         "threshold": thr, "prm_threshold": loaded.threshold, "prm_card": _card_summary(loaded.card),
-        "device": loaded.device, "batch_size": batch_size, "use_answer_key": use_answer_key,
+        "device": loaded.device, "torch_threads": torch_threads(loaded.device), "batch_size": batch_size, "use_answer_key": use_answer_key,
         "trust_correct": trust, "max_length": loaded.fmt.max_length,
         "cut": {"solutions": cut_rows, "steps": cut},
     }, scoring_s, len(rows))
@@ -376,6 +380,15 @@ def score(prm: str, inputs: Sequence[str], output: str, *, threshold: float | No
     return ScoreResult(output, version, len(rows), sum(len(r.steps) for r in rows), thr,
                        sum(1 for x in fe if x != -1), time.perf_counter() - t0, scoring_s, cut_rows, cut,
                        loaded.fmt.max_length, use_answer_key)
+
+
+def torch_threads(device: str) -> int | None:
+    """The torch threads a model on ``device`` ran with (None on a GPU: its kernels are not torch's CPU threads)."""
+    if device != "cpu":
+        return None
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _card_summary(card: dict) -> dict:

@@ -113,6 +113,11 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     from transformers import TrainingArguments, set_seed
 
     set_seed(cfg.seed)
+    threads = None
+    if not torch.cuda.is_available():
+        from pipeline.config import pin_cpu_threads
+
+        threads = pin_cpu_threads()
     if cfg.resume and not has_ckpt:
         log.warning("--resume: no checkpoint in %s; training from the start", ckpt_dir)
     if not cfg.progress:  # also the weight loading / checkpoint writing bars
@@ -198,7 +203,7 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
              "padded_tokens_per_epoch": batches.padded_tokens, "micro_batches_per_epoch": len(batches),
              "tokens_per_s": round(batches.tokens * float(epochs) / train_seconds, 1) if train_seconds > 0 else None,
              **meter.steady(t_train, int(batches.tokens * float(epochs))),
-             "skipped_steps": trainer.skipped_steps, "compiled_layers": compiled}
+             "skipped_steps": trainer.skipped_steps, "compiled_layers": compiled, "torch_threads": threads}
     card: dict = {}
     if trainer.is_world_process_zero():
         model = trainer.model
