@@ -40,7 +40,7 @@ from pipeline.training.base import (
 )
 from pipeline.training.card import CARD
 from pipeline.training.collate import CollateError, PrmFormat
-from pipeline.training.options import TINY_PARAMS, TrainConfig, TrainError, TrainResult
+from pipeline.training.options import TINY_PARAMS, TrainConfig, TrainError, TrainInterrupted, TrainResult
 from pipeline.training.targets import prepare
 
 log = logging.getLogger("mcprm")
@@ -74,9 +74,26 @@ def _check_resumed_kind(cfg: TrainConfig, ckpt_dir: Path) -> None:
                          f"resume with --kind {was}, or start again with --overwrite")
 
 
-def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
+def interrupted_message(cfg: TrainConfig, ckpt_dir: Path) -> str:
+    """What Ctrl-C during training leaves and what a rerun does: with checkpoints (--save-steps) ``--resume``
+    goes on from the last one; without, nothing was kept (the best epoch is held in memory) and a rerun starts
+    over, so the message says how to make the next run resumable."""
+    last = [p.name for p in ckpt_dir.glob("checkpoint-*")] if ckpt_dir.is_dir() else []
+    if last:
+        newest = max(last, key=lambda n: int(n.rsplit("-", 1)[-1]) if n.rsplit("-", 1)[-1].isdigit() else -1)
+        return (f"interrupted; {ckpt_dir}/{newest} is the last checkpoint: rerun the same command with --resume "
+                "to go on from it")
+    every = (f"the first checkpoint (--save-steps {cfg.save_steps}) was not written yet" if cfg.save_steps
+             else "this run wrote no checkpoints (--save-steps 0, the default)")
+    return (f"interrupted; nothing was saved: {every}, so rerunning starts over. To make a run resumable pass "
+            "--save-steps N (a checkpoint every N optimizer steps); after an interrupt, the same command with "
+            "--resume goes on from the last one")
+
+
+def train(cfg: TrainConfig, targets_fn=None, progress_lines: bool = False) -> TrainResult:
     """Train a PRM on ``cfg.corpus`` into ``cfg.output``; see the module doc. ``targets_fn(row) -> (targets,
-    first_error, confidence)`` replaces the label rule (benchmarks: the exact checker's labels)."""
+    first_error, confidence)`` replaces the label rule (benchmarks: the exact checker's labels).
+    ``progress_lines`` (with ``cfg.progress`` off): plain progress lines on stderr instead of bars."""
     t0 = time.perf_counter()
     cfg.validate()
     out = Path(cfg.output)
@@ -145,6 +162,7 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     from pipeline.training.trainer import (
         compile_layers,
         make_keep_best,
+        make_progress_lines,
         make_speed_meter,
         make_trainer,
         train_batches,
@@ -187,7 +205,9 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     meter = make_speed_meter()
     trainer = make_trainer(model=model, args=args, train_examples=prep.train, eval_examples=prep.val,
                            batches=batches, pad_id=tok.pad_token_id, pos_weight=pos_w, neg_weight=neg_w,
-                           implicit=cfg.kind == "implicit", callbacks=[meter, *([keep] if prep.val else [])])
+                           implicit=cfg.kind == "implicit",
+                           callbacks=[meter, *([keep] if prep.val else []),
+                                      *([make_progress_lines()] if progress_lines and not cfg.progress else [])])
     if not cfg.progress:  # no progress bars and no loss dictionaries on stdout: the card and the summary say it
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -195,7 +215,10 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
         trainer.remove_callback(ProgressCallback)
     keep.model = trainer.model
     t_train = time.perf_counter()
-    trainer.train(resume_from_checkpoint=True if (cfg.resume and has_ckpt) else None)
+    try:
+        trainer.train(resume_from_checkpoint=True if (cfg.resume and has_ckpt) else None)
+    except KeyboardInterrupt:
+        raise TrainInterrupted(interrupted_message(cfg, ckpt_dir)) from None
     train_seconds = time.perf_counter() - t_train
     restored = keep.restore()
     batches = trainer.batches
