@@ -99,17 +99,25 @@ def _iter_shards(run: _Run, skip: set[int]) -> Iterator[tuple[int, list[Solution
 
 def preflight(cfg: LabelConfig, output: bool = True, backend: bool = True) -> None:
     """What a run checks before it touches anything: ``backend``: the backend and the device can run
-    on this machine (not checked for a Ray cluster's workers: --ray-address / RAY_ADDRESS); ``output``: the
+    on this machine, and a model given by its hub name is in the local cache or the hub answers (neither
+    checked for a Ray cluster's workers: --ray-address / RAY_ADDRESS); ``output``: the
     output folder is not a file. Raises a :class:`ConfigError` (or ``OutputIsAFile``) that says what to do."""
     import os
 
     from rollouts.registry import backend_problem
 
     if backend:
-        why = backend_problem(cfg.backend, cfg.device,
-                              remote=bool(cfg.ray_address or os.environ.get("RAY_ADDRESS")))
+        remote = bool(cfg.ray_address or os.environ.get("RAY_ADDRESS"))
+        why = backend_problem(cfg.backend, cfg.device, remote=remote)
         if why:
             raise ConfigError(why)
+        if not remote and cfg.backend_spec.local_model:  # a hub name: cached here, or the hub answers
+            from rollouts.hub import model_problem
+
+            why = (model_problem(cfg.model, "model", "--model")
+                   or model_problem(cfg.tokenizer, "tokenizer", "--tokenizer"))
+            if why:
+                raise ConfigError(why)
     if output:
         from pipeline.commands.outputs import check_output_folder
 

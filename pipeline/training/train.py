@@ -113,6 +113,11 @@ def train(cfg: TrainConfig, targets_fn=None, progress_lines: bool = False) -> Tr
         shutil.rmtree(ckpt_dir)
         has_ckpt = False
     base = cfg.base_model or default_base_model(cfg.corpus, cfg.version)
+    from rollouts.hub import model_problem
+
+    why = model_problem(base, "base model", "--base-model")  # a hub name without network: said at once
+    if why:
+        raise TrainError(why)
     cfg = cfg.resolved(count_parameters(base))  # auto kind and weighting, by the base model's size
     if cfg.resume and has_ckpt:
         _check_resumed_kind(cfg, ckpt_dir)
