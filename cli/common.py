@@ -110,6 +110,25 @@ def preflight(cfg, output: bool = True) -> None:
     check(cfg, output=output)
 
 
+def corpus_warnings(corpus: str, version: int | None = None) -> list[str]:
+    """The warnings the labeling run recorded in the corpus's manifest (pipeline.notes.manifest_warnings); none
+    when the manifest cannot be read (the command's own error says why)."""
+    try:
+        from pipeline.notes import manifest_warnings
+        from pipeline.storage.corpus import open_manifest
+
+        return manifest_warnings(open_manifest(corpus, version)[1])
+    except Exception:  # noqa: BLE001 - these lines only repeat what the run said; never a reason to fail
+        return []
+
+
+def repeat_warnings(corpus: str, version: int | None = None, warnings: list[str] | None = None) -> None:
+    """The labeling run's warnings, one ``warning:`` line each on stderr: stats, report, export and train say
+    them again, so labels that mean nothing are said to wherever they are read."""
+    for w in corpus_warnings(corpus, version) if warnings is None else warnings:
+        print(f"warning: {w}", file=sys.stderr, flush=True)
+
+
 def echo(msg: str) -> None:
     print(msg, file=sys.stdout, flush=True)
 

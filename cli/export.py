@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import CORPUS_DEFAULT, AsJson, Corpus, Version, echo, err, user_errors
+from cli.common import CORPUS_DEFAULT, AsJson, Corpus, Version, echo, err, repeat_warnings, user_errors
 from pipeline.commands.export import FILE_FORMATS, export_corpus
 from pipeline.commands.export_common import ALL_FORMATS
 from pipeline.commands.exporters import get_exporter
@@ -74,6 +74,7 @@ def export_cmd(
                             weight_by_confidence=weight_by_confidence, consensus=consensus)
     if as_json:
         print(json.dumps(dataclasses.asdict(res), indent=2))
+        repeat_warnings(corpus, version)
         return
     kept_whole = get_exporter(res.format).keeps_all_steps  # processbench: the steps after the first error
     unl = (f", {res.unlabeled:,} unlabeled" + (" (after the first error)" if kept_whole else "")
@@ -91,6 +92,7 @@ def export_cmd(
         why = _against_stats(corpus, version, res)
         if why:
             echo(f"  {why}")
+    repeat_warnings(corpus, version)
 
 
 def _against_stats(corpus, version, res) -> str | None:

@@ -23,7 +23,11 @@ def progress_line(done: int, total: int, solutions: int, tokens: int, seconds: f
 
     from pipeline.execution.progress import duration_text
 
-    left = "" if done >= total or done == 0 else f", about {duration_text(seconds * (total - done) / done)} left"
+    if done == 0:
+        print(f"[mcprm] generate: model loaded in {seconds:.0f} s; sampling {total:,} problems", file=sys.stderr,
+              flush=True)
+        return
+    left = "" if done >= total else f", about {duration_text(seconds * (total - done) / done)} left"
     print(f"[mcprm] generate: {done:,}/{total:,} problems, {solutions:,} solutions, {tokens:,} tokens in "
           f"{seconds:.0f} s{left}", file=sys.stderr, flush=True)
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import CORPUS_DEFAULT, Corpus, Version, echo, free_gpus, user_errors
+from cli.common import CORPUS_DEFAULT, Corpus, Version, echo, free_gpus, repeat_warnings, user_errors
 from pipeline.training.options import TrainConfig
 
 _D = TrainConfig(corpus="", output="")  # the defaults, declared once (pipeline.training.options)
@@ -97,6 +97,7 @@ def train_cmd(
     from pipeline.training.train import TrainConfig, train
 
     free_gpus("mcprm train")  # a warm vLLM engine kept by `mcprm label --keep-warm` would hold the GPU's memory
+    repeat_warnings(corpus, version)  # labels that mean nothing make a PRM that means nothing: said first
     with user_errors(extra=(ValueError,)):
         cfg = TrainConfig(corpus=corpus, output=output, base_model=base_model, version=version, kind=kind,
                           label_rule=label_rule, targets=targets, min_confidence=min_confidence,

@@ -280,7 +280,9 @@ def _read_input(run: _Run, known):
     from pipeline.notes import InputNotes  # warnings about the input
 
     cfg, store = run.cfg, run.store
-    run.input_notes = InputNotes()
+    from pipeline.bundled import is_bundled_model
+
+    run.input_notes = InputNotes(bundled_model=cfg.backend_spec.local_model and is_bundled_model(cfg.model))
     stats = IngestStats()
     rejects_rel = f"rejects/v{run.version:05d}.jsonl"
     rejects = RejectsWriter(store.uri(rejects_rel)) if cfg.skip_bad else None
