@@ -39,7 +39,8 @@ def test_progress_line_says_problems_solutions_and_time_left(capsys):
     progress_line(300, 300, 2_400, 190_000, 190.0)
     err = capsys.readouterr().err.splitlines()
     assert err.pop(0) == "[mcprm] generate: model loaded in 3 s; sampling 300 problems"
-    assert err[0] == "[mcprm] generate: 64/300 problems, 512 solutions, 40,000 tokens in 40 s, about 2 min 28 s left"
+    # the time left at the batches' pace after the 3 s model load: 37 s for 64 problems, 236 to go
+    assert err[0] == "[mcprm] generate: 64/300 problems, 512 solutions, 40,000 tokens in 40 s, about 2 min 16 s left"
     assert err[1] == "[mcprm] generate: 300/300 problems, 2,400 solutions, 190,000 tokens in 190 s"
 
 
