@@ -15,7 +15,7 @@ def trl_columns(b, drop_after_first_error: bool, skipped: dict[str, int], cut: d
     """Batch ``b``'s exportable rows as a trl table (id, prompt, completions, labels), computed on whole columns:
     the rows, cuts and skips that the row-by-row path (row_labels with the corpus's own labels, cut_row,
     format_row) gives, counted into ``skipped``/``cut`` the same way, its settled holes filled as fill_holes fills them
-    (counted into ``counts["filled"]``). Returns (the table, and per row of
+    (per row of the table in ``counts["batch_filled"]``, which the caller counts for the rows it keeps). Returns (the table, and per row of
     it: steps, labeled steps, positive steps), or None (nothing counted) when some row's steps, labels and
     mc_value differ in length: that batch goes row by row, whose errors name it."""
     import numpy as np
@@ -45,7 +45,6 @@ def trl_columns(b, drop_after_first_error: bool, skipped: dict[str, int], cut: d
 
     valid, value, filled = _fill_holes(valid, value, parent, pos, first, len(n))
     if filled.any():
-        counts["filled"] = counts.get("filled", 0) + int(filled.sum())
         flat = pa.array(value, type=pa.bool_(), mask=~valid)
     fn = first(~valid)
     end = np.where(fn >= 0, fn, n)  # cut before the first unlabeled step
@@ -65,6 +64,7 @@ def trl_columns(b, drop_after_first_error: bool, skipped: dict[str, int], cut: d
     if not ok.all():
         skipped["first_step_unlabeled"] = skipped.get("first_step_unlabeled", 0) + int((~ok).sum())
     idx = np.flatnonzero(ok)
+    counts["batch_filled"] = np.bincount(parent[filled], minlength=len(n))[idx]  # per row of the table
     keep_step = (pos < end[parent]) & ok[parent]
     ends = end[idx]
     offsets = pa.array(np.concatenate([[0], np.cumsum(ends)]).astype(np.int32), pa.int32())
@@ -109,8 +109,6 @@ def processbench_columns(b, skipped: dict[str, int], counts: dict):
         return out
 
     valid, value, filled = _fill_holes(valid, value, parent, pos, first, len(n))
-    if filled.any():
-        counts["filled"] = counts.get("filled", 0) + int(filled.sum())
     fe = first(valid & ~value)
     fn = first(~valid)
     # undecided: an unlabeled step before the first negative one (anywhere, when there is none)
@@ -118,6 +116,7 @@ def processbench_columns(b, skipped: dict[str, int], counts: dict):
     if undecided.any():
         skipped["undecided"] = skipped.get("undecided", 0) + int(undecided.sum())
     idx = np.flatnonzero(~undecided)
+    counts["batch_filled"] = np.bincount(parent[filled], minlength=len(n))[idx]  # per row of the table
     take = pa.array(idx)
     fe, m = fe[idx], n[idx]
     table = pa.Table.from_arrays(

@@ -268,12 +268,14 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
                     put(pa.Table.from_pydict({f.name: [r[f.name] for r in recs] for f in schema}, schema=schema))
                 continue
             table, steps, labeled, positives = got
+            filled = counts.pop("batch_filled")  # the holes filled, per row of the table
             if keep is not None:
                 mask = keep[seen:seen + table.num_rows]
                 seen += table.num_rows
                 if not mask.all():
                     table = table.filter(pa.array(mask))
-                    steps, labeled, positives = steps[mask], labeled[mask], positives[mask]
+                    steps, labeled, positives, filled = steps[mask], labeled[mask], positives[mask], filled[mask]
+            counts["filled"] += int(filled.sum())
             if not table.num_rows:
                 continue
             # the row-by-row check on the batch's first row: its record parses back, and with a tokenizer the
