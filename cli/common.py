@@ -41,7 +41,9 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
     """Turn the errors a user can act on into a message and exit code 1 (no traceback).
 
     ``resume_hint``: the command writes a corpus that a re-run resumes (``label``); only then do messages say
-    that nothing was committed and that the same command resumes. A typer ``Exit`` passes through as it is."""
+    that nothing was committed and that the same command resumes. Ctrl-C prints the interrupt's own message
+    where it has one (``mcprm train``'s says whether a rerun resumes), else the resume hint, or for a command
+    that does not resume, that it was interrupted. A typer ``Exit`` passes through as it is."""
     from pipeline.errors import McprmError, RemoteTaskError
     from pipeline.labeling.worker import WorkerError
     from pipeline.storage.store import StorageError
@@ -82,8 +84,9 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
     except McprmError as e:  # every other error of mcprm's own (pipeline.errors): its message says it all
         err(str(e))
         raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        err("interrupted; rerun the same command to resume")
+    except KeyboardInterrupt as e:
+        err(str(e) or ("interrupted; rerun the same command to resume" if resume_hint
+                       else "interrupted (run the command again to redo it)"))
         raise typer.Exit(130) from None
     except (typer.Exit, typer.Abort):  # already said what it had to say
         raise
@@ -105,6 +108,25 @@ def preflight(cfg, output: bool = True) -> None:
     from pipeline.run import preflight as check  # the checks pipeline.run.label() makes for library users too
 
     check(cfg, output=output)
+
+
+def corpus_warnings(corpus: str, version: int | None = None) -> list[str]:
+    """The warnings the labeling run recorded in the corpus's manifest (pipeline.notes.manifest_warnings); none
+    when the manifest cannot be read (the command's own error says why)."""
+    try:
+        from pipeline.notes import manifest_warnings
+        from pipeline.storage.corpus import open_manifest
+
+        return manifest_warnings(open_manifest(corpus, version)[1])
+    except Exception:  # noqa: BLE001 - these lines only repeat what the run said; never a reason to fail
+        return []
+
+
+def repeat_warnings(corpus: str, version: int | None = None, warnings: list[str] | None = None) -> None:
+    """The labeling run's warnings, one ``warning:`` line each on stderr: stats, report, export and train say
+    them again, so labels that mean nothing are said to wherever they are read."""
+    for w in corpus_warnings(corpus, version) if warnings is None else warnings:
+        print(f"warning: {w}", file=sys.stderr, flush=True)
 
 
 def echo(msg: str) -> None:

@@ -67,9 +67,13 @@ def brier_note(m: dict) -> str:
         return "brier: n/a (no step has both an mc_value and a reference label)"
     b = m["brier"]
     than = "better than" if b < 0.25 else "no better than"
+    from pipeline.commands.advice import brier_advice
+
+    advice = brier_advice(b)
     return (f"brier {b:.3f}: mean squared error of mc_value against the reference's 0/1, on the "
             f"{m.get('brier_steps', 0):,} steps up to the reference's first error that have an mc_value (sampled "
-            f"steps); always saying 0.5 scores 0.25, so {b:.3f} is {than} that (lower is better).")
+            f"steps); always saying 0.5 scores 0.25, so {b:.3f} is {than} that (lower is better)."
+            + (f" {advice}." if advice else ""))
 
 
 def confidence_note(m: dict) -> str:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import CORPUS_DEFAULT, AsJson, Corpus, Version, echo, err, user_errors
+from cli.common import CORPUS_DEFAULT, AsJson, Corpus, Version, echo, err, repeat_warnings, user_errors
 from pipeline.commands.export import FILE_FORMATS, export_corpus
 from pipeline.commands.export_common import ALL_FORMATS
 from pipeline.commands.exporters import get_exporter
@@ -74,6 +74,7 @@ def export_cmd(
                             weight_by_confidence=weight_by_confidence, consensus=consensus)
     if as_json:
         print(json.dumps(dataclasses.asdict(res), indent=2))
+        repeat_warnings(corpus, version)
         return
     kept_whole = get_exporter(res.format).keeps_all_steps  # processbench: the steps after the first error
     unl = (f", {res.unlabeled:,} unlabeled" + (" (after the first error)" if kept_whole else "")
@@ -91,6 +92,7 @@ def export_cmd(
         why = _against_stats(corpus, version, res)
         if why:
             echo(f"  {why}")
+    repeat_warnings(corpus, version)
 
 
 def _against_stats(corpus, version, res) -> str | None:
@@ -104,13 +106,17 @@ def _against_stats(corpus, version, res) -> str | None:
         lab = corpus_stats(corpus, version)["labels"]
     except Exception:  # noqa: BLE001 - the export itself succeeded; this line only explains its counts
         return None
-    dp, dn = lab["positive"] - res.positives, lab["negative"] - res.negatives
+    # steps unlabeled in the corpus that the export settles as positive (fill_holes) are not among stats' ones
+    dp, dn = lab["positive"] + res.filled - res.positives, lab["negative"] - res.negatives
     if dp == 0 and dn == 0:
         return None
     causes = [f"{what} ({n:,} steps)" for what, n in (
         ("each row cut at its first unlabeled step: a trainer row is a labeled prefix", res.cut.get("unlabeled", 0)),
         ("cut after the first negative step (--drop-after-first-error)", res.cut.get("after_first_error", 0)),
     ) if n] + [f"rows not exported: {why} ({n:,})" for why, n in res.skipped.items()]
+    filled = (f" (and adds {res.filled:,} unlabeled steps as positive: they come before a step that reached the "
+              "answer or before their row's first error)") if res.filled else ""
     return (f"`mcprm stats` counts {lab['positive']:,} positive / {lab['negative']:,} negative labeled steps in the "
-            f"corpus; this export leaves out {dp:,} of the positive and {dn:,} of the negative: " + "; ".join(causes))
+            f"corpus; this export leaves out {dp:,} of the positive and {dn:,} of the negative{filled}: "
+            + "; ".join(causes))
 

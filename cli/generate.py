@@ -15,6 +15,9 @@ def register(app: typer.Typer) -> None:
     app.command("generate")(generate_cmd)
 
 
+_loaded = [0.0]  # seconds the model load took, said by the first call (done 0)
+
+
 def progress_line(done: int, total: int, solutions: int, tokens: int, seconds: float) -> None:
     """One line on stderr after each batch of problems (a 300-problem run was otherwise silent for minutes):
     problems done, solutions kept, tokens, time, and the time left at the pace of the batches so far (every
@@ -23,7 +26,13 @@ def progress_line(done: int, total: int, solutions: int, tokens: int, seconds: f
 
     from pipeline.execution.progress import duration_text
 
-    left = "" if done >= total or done == 0 else f", about {duration_text(seconds * (total - done) / done)} left"
+    if done == 0:
+        _loaded[0] = seconds  # the pace is the batches' own, after the model load
+        print(f"[mcprm] generate: model loaded in {seconds:.0f} s; sampling {total:,} problems", file=sys.stderr,
+              flush=True)
+        return
+    pace = max(0.0, seconds - _loaded[0]) / done
+    left = "" if done >= total else f", about {duration_text(pace * (total - done))} left"
     print(f"[mcprm] generate: {done:,}/{total:,} problems, {solutions:,} solutions, {tokens:,} tokens in "
           f"{seconds:.0f} s{left}", file=sys.stderr, flush=True)
 

@@ -139,6 +139,38 @@ def render_help(cmd, ctx, console) -> None:
         console.print(Panel(t, title=escape(title), title_align="left", border_style="dim"))
 
 
+def render_group_help(group, ctx, console) -> None:
+    """The group's usage, description, its commands (name and first paragraph, one line each where it fits) and
+    ``--help``: the options panel as :func:`render_help` draws one (a flag has no type)."""
+    from rich.padding import Padding
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    console.print(Text(f"Usage: {ctx.command_path} [OPTIONS] COMMAND [ARGS]...", style="bold"))
+    if group.help:
+        console.print()
+        console.print(Padding(Text(" ".join(group.help.split())), (0, 0, 0, 2)))
+    console.print()
+    opts = Table(show_header=False, box=None, padding=(0, 1), pad_edge=False, expand=True)
+    opts.add_column(style="cyan", no_wrap=True)
+    opts.add_column(ratio=1, overflow="fold")
+    for p in group.get_params(ctx):
+        if not getattr(p, "hidden", False):
+            opts.add_row(Text(option_cell(p)), Text(help_text(p)))
+    console.print(Panel(opts, title="Options", title_align="left", border_style="dim"))
+    cmds = Table(show_header=False, box=None, padding=(0, 1), pad_edge=False, expand=True)
+    cmds.add_column(style="cyan", no_wrap=True)
+    cmds.add_column(ratio=1, overflow="fold")
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        if cmd is None or cmd.hidden:
+            continue
+        first = (cmd.help or "").strip().split("\n\n")[0]  # the first paragraph, its line breaks joined
+        cmds.add_row(Text(name), Text(" ".join(first.split())))
+    console.print(Panel(cmds, title="Commands", title_align="left", border_style="dim"))
+
+
 class HelpCommand(TyperCommand):
     """A typer command whose ``--help`` is :func:`render_help`'s."""
 
@@ -149,7 +181,13 @@ class HelpCommand(TyperCommand):
 
 
 class McprmGroup(TyperGroup):
-    """The ``mcprm`` group: usage errors begin ``error:`` as every other error (see the module docstring)."""
+    """The ``mcprm`` group: usage errors begin ``error:`` as every other error (see the module docstring), and
+    its ``--help`` is :func:`render_group_help`'s (typer's own showed ``--help <bool>``)."""
+
+    def format_help(self, ctx, formatter) -> None:
+        from rich.console import Console
+
+        render_group_help(self, ctx, Console(highlight=False))
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:

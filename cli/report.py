@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import CORPUS_DEFAULT, Corpus, Version, echo, user_errors
+from cli.common import CORPUS_DEFAULT, Corpus, Version, echo, repeat_warnings, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -26,3 +26,4 @@ def report_cmd(
     with user_errors(extra=(ValueError,)):  # a bad reference file names its row
         res = build_report(corpus, output, version=version, reference=reference)
     echo(f"wrote {res.html} and {len(res.figures)} PNG figures")
+    repeat_warnings(corpus, version, res.notes)  # on the page too

@@ -41,6 +41,8 @@ def score_cmd(
              "PRM's training corpus was labeled).")] = None,
     max_length: Annotated[int | None, typer.Option(
         help="Most tokens per solution (default: the PRM's training length); steps past it get no score.")] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress lines on stderr (at most "
+                                           "one every 10 s).")] = True,
 ) -> None:
     """Score every step of new solutions with a PRM (no rollouts) and write them as a corpus that `eval`,
     `export`, `stats` and `report` read; `prm_score` holds the probabilities."""
@@ -54,7 +56,7 @@ def score_cmd(
         res = score(prm, input, output, threshold=threshold, batch_size=batch_size, overwrite=overwrite,
                     device=device, problem_field=problem_field, steps_field=steps_field,
                     answer_field=answer_field, id_field=id_field, use_answer_key=use_answer_key,
-                    trust_correct=trust_correct, max_length=max_length)
+                    trust_correct=trust_correct, max_length=max_length, progress=progress)
     echo(f"{res.output} (version {res.version}): {res.solutions:,} solutions, {res.steps:,} steps scored in "
          f"{res.scoring_seconds:.1f} s; {res.with_error:,} with a first error at threshold {res.threshold:.2f}"
          + (" (labels use the answer key: not the PRM's alone)" if res.use_answer_key else " (the PRM's alone)"))

@@ -7,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from cli.common import CORPUS_DEFAULT, AsJson, Corpus, Version, print_table, user_errors
+from cli.common import (
+    CORPUS_DEFAULT,
+    AsJson,
+    Corpus,
+    Version,
+    corpus_warnings,
+    echo,
+    print_table,
+    repeat_warnings,
+    user_errors,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -26,6 +36,7 @@ def stats_cmd(
 
     with user_errors():
         s = corpus_stats(output, version, verify=verify)
+        s["warnings"] = corpus_warnings(output, version)  # the labeling run's, repeated
         from pipeline.labeling.rules import corpus_uncertainty  # how far to trust the labels
         from pipeline.storage.confidence import reads_as
 
@@ -38,6 +49,7 @@ def stats_cmd(
             s["judges"] = judges
     if as_json:
         print(json.dumps(s, indent=2))
+        repeat_warnings(output, version, s["warnings"])
         return
     lab = s["labels"]
     rows = [
@@ -60,6 +72,12 @@ def stats_cmd(
         *_judge_rows(s.get("judges") or []),
     ]
     print_table(f"{output} (version {s['version']}, strategy {s['strategy']}, K={s['k']})", rows)
+    from pipeline.commands.advice import right_answer_wrong_process_reading, uncertainty_advice
+
+    echo(f"right answer, wrong process: {right_answer_wrong_process_reading(s)}")
+    if advice := uncertainty_advice(s["uncertainty"], s):
+        echo(f"uncertain labels: {advice}")
+    repeat_warnings(output, version, s["warnings"])
 
 
 def _dead_text(d: dict | None) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import CORPUS_DEFAULT, Corpus, Version, echo, free_gpus, user_errors
+from cli.common import CORPUS_DEFAULT, Corpus, Version, echo, free_gpus, repeat_warnings, user_errors
 from pipeline.training.options import TrainConfig
 
 _D = TrainConfig(corpus="", output="")  # the defaults, declared once (pipeline.training.options)
@@ -86,7 +86,8 @@ def train_cmd(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a PRM or checkpoints in DIR.")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the head's init and the data order.")] = 0,
     limit: Annotated[int | None, typer.Option(help="Train on the first N corpus rows only.")] = None,
-    progress: Annotated[bool, typer.Option(help="Progress bar.")] = True,
+    progress: Annotated[bool, typer.Option(help="Progress on stderr: a bar on a terminal, plain lines (one per "
+                                                "epoch) when piped to a file.")] = True,
 ) -> None:
     """Train a PRM on the corpus's labels: a token-classification head read after each step, or an implicit PRM
     (the LM's own log-likelihood ratio; the default kind for a base model under 50 M parameters).
@@ -96,6 +97,7 @@ def train_cmd(
     from pipeline.training.train import TrainConfig, train
 
     free_gpus("mcprm train")  # a warm vLLM engine kept by `mcprm label --keep-warm` would hold the GPU's memory
+    repeat_warnings(corpus, version)  # labels that mean nothing make a PRM that means nothing: said first
     with user_errors(extra=(ValueError,)):
         cfg = TrainConfig(corpus=corpus, output=output, base_model=base_model, version=version, kind=kind,
                           label_rule=label_rule, targets=targets, min_confidence=min_confidence,
@@ -107,8 +109,10 @@ def train_cmd(
                           step_suffix=None if step_suffix is None else _unescape(step_suffix), bf16=bf16, compile=compile,
                           gradient_checkpointing=gradient_checkpointing, save_steps=save_steps,
                           keep_checkpoints=keep_checkpoints, resume=resume,
-                          overwrite=overwrite, seed=seed, limit=limit, progress=progress)
-        res = train(cfg)
+                          overwrite=overwrite, seed=seed, limit=limit,
+                          # a bar only on a terminal: piped to a file it is escapes and loss dictionaries
+                          progress=progress and sys.stderr.isatty())
+        res = train(cfg, progress_lines=progress)
     card = res.card
     if not card:  # not the main process of a multi-GPU run
         return

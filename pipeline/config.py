@@ -106,6 +106,31 @@ _LEFT_OUT = object()  # an option that adds nothing to a configuration's identit
 CPU_WORKER_THREADS = 1
 
 
+def cpu_torch_threads() -> int:
+    """Torch threads of every command that runs a model on this machine's CPU (``train``, ``score``,
+    ``generate``; a ``label`` worker's are its ``--cpus-per-worker``, whose default is the same
+    :data:`CPU_WORKER_THREADS`): one, for the measurements above (torch's own default, a thread per core, ran an
+    epoch of ``mcprm train`` on the bundled model in 80 s against 12 s at one thread on a shared 2-core machine),
+    unless ``OMP_NUM_THREADS`` is set: then the user's number (a quiet many-core machine may want more)."""
+    import os
+
+    try:
+        n = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        n = 0
+    return n if n >= 1 else CPU_WORKER_THREADS
+
+
+def pin_cpu_threads() -> int:
+    """Set torch's threads to :func:`cpu_torch_threads` (torch imported here: only a command that runs a model
+    on the CPU calls this) and return them."""
+    import torch
+
+    n = cpu_torch_threads()
+    torch.set_num_threads(n)
+    return n
+
+
 class LabelConfig:
     """Every option of a run, as a tree of sections (see the module docstring), validated at construction.
 

@@ -7,14 +7,19 @@ Warnings (each per run, with counts and what to do):
   solution has no intermediate step to label.
 - ``answer-line-step``: solutions whose last step is only a GSM8K-style ``#### 72`` answer line, or whose
   steps still hold ``<<48/2=24>>`` calculator annotations (use ``--splitter gsm8k``).
+- ``bundled-model``: the bundled model labels problems unlike its synthetic task (the only task it knows):
+  its labels mean nothing there (use ``--model``).
 - ``no-success``: almost no rollout reached the gold answer from any prefix: the model cannot solve these
   problems, so its labels are meaningless (use a stronger model, or check the gold answers / prompt).
+
+Every command that reads the corpus (stats, report, export, train) repeats them (:func:`manifest_warnings`).
 """
 
 from __future__ import annotations
 
 import re
 
+from pipeline.bundled import MODEL_ADVICE
 from pipeline.storage.rows import Solution
 
 ONE_STEP_SHARE = 0.5  # warn when more than this share of solutions has a single step
@@ -32,7 +37,9 @@ _CALC = re.compile(r"<<[^<>\n]*>>")
 class InputNotes:
     """Observes the validated solutions of a run (pass 1) for the input-side warnings."""
 
-    def __init__(self) -> None:
+    def __init__(self, bundled_model: bool = False) -> None:
+        self.bundled_model = bundled_model  # the run's model is the bundled one: are its problems its task's?
+        self.unlike_bundled = 0
         self.solutions = 0
         self.one_step = 0
         self.answer_line = 0
@@ -41,6 +48,12 @@ class InputNotes:
 
     def observe(self, sol: Solution) -> None:
         self.solutions += 1
+        if self.bundled_model:
+            from pipeline.bundled import is_bundled_task
+
+            if not is_bundled_task(sol.problem):
+                self.unlike_bundled += 1
+                self.example.setdefault("bundled-model", sol.source)
         if len(sol.steps) == 1:
             self.one_step += 1
             self.example.setdefault("one-step", sol.source)
@@ -54,6 +67,13 @@ class InputNotes:
     def warnings(self, splitter: str) -> list[dict]:
         out = []
         n = self.solutions
+        if self.unlike_bundled:
+            out.append({
+                "code": "bundled-model",
+                "message": f"{self.unlike_bundled} of {n} problems are unlike the bundled model's synthetic task "
+                           f"(e.g. {self.example['bundled-model']}), the only task that 1 M-parameter model knows: "
+                           f"its labels on them mean nothing; {MODEL_ADVICE}.",
+            })
         if n and self.one_step / n > ONE_STEP_SHARE:
             out.append({
                 "code": "one-step",
@@ -110,8 +130,8 @@ def rollout_warnings(store, shard_paths: list[str], max_shards: int = 50) -> tup
             "code": "no-success",
             "message": f"almost no rollout reached the gold answer: {alive} of {prefixes} sampled step prefixes "
                        f"had a continuation that did ({correct} of {graded} graded continuations). The model "
-                       "cannot solve these problems, so its labels are meaningless: use a stronger --model, or "
-                       "check the gold answers and the prompt format.",
+                       f"cannot solve these problems, so its labels are meaningless: {MODEL_ADVICE}; or check "
+                       "the gold answers and the prompt format.",
         }], stats
     return out, stats
 
@@ -128,3 +148,10 @@ def run_notes(cfg, store, new_shard_paths: list[str], input_notes: InputNotes | 
                          "are that prompt's (docs/labels.md). Every draw is a fresh rollout."})
     more, stats = rollout_warnings(store, new_shard_paths)
     return {"execution": {"executor": name, "reason": why}, "warnings": warnings + more, "rollout_success": stats}
+
+
+def manifest_warnings(manifest: dict | None) -> list[str]:
+    """The warnings the labeling run recorded in the corpus's manifest, as one line each: every command that
+    reads the corpus (stats, report, export, train) repeats them, so labels that mean nothing are said to at
+    every step, not only in the run's own summary."""
+    return [str(w.get("message")) for w in (manifest or {}).get("warnings") or [] if w.get("message")]

@@ -99,17 +99,25 @@ def _iter_shards(run: _Run, skip: set[int]) -> Iterator[tuple[int, list[Solution
 
 def preflight(cfg: LabelConfig, output: bool = True, backend: bool = True) -> None:
     """What a run checks before it touches anything: ``backend``: the backend and the device can run
-    on this machine (not checked for a Ray cluster's workers: --ray-address / RAY_ADDRESS); ``output``: the
+    on this machine, and a model given by its hub name is in the local cache or the hub answers (neither
+    checked for a Ray cluster's workers: --ray-address / RAY_ADDRESS); ``output``: the
     output folder is not a file. Raises a :class:`ConfigError` (or ``OutputIsAFile``) that says what to do."""
     import os
 
     from rollouts.registry import backend_problem
 
     if backend:
-        why = backend_problem(cfg.backend, cfg.device,
-                              remote=bool(cfg.ray_address or os.environ.get("RAY_ADDRESS")))
+        remote = bool(cfg.ray_address or os.environ.get("RAY_ADDRESS"))
+        why = backend_problem(cfg.backend, cfg.device, remote=remote)
         if why:
             raise ConfigError(why)
+        if not remote and cfg.backend_spec.local_model:  # a hub name: cached here, or the hub answers
+            from rollouts.hub import model_problem
+
+            why = (model_problem(cfg.model, "model", "--model")
+                   or model_problem(cfg.tokenizer, "tokenizer", "--tokenizer"))
+            if why:
+                raise ConfigError(why)
     if output:
         from pipeline.commands.outputs import check_output_folder
 
@@ -272,7 +280,9 @@ def _read_input(run: _Run, known):
     from pipeline.notes import InputNotes  # warnings about the input
 
     cfg, store = run.cfg, run.store
-    run.input_notes = InputNotes()
+    from pipeline.bundled import is_bundled_model
+
+    run.input_notes = InputNotes(bundled_model=cfg.backend_spec.local_model and is_bundled_model(cfg.model))
     stats = IngestStats()
     rejects_rel = f"rejects/v{run.version:05d}.jsonl"
     rejects = RejectsWriter(store.uri(rejects_rel)) if cfg.skip_bad else None

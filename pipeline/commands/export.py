@@ -23,7 +23,10 @@ Label rules: ``hard`` = the corpus's hard label (``mc_value > 0``: some continua
 rollouts (``trust_correct``, binary-search positives) have no ``mc_value``; they keep their hard label (1.0
 as a soft label) and are counted in :attr:`ExportResult.imputed`.
 
-Rows are cut before their first unlabeled step (trainers cannot take a null label), and, with
+An unlabeled step that the row's own labels settle is exported as positive: one before a step that reached the
+answer (that step's prefix holds it and reaches the gold answer) or before the row's first negative step (so
+the first error survives; ``fill_holes``, counted in :attr:`ExportResult.filled`). Rows are then cut before
+their first step still unlabeled (trainers cannot take a null label), and, with
 ``drop_after_first_error`` (the PRM800K / ProcessBench / Qwen convention), after their first negative step.
 ``balance="downsample"`` keeps as many all-positive solutions as solutions with an error (seeded by
 content key), the other way round when errors are the majority.

@@ -11,10 +11,11 @@ from pipeline.commands.export_common import (
 )
 
 
-def trl_columns(b, drop_after_first_error: bool, skipped: dict[str, int], cut: dict[str, int]):
+def trl_columns(b, drop_after_first_error: bool, skipped: dict[str, int], cut: dict[str, int], counts: dict):
     """Batch ``b``'s exportable rows as a trl table (id, prompt, completions, labels), computed on whole columns:
     the rows, cuts and skips that the row-by-row path (row_labels with the corpus's own labels, cut_row,
-    format_row) gives, counted into ``skipped``/``cut`` the same way. Returns (the table, and per row of
+    format_row) gives, counted into ``skipped``/``cut`` the same way, its settled holes filled as fill_holes fills them
+    (per row of the table in ``counts["batch_filled"]``, which the caller counts for the rows it keeps). Returns (the table, and per row of
     it: steps, labeled steps, positive steps), or None (nothing counted) when some row's steps, labels and
     mc_value differ in length: that batch goes row by row, whose errors name it."""
     import numpy as np
@@ -42,6 +43,9 @@ def trl_columns(b, drop_after_first_error: bool, skipped: dict[str, int], cut: d
             out[rows] = pos[at][i]
         return out
 
+    valid, value, filled = _fill_holes(valid, value, parent, pos, first, len(n))
+    if filled.any():
+        flat = pa.array(value, type=pa.bool_(), mask=~valid)
     fn = first(~valid)
     end = np.where(fn >= 0, fn, n)  # cut before the first unlabeled step
     fe = first(valid & ~value & (pos < end[parent]))  # the first negative step kept
@@ -60,6 +64,7 @@ def trl_columns(b, drop_after_first_error: bool, skipped: dict[str, int], cut: d
     if not ok.all():
         skipped["first_step_unlabeled"] = skipped.get("first_step_unlabeled", 0) + int((~ok).sum())
     idx = np.flatnonzero(ok)
+    counts["batch_filled"] = np.bincount(parent[filled], minlength=len(n))[idx]  # per row of the table
     keep_step = (pos < end[parent]) & ok[parent]
     ends = end[idx]
     offsets = pa.array(np.concatenate([[0], np.cumsum(ends)]).astype(np.int32), pa.int32())
@@ -73,7 +78,7 @@ def trl_columns(b, drop_after_first_error: bool, skipped: dict[str, int], cut: d
     return table, ends, ends, _per_row_sum(value[keep_step], ends)
 
 
-def processbench_columns(b, skipped: dict[str, int]):
+def processbench_columns(b, skipped: dict[str, int], counts: dict):
     """Batch ``b``'s exportable rows as a processbench table (id, problem, steps, label, final_answer_correct),
     computed on whole columns: label = the first negative step or -1; a row with an unlabeled step before it
     is skipped as "undecided" (row by row: rows_in). Returns as :func:`trl_columns`; None also when a row has
@@ -103,6 +108,7 @@ def processbench_columns(b, skipped: dict[str, int]):
             out[rows] = pos[at][i]
         return out
 
+    valid, value, filled = _fill_holes(valid, value, parent, pos, first, len(n))
     fe = first(valid & ~value)
     fn = first(~valid)
     # undecided: an unlabeled step before the first negative one (anywhere, when there is none)
@@ -110,6 +116,7 @@ def processbench_columns(b, skipped: dict[str, int]):
     if undecided.any():
         skipped["undecided"] = skipped.get("undecided", 0) + int(undecided.sum())
     idx = np.flatnonzero(~undecided)
+    counts["batch_filled"] = np.bincount(parent[filled], minlength=len(n))[idx]  # per row of the table
     take = pa.array(idx)
     fe, m = fe[idx], n[idx]
     table = pa.Table.from_arrays(
@@ -117,6 +124,21 @@ def processbench_columns(b, skipped: dict[str, int]):
          pa.array(fe.astype(np.int32), pa.int32()), b.column("solution_correct").take(take)],
         names=["id", "problem", "steps", "label", "final_answer_correct"])
     return table, m, np.where(fe >= 0, fe + 1, m), np.where(fe >= 0, fe, m)
+
+
+def _fill_holes(valid, value, parent, pos, first, rows):
+    """Whole-column :func:`~pipeline.commands.export_common.fill_holes`: (valid, value, the steps filled)."""
+    import numpy as np
+
+    last = np.full(rows, -1, dtype=np.int64)
+    reached = valid & value
+    if reached.any():
+        np.maximum.at(last, parent[reached], pos[reached])
+    fe = first(valid & ~value)
+    filled = ~valid & ((pos < last[parent]) | (pos < fe[parent]))
+    if not filled.any():
+        return valid, value, filled
+    return valid | filled, value | filled, filled
 
 
 def _per_row_sum(values, lengths):

@@ -95,6 +95,7 @@ class ExportResult:
     soft: bool
     tokenizer_checked: bool
     imputed: int = 0  # steps without an MC estimate that kept their hard label
+    filled: int = 0  # unlabeled steps exported as positive (fill_holes: before a step that reached the answer)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows not exported
     cut: dict[str, int] = field(default_factory=dict)  # reason -> steps removed from exported rows
     notes: list[str] = field(default_factory=list)
@@ -167,3 +168,28 @@ class ExportOutput:
 
     def discard_staging(self) -> None:
         self.staging.delete("", recursive=True)
+
+
+def fill_holes(labels: list, hard: list[bool | None], positive=True) -> int:
+    """Unlabeled steps that the row's own labels settle, made positive in place (``labels`` gets
+    ``positive``, ``hard`` True); returns how many. A step is settled positive when it comes before a step
+    that reached the answer (that step's prefix, which holds this one, can be followed to the gold answer: the
+    argument every strategy labels by, e.g. binary search's "every step before a live prefix is alive"), or
+    before the row's first negative step (the corpus's first error is that step, so the steps before it are
+    not errors). Without this a trainer row, a labeled prefix, would be cut at the hole and lose its first
+    error (the row [True, True, None, True, False] would end after its second step). A hole after the first
+    error and after every step that reached the answer stays unlabeled."""
+    last = -1
+    fe = -1
+    for i, h in enumerate(hard):
+        if h is True:
+            last = i
+        elif h is False and fe == -1:
+            fe = i
+    n = 0
+    for i in range(max(last, fe)):
+        if hard[i] is None and (i < last or i < fe):
+            hard[i] = True
+            labels[i] = positive
+            n += 1
+    return n

@@ -1,6 +1,6 @@
 """The per-step export run of ``mcprm export`` (every format but genprm: :meth:`Exporter.export
-<pipeline.commands.exporters.base.Exporter.export>`): each corpus row's labels under the rule, cut before its
-first unlabeled step and (``drop_after_first_error``) after its first negative one, ``--balance``, the format's
+<pipeline.commands.exporters.base.Exporter.export>`): each corpus row's labels under the rule, its holes that the row's own labels settle filled
+(:func:`~pipeline.commands.export_common.fill_holes`), cut before its first step still unlabeled and (``drop_after_first_error``) after its first negative one, ``--balance``, the format's
 record checked row by row (or whole columns: trl / processbench with the corpus's own labels), staged shards
 published only when every record passed. See :mod:`pipeline.commands.export` for the formats and label rules.
 """
@@ -22,6 +22,7 @@ from pipeline.commands.export_common import (
     ExportRequest,
     ExportResult,
     Row,
+    fill_holes,
 )
 from pipeline.commands.export_tokens import Encoded, load_tokenizer
 
@@ -154,8 +155,10 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
                     skipped["low_confidence"] = skipped.get("low_confidence", 0) + 1
                     continue
             labels, hard, imp = row_labels(lab, mc, opts)
+            filled = fill_holes(labels, hard, 1.0 if opts.soft else True)
             if counts is not None:
                 counts["imputed"] += imp
+                counts["filled"] += filled
             row = Row(rid, problem, steps, labels, sc)
             if exporter.keeps_all_steps:
                 fe = next((i for i, h in enumerate(hard) if h is False), -1)
@@ -175,7 +178,7 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
                 continue
             yield row
 
-    counts = {"skipped": {}, "cut": {}, "imputed": 0, "corpus_rows": 0}
+    counts = {"skipped": {}, "cut": {}, "imputed": 0, "filled": 0, "corpus_rows": 0}
     keep = None
     if r.balance == "downsample":
         # pass 1: each exportable row's class and rank (8 bytes a row, not the row); pass 2 writes the kept ones
@@ -243,7 +246,7 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
         nonlocal n_rows, n_steps, pos, n_labeled, unlabeled
         seen = 0  # exportable rows so far (the index into --balance's mask)
         for b in corpus_batches(counts):
-            got = exporter.columns(b, r.drop_after_first_error, counts["skipped"], counts["cut"])
+            got = exporter.columns(b, r.drop_after_first_error, counts["skipped"], counts["cut"], counts)
             if got is None:  # steps, labels and mc_value of some row differ in length: row by row, its errors
                 rows = list(rows_in(b, counts))
                 if keep is not None:
@@ -265,12 +268,14 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
                     put(pa.Table.from_pydict({f.name: [r[f.name] for r in recs] for f in schema}, schema=schema))
                 continue
             table, steps, labeled, positives = got
+            filled = counts.pop("batch_filled")  # the holes filled, per row of the table
             if keep is not None:
                 mask = keep[seen:seen + table.num_rows]
                 seen += table.num_rows
                 if not mask.all():
                     table = table.filter(pa.array(mask))
-                    steps, labeled, positives = steps[mask], labeled[mask], positives[mask]
+                    steps, labeled, positives, filled = steps[mask], labeled[mask], positives[mask], filled[mask]
+            counts["filled"] += int(filled.sum())
             if not table.num_rows:
                 continue
             # the row-by-row check on the batch's first row: its record parses back, and with a tokenizer the
@@ -320,10 +325,14 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
                      "first error kept; the rest are counted above as 'consensus: ...'")
     if imputed:
         notes.append(f"{imputed} steps had no MC estimate (labeled without rollouts) and kept their hard label")
+    if counts["filled"]:
+        notes.append(f"{counts['filled']:,} unlabeled steps exported as positive: each comes before a step that "
+                     "reached the answer or before its row's first error, so the row keeps its first error "
+                     "instead of being cut at the hole")
     res = ExportResult(output=output_url, format=fmt, file_format=r.file_format, files=files, rows=n_rows,
                        steps=n_steps, positives=pos, negatives=n_labeled - pos,
                        soft=opts.soft, tokenizer_checked=tok is not None and exporter.token_checked,
-                       imputed=imputed, skipped=skipped, cut=cut, notes=notes,
+                       imputed=imputed, filled=counts["filled"], skipped=skipped, cut=cut, notes=notes,
                        unlabeled=unlabeled, corpus_rows=counts["corpus_rows"])
     meta = {"source": out_url, "version": r.version, "format": fmt, "label_rule": r.label_rule,
             "threshold": r.threshold if r.label_rule == "threshold" else None,
@@ -332,7 +341,7 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
             "tokenizer": r.tokenizer if isinstance(r.tokenizer, str) else getattr(tok, "name_or_path", None),
             "rows": res.rows, "steps": res.steps, "positives": res.positives, "negatives": res.negatives,
             "unlabeled": res.unlabeled, "corpus_rows": res.corpus_rows,
-            "skipped": skipped, "cut": cut, "imputed": imputed, "files": [posixpath.basename(f) for f in files],
+            "skipped": skipped, "cut": cut, "imputed": imputed, "filled": counts["filled"], "files": [posixpath.basename(f) for f in files],
             "consensus": None if agree is None else agree.judge_id}
     out.store.write_json(META_FILE, meta)
     return res

@@ -36,6 +36,7 @@ class GenerateResult:
     empty: int
     generated_tokens: int
     seconds: float
+    torch_threads: int | None = None  # the hf backend on CPU: the threads it ran with (pipeline.config)
 
 
 def _read_problems(cfg: LabelConfig, problem_field: str, answer_field: str, id_field: str):
@@ -86,10 +87,14 @@ def stream_batches(backend, batches: Iterable[Sequence], sampling, ahead: int = 
 
 
 def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answer_field: str = "answer",
-             id_field: str = "id", batch_problems: int = 64, on_batch=None) -> GenerateResult:
+             id_field: str = "id", batch_problems: int | None = None, on_batch=None) -> GenerateResult:
     """Sample ``n`` solutions per problem, ``batch_problems`` problems per request batch (a streaming backend has
-    several batches in flight: :func:`stream_batches`); ``on_batch(problems done, problems, solutions kept, generated
-    tokens, seconds)`` after each batch is written in order (the CLI's progress lines)."""
+    several batches in flight: :func:`stream_batches`); ``on_batch(problems done, problems, solutions kept,
+    generated tokens, seconds)`` once the model is loaded (0 done) and after each batch is written in order (the
+    CLI's progress lines). ``batch_problems`` by default: for a backend that decodes in micro-batches of
+    ``max_batch_rows`` sample rows (hf), the problems of one micro-batch, so a progress line comes after each (a
+    call of 64 problems x 8 samples on a CPU took minutes before its first line, for no faster decoding); else 64
+    (a GPU engine batches a whole call, and streams several)."""
     import time
 
     from pipeline.labeling.scheduler import derive_seed
@@ -110,7 +115,16 @@ def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answe
         cfg.model = str(bundled.model_dir())
     cfg.validate()
     problems = _read_problems(cfg, problem_field, answer_field, id_field)
+    from pipeline.config import cpu_torch_threads
+
+    # the backend's own preparation, as a label worker's (hf on CPU: its torch threads), before it is built
+    cfg.backend_spec.prepare_worker(cfg.backend_options, cpu_torch_threads())
     backend = build_backend(cfg)
+    if batch_problems is None:
+        rows = getattr(backend, "max_batch_rows", None)
+        batch_problems = max(1, min(64, rows // n)) if isinstance(rows, int) and rows > 0 else 64
+    if on_batch is not None:
+        on_batch(0, len(problems), 0, 0, time.perf_counter() - t0)  # the model is loaded: said at once
     fmt = build_prompt_format(cfg)
     sep = fmt.separator
     sampling = sampling_config(cfg, fmt)
@@ -142,4 +156,9 @@ def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answe
         backend.close()
     store, name = CorpusStore.for_file(cfg.output)
     store.write_bytes(name, ("\n".join(lines) + "\n").encode())
-    return GenerateResult(cfg.output, len(problems), len(lines), empty, tokens, time.perf_counter() - t0)
+    threads = None
+    if cfg.backend == "hf" and cfg.device == "cpu":
+        import torch
+
+        threads = torch.get_num_threads()
+    return GenerateResult(cfg.output, len(problems), len(lines), empty, tokens, time.perf_counter() - t0, threads)

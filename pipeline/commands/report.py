@@ -60,7 +60,8 @@ def _fig_mc_value_counts(counts: list[int], n: int, steps: int | None = None):
     ax.set_xlabel("mc_value (share of continuations reaching the gold answer)")
     ax.set_ylabel("steps")
     of = "" if steps is None else f" of {steps:,}"
-    ax.set_title(f"MC value distribution ({n:,} sampled steps{of}; unsampled steps not drawn)")
+    # two lines: on one line the title was wider than the figure and was cut at both edges
+    ax.set_title(f"MC value distribution\n{n:,} sampled steps{of} (unsampled steps not drawn)")
     return fig
 
 
@@ -286,16 +287,36 @@ EVAL_KEYS = ("f1", "acc_error", "acc_correct", "step_accuracy", "error_precision
 
 
 def _fig_eval(metrics: dict):
-    keys = [k for k in EVAL_KEYS if metrics.get(k) is not None]
-    fig = _figure()
-    ax = fig.add_subplot()
+    """The eval metrics where higher is better (F1, accuracies, precisions, recalls) on one axis, and the Brier
+    score, where lower is better, on an axis of its own beside the 0.25 of always saying 0.5. Each value is
+    written past its bar's end, inside an axis that leaves room for it (no text over another bar or label)."""
+    keys = [k for k in EVAL_KEYS if k != "brier" and metrics.get(k) is not None]
+    brier = metrics.get("brier")
+    fig = _figure(8.0, 0.45 * max(len(keys), 3) + 1.4)
+    if brier is not None:
+        ax, bx = fig.subplots(1, 2, width_ratios=[3, 1.3])
+    else:
+        ax, bx = fig.add_subplot(), None
     ax.barh(range(len(keys)), [metrics[k] for k in keys], color="#00838f")
     ax.set_yticks(range(len(keys)), keys)
     ax.invert_yaxis()
-    ax.set_xlim(0, 1)
+    ax.set_xlim(0, 1.18)  # room for a value written after a bar of 1.0
+    ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
     for i, k in enumerate(keys):
-        ax.text(min(metrics[k], 0.85) + 0.01, i, f"{metrics[k]:.3f}", va="center")
-    ax.set_title(f"Label quality against the reference ({metrics.get('solutions', 0):,} solutions)")
+        ax.text(metrics[k] + 0.02, i, f"{metrics[k]:.3f}", va="center", fontsize=9)
+    ax.set_xlabel("higher is better")
+    ax.set_title(f"Against the reference ({metrics.get('solutions', 0):,} solutions)")
+    if bx is not None:
+        top = max(0.3, brier * 1.25)
+        bx.bar([0], [brier], color="#6a1b9a", width=0.5)
+        # the value under the bar and the reference line in the legend: no text can sit on the line or the bar
+        bx.axhline(0.25, color="#555", linestyle="--", linewidth=1, label="always 0.5: 0.25")
+        bx.set_ylim(0, top * 1.3)
+        bx.set_xlim(-0.6, 0.6)
+        bx.set_xticks([0], [f"brier {brier:.3f}"])
+        bx.legend(loc="upper center", fontsize=8, frameon=False)
+        bx.set_ylabel("lower is better")
+        bx.set_title("Brier (mc_value)")
     return fig
 
 
@@ -317,18 +338,22 @@ def _fmt(v) -> str:
 CSS = """body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#212121;background:#fff}
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em}table{border-collapse:collapse;margin:0.5em 0}
 th,td{border:1px solid #ccc;padding:4px 10px;text-align:left}th{background:#f5f5f5;font-weight:normal}
-img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:0.9em}h3{font-size:1em}"""
+img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:0.9em}h3{font-size:1em}
+.warn{background:#fff3e0;border-left:4px solid #e65100;padding:6px 10px}"""
 
 
 def build_report(out_url: str, output_dir: str, *, version: int | None = None,
                  reference: str | None = None) -> ReportResult:
     """Draw the figures of corpus ``out_url`` into ``output_dir`` (any fsspec URL): ``report.html`` + PNGs."""
+    from pipeline.commands.advice import brier_advice, right_answer_wrong_process_reading, uncertainty_advice
     from pipeline.commands.outputs import check_output_folder
+    from pipeline.labeling.rules import corpus_uncertainty
     from pipeline.storage.corpus import corpus_stats, iter_corpus
     from pipeline.storage.store import CorpusStore
 
     check_output_folder(output_dir)  # a file there is named as such, before any figure is drawn
     stats = corpus_stats(out_url, version)
+    uncertainty = corpus_uncertainty(out_url, version)
     agg = _Figures()
     reused = ["mc_reused"] if (stats.get("schema_version") or _schema(out_url, version)) >= 4 else []
     for b in iter_corpus(out_url, version, ["labels", "mc_value", "mc_total", *reused, "first_error",
@@ -363,7 +388,7 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
          "Where the first negative step falls, among solutions that have one."),
         ("correctness.png", "Final answer vs process", fig_corr,
          "Solutions whose final answer is right but that contain a negative step: the \"right answer, wrong "
-         "process\" rate (Qwen's PRM study reports 5-43% on common data sets)."),
+         "process\" count. Under this corpus's labels: " + right_answer_wrong_process_reading(stats) + "."),
         ("cost.png", "Rollouts and tokens", _fig_cost_counts(agg.rollouts, agg.tokens, agg.by),
          "Rollouts per solution, and mean rollouts and generated tokens per solution for each strategy."),
     ]
@@ -399,9 +424,21 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
         ("steps of right-answer solutions with 0 of K reaching the answer (the completer's misses; labels.md)",
          "n/a (right answers trusted)" if (d := stats.get("dead_right_prefixes")) is None
          else f"{d['dead']:,} of {d['probed']:,} ({d['rate']:.1%})"),
-        _uncertainty_row(out_url, version),  # how far to trust the labels
+        _uncertainty_row(uncertainty),  # how far to trust the labels
     ]
-    parts = [f"<h1>mcprm corpus report</h1>{_table(summary)}"]
+    from pipeline.notes import manifest_warnings
+    from pipeline.storage.corpus import open_manifest
+
+    warnings = manifest_warnings(open_manifest(out_url, version)[1])  # the labeling run's, repeated here
+    advice = [("right answer, wrong process", right_answer_wrong_process_reading(stats))]
+    if (u := uncertainty_advice(uncertainty, stats)) is not None:
+        advice.append(("uncertain labels", u))
+    if metrics is not None and (b := brier_advice(metrics.get("brier"))) is not None:
+        advice.append(("brier", b))
+    parts = ["<h1>mcprm corpus report</h1>"]
+    parts += [f"<p class=\"warn\"><b>warning:</b> {html.escape(w)}</p>" for w in warnings]
+    parts.append(_table(summary))
+    parts.append("<h2>What these numbers can and cannot show</h2>" + _table(advice))
     if metrics is not None:
         names = {"solutions": "solutions compared with the reference",
                  "solutions_with_error": "reference solutions with an error (the reference's count, not the labels')",
@@ -421,7 +458,7 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
     page = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>mcprm report</title>"
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
     store.write_bytes("report.html", page.encode())
-    return ReportResult(html=store.uri("report.html"), figures=urls, stats=stats, metrics=metrics)
+    return ReportResult(html=store.uri("report.html"), figures=urls, stats=stats, metrics=metrics, notes=warnings)
 
 
 def _schema(out_url: str, version: int | None) -> int:
@@ -434,11 +471,8 @@ def _count(x: int | None) -> str:
     return "n/a" if x is None else f"{x:,}"
 
 
-def _uncertainty_row(out_url: str, version: int | None) -> tuple[str, str]:
+def _uncertainty_row(u: dict) -> tuple[str, str]:
     """Labels whose 95% interval straddles the threshold (pipeline.labeling.rules.corpus_uncertainty)."""
-    from pipeline.labeling.rules import corpus_uncertainty
-
-    u = corpus_uncertainty(out_url, version)
     if u["uncertain_steps"] is None:
         return ("uncertain labels / mean first-error confidence", "n/a (written before schema 3)")
     return (f"uncertain labels (95% interval straddles {u['threshold']:g}) / mean first-error confidence",

@@ -12,11 +12,14 @@ from __future__ import annotations
 import functools
 import logging
 
+from pipeline.bundled import MODEL_ADVICE
+
 log = logging.getLogger("mcprm")
 
 
 class PromptCheck:
-    def __init__(self, prompt_format, count_tokens, context: int, max_new_tokens: int):
+    def __init__(self, prompt_format, count_tokens, context: int, max_new_tokens: int, bundled: bool = False):
+        self.bundled = bundled  # the bundled model: its context is small and it knows only its own task
         self.prompt = prompt_format
         self.count = count_tokens
         self.context = int(context)
@@ -34,8 +37,12 @@ class PromptCheck:
             out.append(None if n <= room else (
                 f"prompt too long for the model: {n:,} tokens (problem + steps as the prompt format renders "
                 f"them) + max_new_tokens {self.max_new_tokens:,} = {n + self.max_new_tokens:,} > the model's "
-                f"context of {self.context:,} tokens. Shorten or drop the row (--skip-bad writes it to rejects/), "
-                "or lower --max-new-tokens"))
+                f"context of {self.context:,} tokens. " + (
+                    "The bundled model knows only its synthetic task (short 'Compute ...' problems): "
+                    f"{MODEL_ADVICE}, one with a longer context. Lowering --max-new-tokens would only cut its "
+                    "continuations short" if self.bundled else
+                    "Use a --model with a longer context, shorten or drop the row (--skip-bad writes it to "
+                    "rejects/), or lower --max-new-tokens")))
         return out
 
 
@@ -72,8 +79,10 @@ def _check_for(key: tuple) -> PromptCheck | None:
     except Exception as e:  # noqa: BLE001
         log.info("tokenizer of %s not loadable here (%s): prompt lengths are not checked", cfg.model, e)
         return None
+    from pipeline.bundled import is_bundled_model
+
     return PromptCheck(build_prompt_format(cfg), lambda t: len(tok.encode(t, add_special_tokens=False)), context,
-                       cfg.max_new_tokens)
+                       cfg.max_new_tokens, bundled=is_bundled_model(cfg.model))
 
 
 def prompt_check(cfg) -> PromptCheck | None:

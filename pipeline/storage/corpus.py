@@ -290,6 +290,9 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
         "first_error_histogram": dict(sorted(fe_hist.items())),
         "solution_correct_rate": (correct / n) if n else None,
         "right_answer_wrong_process": right_wrong,
+        # whether right final answers were trusted without rollouts (then the count above is 0 by construction)
+        "trust_correct": (m.get("identity_fields") or {}).get("trust_correct", (m.get("config") or {}).get(
+            "trust_correct")),
         "rollouts": rollouts,
         # continuations that ended with no final answer (counted as incorrect), and their share of rollouts;
         # None for a corpus written before schema version 2 (no mc_no_answer column)

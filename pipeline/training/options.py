@@ -25,6 +25,10 @@ class TrainError(FatalError, ValueError):
     """The training cannot start or go on; the message says what to change."""
 
 
+class TrainInterrupted(KeyboardInterrupt):
+    """Ctrl-C during training; the message says what a rerun does (resumes from a checkpoint, or starts over)."""
+
+
 @dataclass
 class TrainConfig:
     corpus: str

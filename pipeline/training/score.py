@@ -78,6 +78,10 @@ def load_prm(path: str, device: str | None = None) -> LoadedPrm:
                          "separator and threshold are unknown)")
     card = json.loads((p / CARD).read_text()) if (p / CARD).exists() else {}
     dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if dev == "cpu":
+        from pipeline.config import pin_cpu_threads
+
+        pin_cpu_threads()
     # the implicit kind in float32: its policy differs from its reference by fine-tuning steps smaller than bf16
     # resolves, and the score sums their log-ratio over every token
     bf16 = dev.startswith("cuda") and torch.cuda.is_bf16_supported() and prm.get("kind", "head") != "implicit"
@@ -104,9 +108,10 @@ LOGITS_BUDGET_BYTES = 8 << 30  # float32 logits one scoring batch may hold (the 
 
 
 def predict_probs(model, tokenizer, fmt, sep_id: int, items: Sequence[tuple[str, Sequence[str]]],
-                  batch_size: int = 32, max_batch_tokens: int = 65_536) -> list[list[float | None]]:
+                  batch_size: int = 32, max_batch_tokens: int = 65_536, on_batch=None) -> list[list[float | None]]:
     """P(step good) for every step of every (problem, steps) item, in order; None for a step cut by
-    ``fmt.max_length`` (:func:`cut_steps` counts them). Batched, longest first (so padding is small)."""
+    ``fmt.max_length`` (:func:`cut_steps` counts them). Batched, longest first (so padding is small).
+    ``on_batch(done, total)`` after each forward pass (progress)."""
     import torch
 
     from pipeline.training.collate import CollateError, PieceCache, encode
@@ -152,6 +157,8 @@ def predict_probs(model, tokenizer, fmt, sep_id: int, items: Sequence[tuple[str,
                 got = probs[r, e.positions].tolist() if e.positions else []
                 n_steps = len(items[i][1])
                 out[i] = [float(x) for x in got] + [None] * (n_steps - len(got))
+            if on_batch is not None:
+                on_batch(pos if pos < len(order) else len(order), len(order))
     finally:
         if was_training:
             model.train()
@@ -320,7 +327,7 @@ def score(prm: str, inputs: Sequence[str], output: str, *, threshold: float | No
           shard_rows: int = 10_000, overwrite: bool = False, device: str | None = None,
           problem_field: str = "problem", steps_field: str = "steps", answer_field: str = "answer",
           id_field: str = "id", grade: bool = True, use_answer_key: bool = False,
-          trust_correct: bool | None = None, max_length: int | None = None) -> ScoreResult:
+          trust_correct: bool | None = None, max_length: int | None = None, progress: bool = False) -> ScoreResult:
     """Score the solutions of ``inputs`` with the PRM folder ``prm`` into the corpus ``output`` (a new corpus,
     or with ``overwrite`` a new version of an earlier scored one). Nothing is written before every row is read
     and scored; the version is committed atomically. The labels are the PRM's alone unless ``use_answer_key``
@@ -357,7 +364,8 @@ def score(prm: str, inputs: Sequence[str], output: str, *, threshold: float | No
     thr = loaded.threshold if threshold is None else threshold
     ts = time.perf_counter()
     probs = predict_probs(loaded.model, loaded.tokenizer, loaded.fmt, loaded.sep_id,
-                          [(r.problem, r.steps) for r in rows], batch_size=batch_size)
+                          [(r.problem, r.steps) for r in rows], batch_size=batch_size,
+                          on_batch=_progress_lines(ts, len(rows)) if progress else None)
     scoring_s = time.perf_counter() - ts
     correct = grade_own_answers(rows) if grade or use_answer_key else [None] * len(rows)
     # with the answer key: a right final answer is error-free where the PRM's corpus labeled it so, unless told
@@ -368,7 +376,7 @@ def score(prm: str, inputs: Sequence[str], output: str, *, threshold: float | No
     version = _commit(store, table, shard_rows, {
         "prm": str(Path(prm).resolve()) if Path(prm).exists() else prm, "input": list(inputs),
         "threshold": thr, "prm_threshold": loaded.threshold, "prm_card": _card_summary(loaded.card),
-        "device": loaded.device, "batch_size": batch_size, "use_answer_key": use_answer_key,
+        "device": loaded.device, "torch_threads": torch_threads(loaded.device), "batch_size": batch_size, "use_answer_key": use_answer_key,
         "trust_correct": trust, "max_length": loaded.fmt.max_length,
         "cut": {"solutions": cut_rows, "steps": cut},
     }, scoring_s, len(rows))
@@ -376,6 +384,33 @@ def score(prm: str, inputs: Sequence[str], output: str, *, threshold: float | No
     return ScoreResult(output, version, len(rows), sum(len(r.steps) for r in rows), thr,
                        sum(1 for x in fe if x != -1), time.perf_counter() - t0, scoring_s, cut_rows, cut,
                        loaded.fmt.max_length, use_answer_key)
+
+
+def _progress_lines(t0: float, total: int, every_s: float = 10.0):
+    """``on_batch`` for :func:`predict_probs`: a line on stderr when scoring starts, then at most one every
+    ``every_s`` seconds, and at the end (a long scoring run was silent for minutes)."""
+    import sys
+
+    print(f"[mcprm] score: the PRM is loaded; scoring {total:,} solutions", file=sys.stderr, flush=True)
+    last = [time.perf_counter()]
+
+    def on_batch(done: int, n: int) -> None:
+        now = time.perf_counter()
+        if done < n and now - last[0] < every_s:
+            return
+        last[0] = now
+        print(f"[mcprm] score: {done:,}/{n:,} solutions in {now - t0:.0f} s", file=sys.stderr, flush=True)
+
+    return on_batch
+
+
+def torch_threads(device: str) -> int | None:
+    """The torch threads a model on ``device`` ran with (None on a GPU: its kernels are not torch's CPU threads)."""
+    if device != "cpu":
+        return None
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _card_summary(card: dict) -> dict:

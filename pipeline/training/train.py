@@ -40,7 +40,7 @@ from pipeline.training.base import (
 )
 from pipeline.training.card import CARD
 from pipeline.training.collate import CollateError, PrmFormat
-from pipeline.training.options import TINY_PARAMS, TrainConfig, TrainError, TrainResult
+from pipeline.training.options import TINY_PARAMS, TrainConfig, TrainError, TrainInterrupted, TrainResult
 from pipeline.training.targets import prepare
 
 log = logging.getLogger("mcprm")
@@ -74,9 +74,26 @@ def _check_resumed_kind(cfg: TrainConfig, ckpt_dir: Path) -> None:
                          f"resume with --kind {was}, or start again with --overwrite")
 
 
-def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
+def interrupted_message(cfg: TrainConfig, ckpt_dir: Path) -> str:
+    """What Ctrl-C during training leaves and what a rerun does: with checkpoints (--save-steps) ``--resume``
+    goes on from the last one; without, nothing was kept (the best epoch is held in memory) and a rerun starts
+    over, so the message says how to make the next run resumable."""
+    last = [p.name for p in ckpt_dir.glob("checkpoint-*")] if ckpt_dir.is_dir() else []
+    if last:
+        newest = max(last, key=lambda n: int(n.rsplit("-", 1)[-1]) if n.rsplit("-", 1)[-1].isdigit() else -1)
+        return (f"interrupted; {ckpt_dir}/{newest} is the last checkpoint: rerun the same command with --resume "
+                "to go on from it")
+    every = (f"the first checkpoint (--save-steps {cfg.save_steps}) was not written yet" if cfg.save_steps
+             else "this run wrote no checkpoints (--save-steps 0, the default)")
+    return (f"interrupted; nothing was saved: {every}, so rerunning starts over. To make a run resumable pass "
+            "--save-steps N (a checkpoint every N optimizer steps); after an interrupt, the same command with "
+            "--resume goes on from the last one")
+
+
+def train(cfg: TrainConfig, targets_fn=None, progress_lines: bool = False) -> TrainResult:
     """Train a PRM on ``cfg.corpus`` into ``cfg.output``; see the module doc. ``targets_fn(row) -> (targets,
-    first_error, confidence)`` replaces the label rule (benchmarks: the exact checker's labels)."""
+    first_error, confidence)`` replaces the label rule (benchmarks: the exact checker's labels).
+    ``progress_lines`` (with ``cfg.progress`` off): plain progress lines on stderr instead of bars."""
     t0 = time.perf_counter()
     cfg.validate()
     out = Path(cfg.output)
@@ -96,6 +113,11 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
         shutil.rmtree(ckpt_dir)
         has_ckpt = False
     base = cfg.base_model or default_base_model(cfg.corpus, cfg.version)
+    from rollouts.hub import model_problem
+
+    why = model_problem(base, "base model", "--base-model")  # a hub name without network: said at once
+    if why:
+        raise TrainError(why)
     cfg = cfg.resolved(count_parameters(base))  # auto kind and weighting, by the base model's size
     if cfg.resume and has_ckpt:
         _check_resumed_kind(cfg, ckpt_dir)
@@ -113,6 +135,11 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     from transformers import TrainingArguments, set_seed
 
     set_seed(cfg.seed)
+    threads = None
+    if not torch.cuda.is_available():
+        from pipeline.config import pin_cpu_threads
+
+        threads = pin_cpu_threads()
     if cfg.resume and not has_ckpt:
         log.warning("--resume: no checkpoint in %s; training from the start", ckpt_dir)
     if not cfg.progress:  # also the weight loading / checkpoint writing bars
@@ -140,6 +167,7 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     from pipeline.training.trainer import (
         compile_layers,
         make_keep_best,
+        make_progress_lines,
         make_speed_meter,
         make_trainer,
         train_batches,
@@ -182,7 +210,9 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
     meter = make_speed_meter()
     trainer = make_trainer(model=model, args=args, train_examples=prep.train, eval_examples=prep.val,
                            batches=batches, pad_id=tok.pad_token_id, pos_weight=pos_w, neg_weight=neg_w,
-                           implicit=cfg.kind == "implicit", callbacks=[meter, *([keep] if prep.val else [])])
+                           implicit=cfg.kind == "implicit",
+                           callbacks=[meter, *([keep] if prep.val else []),
+                                      *([make_progress_lines()] if progress_lines and not cfg.progress else [])])
     if not cfg.progress:  # no progress bars and no loss dictionaries on stdout: the card and the summary say it
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -190,7 +220,10 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
         trainer.remove_callback(ProgressCallback)
     keep.model = trainer.model
     t_train = time.perf_counter()
-    trainer.train(resume_from_checkpoint=True if (cfg.resume and has_ckpt) else None)
+    try:
+        trainer.train(resume_from_checkpoint=True if (cfg.resume and has_ckpt) else None)
+    except KeyboardInterrupt:
+        raise TrainInterrupted(interrupted_message(cfg, ckpt_dir)) from None
     train_seconds = time.perf_counter() - t_train
     restored = keep.restore()
     batches = trainer.batches
@@ -198,7 +231,7 @@ def train(cfg: TrainConfig, targets_fn=None) -> TrainResult:
              "padded_tokens_per_epoch": batches.padded_tokens, "micro_batches_per_epoch": len(batches),
              "tokens_per_s": round(batches.tokens * float(epochs) / train_seconds, 1) if train_seconds > 0 else None,
              **meter.steady(t_train, int(batches.tokens * float(epochs))),
-             "skipped_steps": trainer.skipped_steps, "compiled_layers": compiled}
+             "skipped_steps": trainer.skipped_steps, "compiled_layers": compiled, "torch_threads": threads}
     card: dict = {}
     if trainer.is_world_process_zero():
         model = trainer.model

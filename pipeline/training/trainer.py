@@ -202,6 +202,39 @@ def make_speed_meter(warmup_fraction: float = 0.1, min_warmup: int = 3):
     return SpeedMeter()
 
 
+def make_progress_lines():
+    """A callback that writes plain progress lines on stderr (no bar, no escapes: output piped to a file): the
+    plan at the start, then one line per logged epoch (training loss, validation loss, time)."""
+    import sys
+    import time
+
+    from transformers import TrainerCallback
+
+    class ProgressLines(TrainerCallback):
+        def __init__(self):
+            self.t0 = time.perf_counter()
+
+        def _say(self, text: str) -> None:
+            print(f"[mcprm] train: {text}", file=sys.stderr, flush=True)
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.t0 = time.perf_counter()
+            self._say(f"{state.max_steps:,} optimizer steps over {args.num_train_epochs:g} epochs")
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            logs = logs or {}
+            parts = [f"epoch {state.epoch or 0:.1f}/{args.num_train_epochs:g}",
+                     f"step {state.global_step:,}/{state.max_steps:,}"]
+            for key, name in (("loss", "loss"), ("eval_loss", "validation loss")):
+                if isinstance(logs.get(key), int | float):
+                    parts.append(f"{name} {logs[key]:.4f}")
+            if not any(k in logs for k in ("loss", "eval_loss")):
+                return  # the run's closing summary: the card and the command's own lines say it
+            self._say(", ".join(parts) + f", {time.perf_counter() - self.t0:.0f} s")
+
+    return ProgressLines()
+
+
 def make_keep_best():
     from transformers import TrainerCallback
 

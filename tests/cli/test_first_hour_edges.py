@@ -42,7 +42,11 @@ def test_all_rejected_skip_bad_start_keeps_its_rejects_as_the_docs_say(tmp_path)
 
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="not a git checkout")
 @pytest.mark.parametrize("path", ["prm/config.json", "report/report.html", "scored/manifest.json",
-                                  "trl-data/part-0.parquet", "mcprm-out/manifest.json", "solutions.jsonl"])
+                                  "trl-data/part-0.parquet", "mcprm-out/manifest.json", "solutions.jsonl",
+                                  # what label's `next:` hints name for the default --output, and report's default
+                                  "mcprm-out-trl/part-0.parquet", "mcprm-out-prm/config.json",
+                                  "mcprm-out-new8.jsonl", "mcprm-out-scored/manifest.json",
+                                  "mcprm-report/report.html"])
 def test_tour_outputs_are_git_ignored(path):
     r = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT)
     assert r.returncode == 0, f"{path} is not git-ignored (.gitignore)"
@@ -51,3 +55,19 @@ def test_tour_outputs_are_git_ignored(path):
 def test_corpus_doc_says_to_read_the_manifest_not_a_glob():
     text = " ".join((ROOT / "docs" / "corpus.md").read_text().split())
     assert "Read the manifest's shard list, never a glob over the folder." in text
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="not a git checkout")
+def test_every_path_labels_next_hints_name_is_git_ignored(capsys):
+    import re
+
+    from cli.label import _next_steps
+
+    _next_steps("mcprm-out")
+    hints = capsys.readouterr().out
+    paths = sorted(set(re.findall(r"(mcprm-out[\w.-]*)", hints)))
+    assert len(paths) >= 5, hints  # the corpus, the export, the PRM, the new solutions, the scored corpus
+    for p in paths:
+        inside = p if p.endswith(".jsonl") else f"{p}/manifest.json"
+        r = subprocess.run(["git", "check-ignore", "-q", inside], cwd=ROOT)
+        assert r.returncode == 0, f"{inside} (named by label's next: hints) is not git-ignored"

@@ -118,7 +118,7 @@ class Exporter(ABC):
         """With a tokenizer: the tag is what the trainer looks for (the default checks nothing)."""
         return None
 
-    def columns(self, batch, drop_after_first_error: bool, skipped: dict, cut: dict):
+    def columns(self, batch, drop_after_first_error: bool, skipped: dict, cut: dict, counts: dict):
         """Where :attr:`columnar`: (the records' table, and per row steps, labeled steps, positives) of a corpus
         batch, or None where the batch must go row by row (pipeline.commands.export_columns)."""
         raise TypeError(f"{self.name} is not a columnar format (columnar = False): export it row by row")

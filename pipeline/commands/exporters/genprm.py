@@ -17,6 +17,7 @@ from pipeline.commands.export_common import (
     ExportRequest,
     ExportResult,
     Row,
+    fill_holes,
 )
 from pipeline.commands.export_genprm import critique_prompt, critique_target, parse_prompt, parse_target
 from pipeline.commands.exporters.base import FirstErrorIndex, first_error, index_labels
@@ -56,7 +57,7 @@ class GenPrm(FirstErrorIndex):
         schema = self.schema(False)
         chunk: list[dict] = []
         skipped: dict[str, int] = {}
-        n_rows = n_steps = corpus_rows = with_error = 0
+        n_rows = n_steps = corpus_rows = with_error = filled = 0
         try:
             for b in iter_corpus(out_url, r.version, batch_rows=r.batch_rows, verify=r.verify):
                 for c in b.to_pylist():
@@ -66,6 +67,7 @@ class GenPrm(FirstErrorIndex):
                         skipped["no_steps"] = skipped.get("no_steps", 0) + 1
                         continue
                     labels, conf = _labels(c, r.label_rule)
+                    filled += fill_holes(labels, labels)
                     fe = first_error(labels)
                     if any(x is None for x in (labels if fe == -1 else labels[:fe])):
                         skipped["undecided"] = skipped.get("undecided", 0) + 1
@@ -90,9 +92,12 @@ class GenPrm(FirstErrorIndex):
             out.discard_staging()
         res = ExportResult(output=output_url, format=self.name, file_format=r.file_format, files=files, rows=n_rows,
                            steps=n_steps, positives=n_rows - with_error, negatives=with_error, soft=False,
-                           tokenizer_checked=False, skipped=skipped, corpus_rows=corpus_rows,
+                           tokenizer_checked=False, skipped=skipped, corpus_rows=corpus_rows, filled=filled,
                            notes=["genprm: one record per solution; 'positive' counts error-free solutions "
-                                  "(label -1), 'negative' solutions with a first error"])
+                                  "(label -1), 'negative' solutions with a first error"]
+                           + ([f"{filled:,} unlabeled steps before a step that reached the answer or before the "
+                                "row's first error counted as correct, so those rows keep their first error"]
+                              if filled else []))
         out.store.write_json(META_FILE, {"source": out_url, "version": r.version, "format": self.name,
                                          "label_rule": r.label_rule, "min_confidence": r.min_confidence,
                                          "rows": n_rows, "with_error": with_error, "corpus_rows": corpus_rows,

@@ -26,10 +26,10 @@ class ProcessBench(FirstErrorIndex):
         return pa.schema([("id", pa.string()), ("problem", pa.string()), ("steps", pa.list_(pa.string())),
                           ("label", pa.int32()), ("final_answer_correct", pa.bool_())])
 
-    def columns(self, batch, drop_after_first_error, skipped, cut):
+    def columns(self, batch, drop_after_first_error, skipped, cut, counts):
         from pipeline.commands.export_columns import processbench_columns
 
-        return processbench_columns(batch, skipped)
+        return processbench_columns(batch, skipped, counts)
 
     def row_of(self, record: dict) -> Row:
         return Row(record["id"], record["problem"], record["steps"],

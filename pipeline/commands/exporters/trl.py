@@ -32,10 +32,10 @@ class Trl(Exporter):
             fail(f"the step separator {tag!r} encodes to no tokens; PRMTrainer would put labels on the steps' "
                  "last tokens or misalign them. Pass a --step-tag that the tokenizer keeps.")
 
-    def columns(self, batch, drop_after_first_error, skipped, cut):
+    def columns(self, batch, drop_after_first_error, skipped, cut, counts):
         from pipeline.commands.export_columns import trl_columns
 
-        return trl_columns(batch, drop_after_first_error, skipped, cut)
+        return trl_columns(batch, drop_after_first_error, skipped, cut, counts)
 
     def row_of(self, record: dict) -> Row:
         return Row(record["id"], record["prompt"], record["completions"], record["labels"])

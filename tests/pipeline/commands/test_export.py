@@ -32,9 +32,18 @@ def tok():
     return char_tokenizer()
 
 
+def settled(labels):
+    """The labels with every hole the row itself settles made True: a null before a later True (that step's
+    prefix, which holds this one, reached the answer) or before the first False (the row's first error)."""
+    fe = next((i for i, y in enumerate(labels) if y is False), len(labels))
+    return [True if y is None and (i < fe or True in labels[i + 1:]) else y for i, y in enumerate(labels)]
+
+
 def expected_hard(sid, drop_after_first_error=True):
-    """The corpus's steps and hard labels, cut before the first null label and after the first False."""
+    """The corpus's steps and hard labels, its settled holes filled, cut before the first null label left and
+    after the first False."""
     steps, labels = CORPUS[sid]
+    labels = settled(labels)
     end = next((i for i, y in enumerate(labels) if y is None), len(labels))
     if drop_after_first_error:
         fe = next((i for i, y in enumerate(labels[:end]) if y is False), -1)
@@ -66,15 +75,14 @@ def test_processbench_round_trip_is_a_valid_eval_reference(corpus, tmp_path, fil
 
     res = export_corpus(corpus, "processbench", str(tmp_path / "pb"), file_format=file_format)
     recs = {r["id"]: r for r in load_export(str(tmp_path / "pb"))}
-    assert res.skipped == {"undecided": 1} and "s6" not in recs  # null label before any error: index unknown
+    # s6's null label comes before a step that reached the answer: the row has no error, it is not undecided
+    assert res.skipped == {} and res.filled == 1
     for sid, (steps, labels) in CORPUS.items():
-        if sid == "s6":
-            continue
         assert recs[sid]["steps"] == steps
         assert recs[sid]["label"] == next((i for i, y in enumerate(labels) if y is False), -1)
     # the export read as a ProcessBench reference agrees with the corpus it came from
     m = evaluate(corpus, res.files[0])
-    assert m["f1"] == 1.0 and m["solutions"] == 5
+    assert m["f1"] == 1.0 and m["solutions"] == 6
 
 
 def test_datasets_load_dataset_reads_exports(corpus, tok, tmp_path):
@@ -339,3 +347,32 @@ def test_tag_the_tokenizer_does_not_keep_whole_turns_the_shortcut_off():
     enc._atomic["<extra_0>"] = True
     enc._ids = {"x<extra_0>": [tid + 1]}  # pretend the tokenizer split the tag
     assert enc.tag_count("x<extra_0>", "<extra_0>", tid) == 0 and enc._atomic["<extra_0>"] is False
+
+
+HOLE_ROWS = [  # a null label between steps that reached the answer, the first error after it (binary search)
+    ("h1", ["a = 1", "b = 2", "c = 3", "d = 4", "e = 6", "The answer is 6"], [True, True, None, True, False, None],
+     [(2, 4), (1, 4), (0, 0), (1, 4), (0, 4), None], False, "binary-search"),
+    # a null label right before the first error, no step after it reached the answer
+    ("h2", ["x = 1", "y = 2", "z = 9", "The answer is 9"], [True, None, False, None],
+     [(3, 4), (0, 0), (0, 4), None], False, "binary-search"),
+]
+
+
+@pytest.mark.parametrize("fmt", [*FORMATS, "genprm"])
+def test_a_row_with_a_hole_keeps_its_first_error_in_every_format(tmp_path, tok, fmt):
+    from tests.pipeline.prm_fixtures import make_corpus
+
+    out = tmp_path / "c"
+    make_corpus(out, rows=HOLE_ROWS)
+    res = export_corpus(str(out), fmt, str(tmp_path / "e"), tokenizer=tok if fmt != "genprm" else None)
+    recs = {r["id"]: r for r in load_export(str(tmp_path / "e"))}
+    assert sorted(recs) == ["h1", "h2"] and not res.skipped and res.filled == 2
+    for sid, want in (("h1", 4), ("h2", 2)):
+        rec = recs[sid]
+        if fmt == "genprm":
+            got = rec["label"]
+        else:
+            problem = f"Problem {sid}: compute it."
+            _, labels = parse_record(rec, problem, ExportOptions(fmt))
+            got = next(i for i, y in enumerate(labels) if y is False or y == "-")
+        assert got == want, (fmt, sid, rec)

@@ -67,6 +67,9 @@ def test_export_says_why_its_counts_differ_from_stats(tmp_path):
     pos, neg = map(int, re.search(r"steps: (\d+) positive, (\d+) negative", r.output).groups())
     assert (pos, neg) != (lab["positive"], lab["negative"])  # the fixture has labels after an unlabeled step
     text = " ".join(r.output.split())
+    filled = int(re.search(r"note: (\d+) unlabeled steps exported as positive", text).group(1))
+    assert filled == 1  # s6's hole, before a step that reached the answer
     assert (f"`mcprm stats` counts {lab['positive']} positive / {lab['negative']} negative labeled steps in the "
-            f"corpus; this export leaves out {lab['positive'] - pos} of the positive and {lab['negative'] - neg} "
-            "of the negative: each row cut at its first unlabeled step") in text, r.output
+            f"corpus; this export leaves out {lab['positive'] + filled - pos} of the positive and "
+            f"{lab['negative'] - neg} of the negative (and adds {filled} unlabeled steps as positive") in text, r.output
+    assert "each row cut at its first unlabeled step" in text

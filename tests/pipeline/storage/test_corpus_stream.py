@@ -17,6 +17,7 @@ from pipeline.commands.export import (
     format_row,
     row_labels,
 )
+from pipeline.commands.export_common import fill_holes
 from pipeline.storage.corpus import corpus_stats, iter_corpus, read_corpus, scan_corpus
 from pipeline.storage.schema import SCHEMA_VERSION, arrow_schema
 from pipeline.storage.store import CorpusStore
@@ -149,6 +150,7 @@ def _export_in_memory(url: str, fmt: str, *, label_rule="hard", balance=None, dr
     rows, skipped, cut = [], {}, {}
     for r in read_corpus(url).to_pylist():
         labels, hard, _ = row_labels(r["labels"], r["mc_value"], opts)
+        fill_holes(labels, hard, 1.0 if opts.soft else True)  # the holes the row's own labels settle
         row = Row(r["id"], r["problem"], list(r["steps"]), labels, r["solution_correct"])
         if fmt == "processbench":
             fe = next((i for i, h in enumerate(hard) if h is False), -1)
