@@ -36,11 +36,17 @@ from pipeline.options import (
     DEFAULT_K,
     DEFAULT_RELATIVE_DROP,
     DEFAULT_TARGET_CONFIDENCE,
+    DEFAULT_TRUST_PASS_RATE,
     DEFAULT_WAVE_GROWTH,
     DEFAULT_WAVE_SIZE,
 )
 from pipeline.stats.intervals import FIRST_SUCCESS, FIRST_WAVE, FIXED, next_wave, wilson
-from pipeline.storage.rows import StepStats
+from pipeline.storage.rows import REACH_SEARCHED, REACH_TRUSTED, UNREACHED, StepStats
+
+# Probe.step of the bare problem (the prompt before any step). The scheduler draws it once per problem, with seeds
+# derived from the problem's text alone, so every solution of a problem is answered with the same draws
+# (Scheduler.bare_problem)
+BARE = -1
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,12 @@ class StrategyParams:
     # binary-search: a prefix whose success rate is under this fraction of the last live prefix's counts as dead
     # (a wrong step the model recovers from now and then), None = any success is alive (LabelConfig.relative_drop)
     relative_drop: float | None = DEFAULT_RELATIVE_DROP
+    # binary-search: probe the bare problem (shared by its solutions) and the first step before searching, and
+    # make no claim about the steps of a solution neither reaches (reach_gated; LabelConfig.reach_gate)
+    reach_gate: bool = False
+    # reach_gate: a right final answer is trusted (trust_correct) only when the bare problem's pass rate is at
+    # least this; below it the solution is searched like a wrong one (LabelConfig.trust_pass_rate)
+    trust_pass_rate: float = DEFAULT_TRUST_PASS_RATE
 
 
 def row_extra(outcome: StrategyOutcome, params: StrategyParams) -> dict:
@@ -262,13 +274,21 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
     counts. Successes credited by rollout reuse move ``lo`` forward without a probe (see below).
     """
     stats = [StepStats() for _ in range(n_steps)]
-    last = n_steps - 1
     if solution_correct and p.trust_correct:
         return _finish([True] * n_steps, stats)
+    return (yield from _bisect(n_steps, solution_correct, p, stats))
+
+
+def _bisect(n_steps: int, solution_correct: bool | None, p: StrategyParams, stats: list[StepStats],
+            lo: int = -1, hi: int | None = None, probed: set[int] | None = None) -> StrategyGen:
+    """:func:`binary_search`'s search from a live prefix ``lo`` and a dead one ``hi`` (None: the end), over
+    ``stats`` that may already hold draws of the steps in ``probed`` (:func:`reach_gated`'s first-step probe)."""
+    last = n_steps - 1
     # Not trusting a correct final answer: search as if the end were dead and accept "all alive".
-    hi = top = n_steps if solution_correct else last
-    lo = -1
-    probed: set[int] = set()
+    top = n_steps if solution_correct else last
+    if hi is None:
+        hi = top
+    probed = set() if probed is None else set(probed)
     while hi - lo > 1:
         mid = _probe_point(lo, hi, p.bisect_fraction)
         probed.add(mid)
@@ -304,6 +324,55 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
     if hi == n_steps:  # everything alive
         labels[last] = last_step_label(solution_correct)
     return _finish(labels, stats, _early_design(p, p.early_stop))
+
+
+def reach_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
+    """:func:`binary_search` behind a reach gate: labels only where the completer shows it can reach the answer.
+
+    A Monte Carlo label says "no continuation from here reached the gold answer". On a problem the completer
+    cannot solve at all that is true of every prefix, right steps included, so it is evidence about the
+    completer, not about the steps. The gate measures that first, per solution:
+
+    1. the bare problem (:data:`BARE`): K continuations of the problem alone, a fixed batch. The scheduler draws
+       them once per problem (seeds from the problem's text), so all solutions of a problem share them and
+       their cost; its pass rate is the completer's measured chance of solving the problem.
+    2. a right final answer whose bare pass rate is at least ``trust_pass_rate`` is trusted (positive
+       throughout, ``label_status`` "trusted") when ``trust_correct`` is on; no step is sampled.
+    3. otherwise the first step's prefix is probed as binary-search probes (waves, up to K).
+    4. neither reached the gold answer (0 of K on both, at least one draw graded): ``label_status``
+       "unreached". The steps get no claim: a right-answer solution keeps ``first_error`` -1 with every label
+       null (its own answer is the only evidence, and it says no error), a wrong-answer one gets step 1 as its
+       first error (an error exists; the first step is where the prefix model puts it) with every later label
+       null. The stored ``first_error_confidence`` is the first-error model's posterior for that claim (low on
+       such rows: docs/labels.md, "Reach gating"); ``mcprm train`` leaves these rows out by default.
+    5. reached: the binary search from what the first-step probe found (``label_status`` "searched"): a live
+       first step starts the search past it, a dead one (with a bare problem that was solved) is the first error.
+    """
+    stats = [StepStats() for _ in range(n_steps)]
+    last = n_steps - 1
+    bare = (yield [Probe(BARE, p.k)])[0]
+    graded = bare.n - bare.ungradable
+    rate = bare.correct / graded if graded > 0 else None
+
+    def done(oc: StrategyOutcome, status: str) -> StrategyOutcome:
+        oc.extra = {**oc.extra, "label_status": status}
+        return oc
+
+    if solution_correct and p.trust_correct and rate is not None and rate >= p.trust_pass_rate:
+        return done(_finish([True] * n_steps, stats), REACH_TRUSTED)
+    if last == 0:  # one step: the solution's own answer labels it (the last-step rule), nothing to search
+        return done(_finish([last_step_label(solution_correct)], stats), REACH_SEARCHED)
+    alive = yield from _estimate(0, stats, p, p.early_stop)
+    if bare.correct == 0 and stats[0].correct == 0 and graded + stats[0].graded > 0:
+        labels: list[bool | None] = [None] * n_steps
+        if solution_correct is False:
+            labels[0] = False
+        return done(_finish(labels, stats, _early_design(p, p.early_stop)), UNREACHED)
+    if alive is False:
+        oc = yield from _bisect(n_steps, solution_correct, p, stats, lo=-1, hi=0, probed={0})
+    else:  # alive, or all ungradable (no evidence: never invent an error from missing evidence)
+        oc = yield from _bisect(n_steps, solution_correct, p, stats, lo=0, probed={0})
+    return done(oc, REACH_SEARCHED)
 
 
 def _rate(st: StepStats) -> float:
@@ -443,4 +512,8 @@ def make_strategy(name: str, n_steps: int, solution_correct: bool | None, params
         fn = STRATEGY_FUNCS[name]
     except KeyError:
         raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGY_FUNCS)}") from None
+    if params.reach_gate:
+        if name != "binary-search":
+            raise ValueError(f"reach gating is an option of binary-search, not of {name!r}")
+        fn = reach_gated
     return fn(n_steps, solution_correct, params)
