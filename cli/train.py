@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from cli.common import CORPUS_DEFAULT, Corpus, Version, echo, free_gpus, user_errors
-from pipeline.training.options import UNREACHED_WEIGHT, TrainConfig
+from pipeline.training.options import TrainConfig
 
 _D = TrainConfig(corpus="", output="")  # the defaults, declared once (pipeline.training.options)
 
@@ -39,7 +39,7 @@ def train_cmd(
     min_confidence: Annotated[float | None, typer.Option(
         help="Leave out rows whose first-error confidence is below this.")] = None,
     unreached: Annotated[str, typer.Option(
-        help=f"Rows a --reach-gate labeling could not reach (label_status unreached: their labels say nothing "
+        help="Rows a --reach-gate labeling could not reach (label_status unreached: their labels say nothing "
              "about the steps): drop, down-weight (x{UNREACHED_WEIGHT}) or keep. Not applied to --label-rule outcome.")
                          ] = _D.unreached,
     weight_by_confidence: Annotated[bool | None, typer.Option(

@@ -31,7 +31,15 @@ from pipeline.labeling.last_step import (
     own_correct,
     own_response,
 )
-from pipeline.labeling.strategies import BARE, Probe, ProbeResult, Reuse, StrategyParams, make_strategy, row_extra
+from pipeline.labeling.strategies import (
+    BARE,
+    Probe,
+    ProbeResult,
+    Reuse,
+    StrategyParams,
+    make_strategy,
+    row_extra,
+)
 from pipeline.labeling.types import LabeledSolution, Solution, StepStats
 from pipeline.options import DEFAULT_MAX_BATCH_REQUESTS
 from rollouts.base import Counters, GenRequest, RolloutBackend, SamplingConfig

@@ -9,8 +9,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pipeline.training.collate import CollateError, PrmFormat
 from pipeline.storage.rows import UNREACHED
+from pipeline.training.collate import CollateError, PrmFormat
 from pipeline.training.options import UNREACHED_WEIGHT, TrainConfig, TrainError
 
 log = logging.getLogger("mcprm")
