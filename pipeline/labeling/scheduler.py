@@ -31,15 +31,8 @@ from pipeline.labeling.last_step import (
     own_correct,
     own_response,
 )
-from pipeline.labeling.strategies import (
-    BARE,
-    Probe,
-    ProbeResult,
-    Reuse,
-    StrategyParams,
-    make_strategy,
-    row_extra,
-)
+from pipeline.labeling.reach import answer_bare, draw_bare
+from pipeline.labeling.strategies import Probe, ProbeResult, Reuse, StrategyParams, make_strategy, row_extra
 from pipeline.labeling.types import LabeledSolution, Solution, StepStats
 from pipeline.options import DEFAULT_MAX_BATCH_REQUESTS
 from rollouts.base import Counters, GenRequest, RolloutBackend, SamplingConfig
@@ -49,12 +42,6 @@ def derive_seed(run_seed: int, key: str, step: int, draw: int) -> int:
     """A 63-bit seed for continuations ``draw..`` of prefix ``step`` of the solution with content ``key``."""
     h = hashlib.blake2b(f"{run_seed}|{key}|{step}|{draw}".encode(), digest_size=8).digest()
     return int.from_bytes(h, "little") & ((1 << 63) - 1)
-
-
-def problem_key(problem: str) -> str:
-    """The identity of a problem by its text alone: the seed key of its bare-problem draws, which all its
-    solutions share (16 hex chars of sha256)."""
-    return hashlib.sha256(problem.encode("utf-8")).hexdigest()[:16]
 
 
 class PromptBuilder:
@@ -96,7 +83,6 @@ class _Live:
     prompt_ids: list[tuple[int, ...]] | None = None
     # per probe of this round: the waves drawn (the probe's own n, then any of Probe.later drawn ahead)
     waves: list[tuple[int, ...]] | None = None
-    bare: ProbeResult | None = None  # the bare problem's draws, where the strategy asked for them
 
 
 def step_deltas(prefixes: Sequence[str]) -> list[str | None]:
@@ -173,9 +159,6 @@ class Scheduler:
         # the engine (``load``: shared by the schedulers of one worker) probes draw their later waves too. 0 = off.
         self.tail_fill = max(0, int(tail_fill))
         self.load = load if load is not None else SequenceLoad()
-        # bare-problem probes (strategies.BARE) by problem_key: (result, rollouts, tokens, index of the solution
-        # that pays for them), drawn once per problem per label() call (bare_problem)
-        self._bare: dict[str, tuple[ProbeResult, int, int, int]] = {}
 
     # -------------------------------------------------------------------------------------------------
     def label(self, solutions: Sequence[Solution]) -> list[LabeledSolution]:
@@ -187,9 +170,10 @@ class Scheduler:
         self.stats.grade_seconds += time.perf_counter() - t0
         out: dict[int, LabeledSolution] = {}
         live: dict[int, _Live] = {}
-        self._bare = {}
+        # the bare problem's draws by problem_key: (result, rollouts, tokens, payer) (pipeline.labeling.reach)
+        self._bare: dict[str, tuple[ProbeResult, int, int, int]] = {}
         if self.params.reach_gate:
-            self.bare_problem(solutions)
+            draw_bare(self, solutions, derive_seed)
         for idx, (sol, verdict) in enumerate(zip(solutions, own)):
             with blame(sol):
                 correct = own_correct(verdict, self.unreadable)
@@ -201,76 +185,6 @@ class Scheduler:
         while live:
             self._round(live, out)
         return [out[i] for i in range(len(solutions))]
-
-    def bare_problem(self, solutions: Sequence[Solution]) -> None:
-        """Draw K continuations of each distinct problem of ``solutions`` alone (the reach gate's first probe),
-        one batch, before any strategy starts. The seeds derive from the run seed and the problem's text, never
-        from a solution, so every solution of a problem gets the same draws wherever it is labeled (any
-        sharding, a resumed run): labels stay deterministic, and solutions labeled together share one draw. The
-        cost is charged to the first of them in input order (its row's rollouts and tokens), so a corpus's
-        totals count it once per batch it appears in."""
-        k = self.params.k
-        first: dict[str, int] = {}
-        for idx, sol in enumerate(solutions):
-            first.setdefault(problem_key(sol.problem), idx)
-        if not first:
-            return
-        self.stats.rounds += 1
-        reqs = [GenRequest(prompt=self.prompt.prefix(solutions[i].problem, []), n=k,
-                           seed=derive_seed(self.seed, pk, BARE, 0), group=pk) for pk, i in first.items()]
-        self.stats.requests += len(reqs)
-        self.stats.per_round_requests.append(len(reqs))
-        completions: list = []
-        t0 = time.perf_counter()
-        for start in range(0, len(reqs), self.max_batch_requests):
-            chunk = reqs[start : start + self.max_batch_requests]
-            got = self.backend.generate(chunk, self.sampling)
-            _check(self.backend, chunk, got)
-            completions.extend(got)
-        self.stats.generate_seconds += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        pairs = [(solutions[i].answer, c.text) for (pk, i), comps in zip(first.items(), completions) for c in comps]
-        probs = [solutions[i].problem for (pk, i), comps in zip(first.items(), completions) for _c in comps]
-        verdicts = self._grade(pairs, probs)
-        self.stats.grade_seconds += time.perf_counter() - t0
-        pos = 0
-        for (pk, i), comps in zip(first.items(), completions):
-            vs = verdicts[pos : pos + len(comps)]
-            pos += len(comps)
-            outs = [outcome(v, self.unreadable) for v in vs]
-            graded = len(vs) - outs.count(EXCLUDED)
-            tokens = sum(c.num_tokens for c in comps)
-            res = ProbeResult(BARE, len(comps), outs.count(CORRECT), outs.count(EXCLUDED), tokens,
-                              sum(1 for v in vs if is_no_answer(v)),
-                              sum(1 for v, o in zip(vs, outs) if o == FAILURE and is_unreadable(v)),
-                              deep=((BARE, graded, outs.count(CORRECT)),))
-            self._bare[pk] = (res, len(comps), tokens, i)
-            self.stats.rollouts += len(comps)
-            self.stats.rollout_tokens += tokens
-            self.stats.ungradable += res.ungradable
-            self.stats.no_answer += res.no_answer
-            self.stats.unreadable += res.unreadable
-
-    def _answer_bare(self, idx: int, st: _Live, probes: list[Probe]) -> list[ProbeResult] | None:
-        """The results of a round that asks only for the bare problem, from :meth:`bare_problem`'s draws (None:
-        the round asks for something else)."""
-        if not any(p.step == BARE for p in probes):
-            return None
-        if len(probes) != 1:
-            raise RuntimeError(f"strategy {self.strategy} asked for the bare problem together with other probes: "
-                               f"{probes} (it is answered from the per-problem draws, alone)")
-        got = self._bare.get(problem_key(st.sol.problem))
-        if got is None:
-            raise RuntimeError(f"strategy {self.strategy} asked for the bare problem, but the scheduler was not "
-                               "built with reach_gate (no per-problem draws were made)")
-        res, n, tokens, payer = got
-        if probes[0].n != res.n:
-            raise RuntimeError(f"the bare problem was drawn {res.n} times, the strategy asked for {probes[0].n}")
-        if payer == idx:
-            st.rollouts += n
-            st.tokens += tokens
-        st.bare = res
-        return [res]
 
     def _grade(self, pairs: list, problems: list) -> list:
         """Verdicts of ``pairs``, each graded with its solution's problem text where the grader takes it."""
@@ -304,10 +218,8 @@ class Scheduler:
                 self.on_solution(out[idx])
             return
         probes = [p for p in probes]
-        bare = self._answer_bare(idx, st, probes)
-        if bare is not None:
-            self._advance1(idx, st, bare, live, out)
-            return
+        if any(p.step < 0 for p in probes):  # the bare problem: answered from the per-problem draws, no round
+            return self._advance1(idx, st, answer_bare(self, idx, st, probes), live, out)
         if any(p.n < 1 for p in probes):
             raise RuntimeError(f"strategy {self.strategy} asked for a probe with n < 1: {probes}")
         st.probes = probes

@@ -45,7 +45,7 @@ from pipeline.storage.rows import REACH_SEARCHED, REACH_TRUSTED, UNREACHED, Step
 
 # Probe.step of the bare problem (the prompt before any step). The scheduler draws it once per problem, with seeds
 # derived from the problem's text alone, so every solution of a problem is answered with the same draws
-# (Scheduler.bare_problem)
+# (pipeline.labeling.reach)
 BARE = -1
 
 
@@ -122,12 +122,8 @@ class StrategyParams:
     # binary-search: a prefix whose success rate is under this fraction of the last live prefix's counts as dead
     # (a wrong step the model recovers from now and then), None = any success is alive (LabelConfig.relative_drop)
     relative_drop: float | None = DEFAULT_RELATIVE_DROP
-    # binary-search: probe the bare problem (shared by its solutions) and the first step before searching, and
-    # make no claim about the steps of a solution neither reaches (reach_gated; LabelConfig.reach_gate)
-    reach_gate: bool = False
-    # reach_gate: a right final answer is trusted (trust_correct) only when the bare problem's pass rate is at
-    # least this; below it the solution is searched like a wrong one (LabelConfig.trust_pass_rate)
-    trust_pass_rate: float = DEFAULT_TRUST_PASS_RATE
+    reach_gate: bool = False  # binary-search behind a reach gate (reach_gated; LabelConfig.reach_gate)
+    trust_pass_rate: float = DEFAULT_TRUST_PASS_RATE  # reach_gate: trust a right answer from this pass rate on
 
 
 def row_extra(outcome: StrategyOutcome, params: StrategyParams) -> dict:
@@ -327,27 +323,13 @@ def _bisect(n_steps: int, solution_correct: bool | None, p: StrategyParams, stat
 
 
 def reach_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
-    """:func:`binary_search` behind a reach gate: labels only where the completer shows it can reach the answer.
-
-    A Monte Carlo label says "no continuation from here reached the gold answer". On a problem the completer
-    cannot solve at all that is true of every prefix, right steps included, so it is evidence about the
-    completer, not about the steps. The gate measures that first, per solution:
-
-    1. the bare problem (:data:`BARE`): K continuations of the problem alone, a fixed batch. The scheduler draws
-       them once per problem (seeds from the problem's text), so all solutions of a problem share them and
-       their cost; its pass rate is the completer's measured chance of solving the problem.
-    2. a right final answer whose bare pass rate is at least ``trust_pass_rate`` is trusted (positive
-       throughout, ``label_status`` "trusted") when ``trust_correct`` is on; no step is sampled.
-    3. otherwise the first step's prefix is probed as binary-search probes (waves, up to K).
-    4. neither reached the gold answer (0 of K on both, at least one draw graded): ``label_status``
-       "unreached". The steps get no claim: a right-answer solution keeps ``first_error`` -1 with every label
-       null (its own answer is the only evidence, and it says no error), a wrong-answer one gets step 1 as its
-       first error (an error exists; the first step is where the prefix model puts it) with every later label
-       null. The stored ``first_error_confidence`` is the first-error model's posterior for that claim (low on
-       such rows: docs/labels.md, "Reach gating"); ``mcprm train`` leaves these rows out by default.
-    5. reached: the binary search from what the first-step probe found (``label_status`` "searched"): a live
-       first step starts the search past it, a dead one (with a bare problem that was solved) is the first error.
-    """
+    """:func:`binary_search` behind a reach gate (docs/labels.md, "Reach gating"): labels only where the completer
+    shows it can reach the gold answer. The bare problem (:data:`BARE`, K fixed draws shared by the problem's
+    solutions, pipeline.labeling.reach) gives the pass rate; a right final answer at a pass rate of at least
+    ``trust_pass_rate`` is trusted ("trusted"). Otherwise the first step is probed; if neither reached the answer
+    (0 of K on both) the row is "unreached": no claim about its steps (a wrong answer's first error is step 1,
+    the only claim it makes; a right answer's is none), and ``mcprm train`` leaves it out by default. Else the
+    binary search goes on from what the first step showed ("searched")."""
     stats = [StepStats() for _ in range(n_steps)]
     last = n_steps - 1
     bare = (yield [Probe(BARE, p.k)])[0]
@@ -355,9 +337,7 @@ def reach_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) 
     rate = bare.correct / graded if graded > 0 else None
 
     def done(oc: StrategyOutcome, status: str) -> StrategyOutcome:
-        oc.extra = {**oc.extra, "label_status": status}
-        return oc
-
+        return dataclasses.replace(oc, extra={**oc.extra, "label_status": status})
     if solution_correct and p.trust_correct and rate is not None and rate >= p.trust_pass_rate:
         return done(_finish([True] * n_steps, stats), REACH_TRUSTED)
     if last == 0:  # one step: the solution's own answer labels it (the last-step rule), nothing to search

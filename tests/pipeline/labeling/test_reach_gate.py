@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from graders.verdict import Verdict
-from pipeline.labeling.scheduler import Scheduler, derive_seed, problem_key
+from pipeline.labeling.reach import problem_key
+from pipeline.labeling.scheduler import Scheduler, derive_seed
 from pipeline.labeling.strategies import BARE, StrategyParams, make_strategy
 from pipeline.labeling.types import Solution
 from pipeline.storage.rows import REACH_SEARCHED, REACH_TRUSTED, UNREACHED
