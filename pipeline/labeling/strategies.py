@@ -37,15 +37,15 @@ from pipeline.options import (
     DEFAULT_RELATIVE_DROP,
     DEFAULT_TARGET_CONFIDENCE,
     DEFAULT_TRUST_PASS_RATE,
+    DEFAULT_UNREACHED_CLAIM,
     DEFAULT_WAVE_GROWTH,
     DEFAULT_WAVE_SIZE,
 )
 from pipeline.stats.intervals import FIRST_SUCCESS, FIRST_WAVE, FIXED, next_wave, wilson
 from pipeline.storage.rows import REACH_SEARCHED, REACH_TRUSTED, UNREACHED, StepStats
 
-# Probe.step of the bare problem (the prompt before any step). The scheduler draws it once per problem, with seeds
-# derived from the problem's text alone, so every solution of a problem is answered with the same draws
-# (pipeline.labeling.reach)
+# Probe.step of the bare problem (no step): drawn once per problem, seeds from its text alone, so every solution of
+# a problem is answered with the same draws (pipeline.labeling.reach)
 BARE = -1
 
 
@@ -124,6 +124,7 @@ class StrategyParams:
     relative_drop: float | None = DEFAULT_RELATIVE_DROP
     reach_gate: bool = False  # binary-search behind a reach gate (reach_gated; LabelConfig.reach_gate)
     trust_pass_rate: float = DEFAULT_TRUST_PASS_RATE  # reach_gate: trust a right answer from this pass rate on
+    unreached_claim: str = DEFAULT_UNREACHED_CLAIM  # reach_gate: an unreached row's first error (LabelConfig.unreached_claim)
 
 
 def row_extra(outcome: StrategyOutcome, params: StrategyParams) -> dict:
@@ -327,8 +328,8 @@ def reach_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) 
     shows it can reach the gold answer. The bare problem (:data:`BARE`, K fixed draws shared by the problem's
     solutions, pipeline.labeling.reach) gives the pass rate; a right final answer at a pass rate of at least
     ``trust_pass_rate`` is trusted ("trusted"). Otherwise the first step is probed; if neither reached the answer
-    (0 of K on both) the row is "unreached": no claim about its steps (a wrong answer's first error is step 1,
-    the only claim it makes; a right answer's is none), and ``mcprm train`` leaves it out by default. Else the
+    (0 of K on both) the row is "unreached": no claim about its steps but its first error (``unreached_claim``:
+    step 1 on a wrong answer and none on a right one, or step 1 on both), and ``mcprm train`` leaves it out. Else the
     binary search goes on from what the first step showed ("searched")."""
     stats = [StepStats() for _ in range(n_steps)]
     last = n_steps - 1
@@ -345,7 +346,7 @@ def reach_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) 
     alive = yield from _estimate(0, stats, p, p.early_stop)
     if bare.correct == 0 and stats[0].correct == 0 and graded + stats[0].graded > 0:
         labels: list[bool | None] = [None] * n_steps
-        if solution_correct is False:
+        if solution_correct is False or p.unreached_claim == "step1":
             labels[0] = False
         return done(_finish(labels, stats, _early_design(p, p.early_stop)), UNREACHED)
     if alive is False:

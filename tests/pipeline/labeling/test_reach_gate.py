@@ -151,3 +151,11 @@ def test_all_ungradable_is_no_evidence():
     # nothing was graded: never "unreached" (no draw says the completer fails), and no invented error
     assert o.extra["label_status"] == REACH_SEARCHED
     _check_invariants(o)
+
+
+def test_unreached_claim_step1_claims_step_one_on_a_right_answer_too():
+    script = {"pA": [False] * 6}
+    params = P.__class__(**{**P.__dict__, "unreached_claim": "step1"})
+    (o,), _, _ = _run([_sol(0, "pA", 4, True)], script, params)
+    assert o.extra["label_status"] == UNREACHED and o.labels == [False, None, None, None] and o.first_error == 0
+    assert o.rollouts == 4 + 4
