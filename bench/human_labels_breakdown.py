@@ -70,6 +70,14 @@ def read_labels(corpus: str) -> dict[str, dict]:
     return out
 
 
+def half_of(row_id: str) -> str:
+    """``"choose"`` or ``"read"``: a fixed function of the id (bench/replay_reach_gate.py uses the same)."""
+    import hashlib
+
+    h = int.from_bytes(hashlib.blake2b(f"replay|{row_id}".encode(), digest_size=8).digest(), "big")
+    return "choose" if h % 2 == 0 else "read"
+
+
 def seed_of(corpus: str) -> int | None:
     """The labeling seed a corpus was written with (its manifest's config), None when it does not say."""
     try:
@@ -206,9 +214,13 @@ def main(argv=None) -> None:
     ap.add_argument("--reach", help="a corpus of the same solutions whose draws say which ones the completer did "
                                     "not reach: a --reach-gate corpus, or one labeled with another seed than the "
                                     "scored ones (default: the first corpus, marked 'same draws')")
+    ap.add_argument("--half", choices=("choose", "read"), help="only one half of the solutions, by a hash of the "
+                                                               "id: choose a setting on one, read it on the other")
     ap.add_argument("--json", action="store_true", help="one JSON line per corpus instead of the table")
     a = ap.parse_args(argv)
     ref = read_reference(a.reference)
+    if a.half:
+        ref = {i: v for i, v in ref.items() if half_of(i) == a.half}
     reach_path = a.reach or a.corpora[0]
     dead = unreached(read_labels(reach_path))
     labels = [read_labels(c) for c in a.corpora]

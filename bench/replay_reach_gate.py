@@ -26,7 +26,6 @@ left unreached; first on the half that chose the threshold, then on the other ha
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import math
 import sys
@@ -45,12 +44,6 @@ def _breakdown():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def half_of(row_id: str) -> str:
-    """``"choose"`` or ``"read"``: a fixed function of the id."""
-    h = int.from_bytes(hashlib.blake2b(f"replay|{row_id}".encode(), digest_size=8).digest(), "big")
-    return "choose" if h % 2 == 0 else "read"
 
 
 def expected_draws(c: int, k: int) -> float:
@@ -123,7 +116,7 @@ def main(argv=None) -> None:
         designs += [(f"gate ({claim}), trust from {t:.3f}", t, claim) for t in THRESHOLDS]
         designs += [(f"gate ({claim}), no trust", None, claim)]
     for half in ("choose", "read"):
-        mine = sorted((r for r in rows if half_of(str(r["id"])) == half), key=lambda r: str(r["id"]))
+        mine = sorted((r for r in rows if bd.half_of(str(r["id"])) == half), key=lambda r: str(r["id"]))
         truth = [ref[str(r["id"])] for r in mine]
         base = [int(r["first_error"]) for r in mine]
         tokens_ps = sum(r["rollout_tokens"] for r in mine)
