@@ -324,13 +324,11 @@ def _bisect(n_steps: int, solution_correct: bool | None, p: StrategyParams, stat
 
 
 def reach_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
-    """:func:`binary_search` behind a reach gate (docs/labels.md, "Reach gating"): labels only where the completer
-    shows it can reach the gold answer. The bare problem (:data:`BARE`, K fixed draws shared by the problem's
-    solutions, pipeline.labeling.reach) gives the pass rate; a right final answer at a pass rate of at least
-    ``trust_pass_rate`` is trusted ("trusted"). Otherwise the first step is probed; if neither reached the answer
-    (0 of K on both) the row is "unreached": no claim about its steps but its first error (``unreached_claim``:
-    step 1 on a wrong answer and none on a right one, or step 1 on both), and ``mcprm train`` leaves it out. Else the
-    binary search goes on from what the first step showed ("searched")."""
+    """:func:`binary_search` behind a reach gate (docs/labels.md, "Reach gating"). The bare problem (:data:`BARE`,
+    K draws shared by the problem's solutions) gives the pass rate: a right answer is trusted ("trusted") only
+    from ``trust_pass_rate`` on. Else step 1 is probed and the search goes on; when no continuation of the bare
+    problem or of any probed prefix reached the answer the row is "unreached": no claim but its first error
+    (``unreached_claim``), and ``mcprm train`` leaves it out. Else the search's labels ("searched")."""
     stats = [StepStats() for _ in range(n_steps)]
     last = n_steps - 1
     bare = (yield [Probe(BARE, p.k)])[0]
@@ -344,16 +342,18 @@ def reach_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) 
     if last == 0:  # one step: the solution's own answer labels it (the last-step rule), nothing to search
         return done(_finish([last_step_label(solution_correct)], stats), REACH_SEARCHED)
     alive = yield from _estimate(0, stats, p, p.early_stop)
-    if bare.correct == 0 and stats[0].correct == 0 and graded + stats[0].graded > 0:
-        labels: list[bool | None] = [None] * n_steps
-        if solution_correct is False or p.unreached_claim == "step1":
-            labels[0] = False
-        return done(_finish(labels, stats, _early_design(p, p.early_stop)), UNREACHED)
-    if alive is False:
-        oc = yield from _bisect(n_steps, solution_correct, p, stats, lo=-1, hi=0, probed={0})
-    else:  # alive, or all ungradable (no evidence: never invent an error from missing evidence)
-        oc = yield from _bisect(n_steps, solution_correct, p, stats, lo=0, probed={0})
-    return done(oc, REACH_SEARCHED)
+    if alive is not False:  # alive, or all ungradable (no evidence: never invent an error from missing evidence)
+        return done((yield from _bisect(n_steps, solution_correct, p, stats, lo=0, probed={0})), REACH_SEARCHED)
+    if bare.correct > 0:  # the problem is solvable and step 1 is not: step 1 is the first error
+        return done((yield from _bisect(n_steps, solution_correct, p, stats, lo=-1, hi=0, probed={0})), REACH_SEARCHED)
+    # neither reached: a later prefix may (closer to the answer), so the search goes on as if step 1 were unknown
+    oc = yield from _bisect(n_steps, solution_correct, p, stats, probed={0})
+    if any(st.correct > 0 for st in stats) or graded + stats[0].graded == 0:
+        return done(oc, REACH_SEARCHED)
+    labels: list[bool | None] = [None] * n_steps
+    if solution_correct is False or p.unreached_claim == "step1":
+        labels[0] = False
+    return done(_finish(labels, stats, _early_design(p, p.early_stop)), UNREACHED)
 
 
 def _rate(st: StepStats) -> float:

@@ -84,8 +84,9 @@ def test_rollout_counts_per_case_exact():
             _sol(3, "pC", 5, False), _sol(4, "pD", 3, True), _sol(5, "pA", 4, True)]
     out, sched, be = _run(sols, script)
     by = {o.solution.id: o for o in out}
-    # pA: bare 4 (charged to s0, the first of pA), step 1 dead: waves 2 + 2
-    assert by["s0"].rollouts == 4 + 4 and by["s1"].rollouts == 4 and by["s5"].rollouts == 4
+    # pA: bare 4 (charged to s0, the first of pA), step 1 dead (waves 2 + 2), then the search goes on in case a
+    # later prefix reaches the answer: step 3 dead (4), step 2 dead (4), step 1 already decided
+    assert by["s0"].rollouts == 4 + 4 + 4 + 4 and by["s1"].rollouts == 12 and by["s5"].rollouts == 12
     assert by["s0"].extra["label_status"] == UNREACHED
     assert by["s0"].labels == [False, None, None, None, None] and by["s0"].first_error == 0
     # a right answer that is unreached: no claim about the steps, no error
@@ -103,7 +104,7 @@ def test_rollout_counts_per_case_exact():
     # four problems, one bare request each, made before any step's
     bare = [r for r in be.requests if r.prompt.endswith("Solution:\n")]
     assert len(bare) == 4 and all(r.n == 4 for r in bare) and be.requests[:4] == bare
-    assert sched.stats.rollouts == sum(o.rollouts for o in out) == 4 * 4 + 4 + 4 + 0 + 8 + 4 + 4
+    assert sched.stats.rollouts == sum(o.rollouts for o in out) == 16 + 12 + 4 + 12 + 8 + 12
     assert sum(o.rollout_tokens for o in out) == 5 * sched.stats.rollouts
     for o in out:
         _check_invariants(o)
@@ -118,7 +119,7 @@ def test_bare_seeds_depend_on_the_problem_only():
     seeds = {r.seed for r in be.requests if r.prompt.endswith("Solution:\n")}
     assert seeds == {derive_seed(7, problem_key(p), BARE, 0) for p in ("pA", "pC")}
     # labeled alone, each solution pays for its problem's draws
-    assert [o.rollouts for o in alone] == [8, 12, 8]
+    assert [o.rollouts for o in alone] == [16, 12, 16]
 
 
 def test_trust_threshold_and_no_trust():
@@ -131,6 +132,16 @@ def test_trust_threshold_and_no_trust():
                    P.__class__(**{**P.__dict__, "trust_correct": False})):
         (o,), _, _ = _run([sol], script, params)
         assert o.extra["label_status"] == REACH_SEARCHED and o.labels == [True] * 5 and o.rollouts > 4
+
+
+def test_a_later_prefix_that_reaches_makes_the_row_searched():
+    # the bare problem and step 1 fail, step 3's prefix reaches the answer: the search's labels, not "unreached"
+    script = {"pE": [False, False, False, True, True, True]}
+    (o,), _, _ = _run([_sol(0, "pE", 5, False)], script)
+    assert o.extra["label_status"] == REACH_SEARCHED
+    # bare 4, step 1 dead (4); the search (-1, 4): step 3 alive (2), step 4 alive (2): the last step is the error
+    assert o.rollouts == 4 + 4 + 2 + 2 and o.labels == [True, True, True, True, False] and o.first_error == 4
+    _check_invariants(o)
 
 
 def test_reach_gate_is_binary_search_only():
@@ -158,4 +169,4 @@ def test_unreached_claim_step1_claims_step_one_on_a_right_answer_too():
     params = P.__class__(**{**P.__dict__, "unreached_claim": "step1"})
     (o,), _, _ = _run([_sol(0, "pA", 4, True)], script, params)
     assert o.extra["label_status"] == UNREACHED and o.labels == [False, None, None, None] and o.first_error == 0
-    assert o.rollouts == 4 + 4
+    assert o.rollouts == 4 + 4 + 4 + 4
