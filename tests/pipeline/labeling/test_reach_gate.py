@@ -140,7 +140,8 @@ def test_a_later_prefix_that_reaches_makes_the_row_searched():
     (o,), _, _ = _run([_sol(0, "pE", 5, False)], script)
     assert o.extra["label_status"] == REACH_SEARCHED
     # bare 4, step 1 dead (4); the search (-1, 4): step 3 alive (2), step 4 alive (2): the last step is the error
-    assert o.rollouts == 4 + 4 + 2 + 2 and o.labels == [True, True, True, True, False] and o.first_error == 4
+    # step 1 keeps its 0 of K against the later live prefix: null, as binary-search leaves such a step
+    assert o.rollouts == 4 + 4 + 2 + 2 and o.labels == [None, True, True, True, False] and o.first_error == 4
     _check_invariants(o)
 
 
