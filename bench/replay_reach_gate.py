@@ -7,8 +7,8 @@ and read on the other.
 The per-step corpus holds K draws of every prefix but the last (a fixed batch each). The replay runs the gate of
 ``pipeline.labeling.strategies.reach_gated`` on them, with what they cannot give replaced as follows:
 
-* there is no bare-problem probe in a per-step corpus: the gate and the pass rate are step 1's K draws (reached
-  = at least one success; pass rate = successes / K);
+* there is no bare-problem probe in a per-step corpus: the pass rate is step 1's K draws' success rate, and a
+  row is unreached when no prefix the search probed (step 1 first) had a success;
 * the binary search (bisect fraction 0.6, any success = alive; without the relative drop and speculation) reads
   a probed prefix as alive when any of its K draws succeeded: the decision a first-success probe of the same K
   draws makes. Its cost is the expected number of draws that probe would have drawn (waves 2, 4, 2 for K=8,
@@ -85,17 +85,23 @@ def replay(row: dict, threshold: float | None, claim: str = "answer") -> tuple[i
     if right and threshold is not None and n0 and c0 / n0 >= threshold:
         return -1, float(n0), False  # the pass rate is read from step 1's draws, drawn in full
     draws = float(n0)
-    if n0 and c0 == 0:
-        return (-1 if right and claim == "answer" else 0), draws, True
-    lo, hi = 0, (m if right else last)
+    # step 1 dead: the search goes on from the bare problem (no bare-problem draws here: step 1's stand in), and
+    # the row is unreached only when no probed prefix reached the answer
+    lo, hi = (0, (m if right else last)) if c0 or not n0 else (-1, (m if right else last))
+    reached = c0 > 0 or not n0
     while hi - lo > 1:
         mid = _probe(lo, hi)
         if mid == last:  # the full solution: alive when its answer is right (never sampled by per-step)
             alive = right
+        elif mid == 0:  # step 1, already drawn
+            alive = c0 > 0
         else:
             alive = own_c[mid] > 0 or own_n[mid] == 0
             draws += expected_draws(own_c[mid], own_n[mid]) if own_n[mid] else 0.0
+        reached = reached or (alive and mid != last)
         lo, hi = (mid, hi) if alive else (lo, mid)
+    if not reached:
+        return (-1 if right and claim == "answer" else 0), draws, True
     return (-1 if hi >= m else hi), draws, False
 
 
