@@ -11,7 +11,7 @@ same solutions) with the human reference and splits each solution by two facts:
   is printed);
 * whether the completer **reached** the gold answer, measured on draws the scored corpora did not make
   (``--reach``): a ``--reach-gate`` corpus (its ``label_status`` "unreached": 0 of K from the bare problem and
-  from step 1), or a corpus labeled with **another seed** (0 of K after step 1). A split drawn from a scored
+  every prefix it probed), or a corpus labeled with **another seed** (0 of K after step 1). A split drawn from a scored
   corpus's own draws is not independent of it (its step-1 flags there are the split itself): such a corpus is
   marked "same draws". "0 of K" means 0 successes in K draws, not "cannot solve": the 95% upper bound of the
   pass rate after 0 of 8 is 0.37 (Clopper-Pearson).
@@ -89,7 +89,8 @@ def seed_of(corpus: str) -> int | None:
 
 def unreached(reach: dict[str, dict]) -> set[str]:
     """The solutions the completer did not reach in the reach corpus: ``label_status`` "unreached" in a
-    ``--reach-gate`` corpus (0 of K from the bare problem and from step 1), else 0 of K > 0 after step 1."""
+    ``--reach-gate`` corpus (0 of K from the bare problem and every prefix it probed), else 0 of K > 0 after
+    step 1."""
     from pipeline.storage.rows import REACH_STATUSES, UNREACHED
 
     if any(r.get("label_status") in REACH_STATUSES for r in reach.values()):
