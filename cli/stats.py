@@ -68,6 +68,7 @@ def stats_cmd(
         ("rollout tokens", f"{s['rollout_tokens']:,}"),
         ("rollouts per solution", "n/a" if s["rollouts_per_solution"] is None else f"{s['rollouts_per_solution']:.1f}"),
         ("steps of right-answer solutions with 0 of K reaching the answer", _dead_text(s.get("dead_right_prefixes"))),
+        *_unreached_rows(s.get("unreached"), s["solutions"]),
         *_uncertainty_rows(s["uncertainty"]),
         *_judge_rows(s.get("judges") or []),
     ]
@@ -78,6 +79,25 @@ def stats_cmd(
     if advice := uncertainty_advice(s["uncertainty"], s):
         echo(f"uncertain labels: {advice}")
     repeat_warnings(output, version, s["warnings"])
+
+
+def _unreached_rows(u: dict | None, n: int) -> list[tuple[str, str]]:
+    # how much of the corpus the completer could not reach, and what that does to the labels (docs/labels.md,
+    # "Reach gating")
+    if not u or not n:
+        return []
+    out = []
+    if u["gated"]:
+        r = u["rows"]
+        out.append(("unreached (0 of K from the bare problem and every probed prefix)",
+                    f"{r:,} of {u['gated']:,} ({r / u['gated']:.1%}; {u['right_answer']:,} with a right answer): "
+                    "no claim about their steps (label_status unreached); mcprm train leaves them out by default"))
+    if u["first_step_probed"]:
+        d, p = u["first_step_dead"], u["first_step_probed"]
+        what = ("" if u["gated"] else ": on these every Monte Carlo label reads 'step 1 is wrong' whatever the "
+                "steps say (label with --reach-gate to mark them)")
+        out.append(("solutions whose step 1 had 0 of K", f"{d:,} of {p:,} probed ({d / p:.1%}){what}"))
+    return out
 
 
 def _dead_text(d: dict | None) -> str:

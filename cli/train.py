@@ -38,6 +38,10 @@ def train_cmd(
                                               "(cross-entropy against them).")] = "hard",
     min_confidence: Annotated[float | None, typer.Option(
         help="Leave out rows whose first-error confidence is below this.")] = None,
+    unreached: Annotated[str, typer.Option(
+        help="Rows a --reach-gate labeling could not reach (label_status unreached: their labels say nothing "
+             "about the steps): drop, down-weight (x{UNREACHED_WEIGHT}) or keep. Not applied to --label-rule outcome.")
+                         ] = _D.unreached,
     weight_by_confidence: Annotated[bool | None, typer.Option(
         help="Weight each row's steps by its first-error confidence (a row without one weighs 1). Default: "
              "with the implicit kind.", show_default=False)] = _D.weight_by_confidence,
@@ -101,7 +105,7 @@ def train_cmd(
     with user_errors(extra=(ValueError,)):
         cfg = TrainConfig(corpus=corpus, output=output, base_model=base_model, version=version, kind=kind,
                           label_rule=label_rule, targets=targets, min_confidence=min_confidence,
-                          weight_by_confidence=weight_by_confidence, class_balance=class_balance,
+                          unreached=unreached, weight_by_confidence=weight_by_confidence, class_balance=class_balance,
                           drop_after_first_error=drop_after_first_error, val_fraction=val_fraction, epochs=epochs,
                           learning_rate=learning_rate, beta=beta, batch_size=batch_size,
                           max_batch_tokens=max_batch_tokens, grad_accum=grad_accum, max_length=max_length,

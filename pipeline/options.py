@@ -25,6 +25,13 @@ DEFAULT_K = 20  # continuations per step prefix: the one default of k (SamplingO
 UNREADABLE_POLICIES = ("failure", "exclude")  # GraderOptions.unreadable (pipeline.labeling.last_step.outcome)
 DEFAULT_BISECT_FRACTION = 0.6
 DEFAULT_RELATIVE_DROP = 0.25
+# --reach-gate: a right final answer is trusted only when the completer solved the bare problem at least this
+# often (StrategyConfig.trust_pass_rate, StrategyParams; docs/labels.md, "Reach gating")
+DEFAULT_TRUST_PASS_RATE = 0.5
+# --reach-gate: an unreached row's first-error claim. answer: step 1 on a wrong answer (an error exists), none on a
+# right one (its answer is the only evidence); step1: step 1 on both, per-step's reading (StrategyConfig.unreached_claim)
+UNREACHED_CLAIMS = ("answer", "step1")
+DEFAULT_UNREACHED_CLAIM = "answer"
 DEFAULT_WAVE_SIZE = 2  # continuations per wave (binary-search, adaptive, sequential; StrategyParams)
 # each wave of a probe is this many times the one before (binary-search, adaptive): 2, 4, 8, 6 for K=20, so a
 # dead prefix takes 4 rounds, not 10 (the critical path on GPUs; BENCHMARKS.md)
@@ -198,6 +205,17 @@ class StrategyConfig:
                                                "of the last live prefix's is dead (a wrong step the model recovers "
                                                "from now and then); 0 = any success is alive.",
                                          identity="non-default", legacy=0.0, strategies=("binary-search",))
+    reach_gate: bool = option(False, "binary-search: first sample the bare problem (shared by its solutions) and "
+                                     "the first step; a solution neither reaches gets no claim about its steps "
+                                     "(label_status unreached) and a right answer is trusted only at a high "
+                                     "enough pass rate (docs/labels.md, \"Reach gating\").",
+                              identity="non-default", legacy=False, strategies=("binary-search",))
+    trust_pass_rate: float = option(DEFAULT_TRUST_PASS_RATE, "--reach-gate: trust a right final answer only when "
+                                                             "the bare problem's pass rate is at least this.",
+                                    identity="non-default", strategies=("binary-search",))
+    unreached_claim: str = option(DEFAULT_UNREACHED_CLAIM, "--reach-gate: an unreached solution's first error: answer (step 1 on "
+                                            "a wrong answer, none on a right one) or step1 (step 1 on both).",
+                                  identity="non-default", choices=UNREACHED_CLAIMS, strategies=("binary-search",))
     reuse_rollouts: bool = option(True, "Count a continuation that writes the solution's next steps verbatim as a "
                                         "draw of those later prefixes too (no extra tokens; docs/labels.md).",
                                   identity="non-default", legacy=False)
@@ -221,6 +239,11 @@ class StrategyConfig:
             out.append(f"--wave-growth must be in [1, 16], got {self.wave_growth}")
         if not 0 <= self.relative_drop < 1:
             out.append(f"--relative-drop must be in [0, 1), got {self.relative_drop}")
+        if not 0 <= self.trust_pass_rate <= 1:
+            out.append(f"--trust-pass-rate must be in [0, 1], got {self.trust_pass_rate}")
+        _one_of(out, "unreached_claim", self.unreached_claim, UNREACHED_CLAIMS)
+        if self.reach_gate and self.strategy != "binary-search":
+            out.append(f"--reach-gate is an option of --strategy binary-search, not {self.strategy}")
         if not 0 < self.bisect_fraction < 1:
             out.append(f"--bisect-fraction must be in (0, 1), got {self.bisect_fraction}")
         if self.confidence_width is not None and not 0 < self.confidence_width < 1:

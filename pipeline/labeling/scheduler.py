@@ -31,6 +31,7 @@ from pipeline.labeling.last_step import (
     own_correct,
     own_response,
 )
+from pipeline.labeling.reach import answer_bare, draw_bare
 from pipeline.labeling.strategies import Probe, ProbeResult, Reuse, StrategyParams, make_strategy, row_extra
 from pipeline.labeling.types import LabeledSolution, Solution, StepStats
 from pipeline.options import DEFAULT_MAX_BATCH_REQUESTS
@@ -169,6 +170,10 @@ class Scheduler:
         self.stats.grade_seconds += time.perf_counter() - t0
         out: dict[int, LabeledSolution] = {}
         live: dict[int, _Live] = {}
+        # the bare problem's draws by problem_key: (result, rollouts, tokens, payer) (pipeline.labeling.reach)
+        self._bare: dict[str, tuple[ProbeResult, int, int, int]] = {}
+        if self.params.reach_gate:
+            draw_bare(self, solutions, derive_seed)
         for idx, (sol, verdict) in enumerate(zip(solutions, own)):
             with blame(sol):
                 correct = own_correct(verdict, self.unreadable)
@@ -213,6 +218,8 @@ class Scheduler:
                 self.on_solution(out[idx])
             return
         probes = [p for p in probes]
+        if any(p.step < 0 for p in probes):  # the bare problem: answered from the per-problem draws, no round
+            return self._advance1(idx, st, answer_bare(self, idx, st, probes), live, out)
         if any(p.n < 1 for p in probes):
             raise RuntimeError(f"strategy {self.strategy} asked for a probe with n < 1: {probes}")
         st.probes = probes

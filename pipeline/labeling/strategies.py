@@ -36,11 +36,17 @@ from pipeline.options import (
     DEFAULT_K,
     DEFAULT_RELATIVE_DROP,
     DEFAULT_TARGET_CONFIDENCE,
+    DEFAULT_TRUST_PASS_RATE,
+    DEFAULT_UNREACHED_CLAIM,
     DEFAULT_WAVE_GROWTH,
     DEFAULT_WAVE_SIZE,
 )
 from pipeline.stats.intervals import FIRST_SUCCESS, FIRST_WAVE, FIXED, next_wave, wilson
-from pipeline.storage.rows import StepStats
+from pipeline.storage.rows import REACH_SEARCHED, REACH_TRUSTED, UNREACHED, StepStats
+
+# Probe.step of the bare problem (no step): drawn once per problem, seeds from its text alone, so every solution of
+# a problem is answered with the same draws (pipeline.labeling.reach)
+BARE = -1
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,9 @@ class StrategyParams:
     # binary-search: a prefix whose success rate is under this fraction of the last live prefix's counts as dead
     # (a wrong step the model recovers from now and then), None = any success is alive (LabelConfig.relative_drop)
     relative_drop: float | None = DEFAULT_RELATIVE_DROP
+    reach_gate: bool = False  # binary-search behind a reach gate (reach_gated; LabelConfig.reach_gate)
+    trust_pass_rate: float = DEFAULT_TRUST_PASS_RATE  # reach_gate: trust a right answer from this pass rate on
+    unreached_claim: str = DEFAULT_UNREACHED_CLAIM  # reach_gate: an unreached row's first error (LabelConfig.unreached_claim)
 
 
 def row_extra(outcome: StrategyOutcome, params: StrategyParams) -> dict:
@@ -262,13 +271,21 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
     counts. Successes credited by rollout reuse move ``lo`` forward without a probe (see below).
     """
     stats = [StepStats() for _ in range(n_steps)]
-    last = n_steps - 1
     if solution_correct and p.trust_correct:
         return _finish([True] * n_steps, stats)
+    return (yield from _bisect(n_steps, solution_correct, p, stats))
+
+
+def _bisect(n_steps: int, solution_correct: bool | None, p: StrategyParams, stats: list[StepStats],
+            lo: int = -1, hi: int | None = None, probed: set[int] | None = None) -> StrategyGen:
+    """:func:`binary_search`'s search from a live prefix ``lo`` and a dead one ``hi`` (None: the end), over
+    ``stats`` that may already hold draws of the steps in ``probed`` (:func:`reach_gated`'s first-step probe)."""
+    last = n_steps - 1
     # Not trusting a correct final answer: search as if the end were dead and accept "all alive".
-    hi = top = n_steps if solution_correct else last
-    lo = -1
-    probed: set[int] = set()
+    top = n_steps if solution_correct else last
+    if hi is None:
+        hi = top
+    probed = set() if probed is None else set(probed)
     while hi - lo > 1:
         mid = _probe_point(lo, hi, p.bisect_fraction)
         probed.add(mid)
@@ -304,6 +321,39 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
     if hi == n_steps:  # everything alive
         labels[last] = last_step_label(solution_correct)
     return _finish(labels, stats, _early_design(p, p.early_stop))
+
+
+def reach_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
+    """:func:`binary_search` behind a reach gate (docs/labels.md, "Reach gating"). The bare problem (:data:`BARE`,
+    K draws shared by the problem's solutions) gives the pass rate: a right answer is trusted ("trusted") only
+    from ``trust_pass_rate`` on. Else step 1 is probed and the search goes on; when no continuation of the bare
+    problem or of any probed prefix reached the answer the row is "unreached": no claim but its first error
+    (``unreached_claim``), and ``mcprm train`` leaves it out. Else the search's labels ("searched")."""
+    stats = [StepStats() for _ in range(n_steps)]
+    last = n_steps - 1
+    bare = (yield [Probe(BARE, p.k)])[0]
+    graded = bare.n - bare.ungradable
+    rate = bare.correct / graded if graded > 0 else None
+
+    def done(oc: StrategyOutcome, status: str) -> StrategyOutcome:
+        return dataclasses.replace(oc, extra={**oc.extra, "label_status": status})
+    if solution_correct and p.trust_correct and rate is not None and rate >= p.trust_pass_rate:
+        return done(_finish([True] * n_steps, stats), REACH_TRUSTED)
+    if last == 0:  # one step: the solution's own answer labels it (the last-step rule), nothing to search
+        return done(_finish([last_step_label(solution_correct)], stats), REACH_SEARCHED)
+    alive = yield from _estimate(0, stats, p, p.early_stop)
+    if alive is not False:  # alive, or all ungradable (no evidence: never invent an error from missing evidence)
+        return done((yield from _bisect(n_steps, solution_correct, p, stats, lo=0, probed={0})), REACH_SEARCHED)
+    if bare.correct > 0:  # the problem is solvable and step 1 is not: step 1 is the first error
+        return done((yield from _bisect(n_steps, solution_correct, p, stats, lo=-1, hi=0, probed={0})), REACH_SEARCHED)
+    # neither reached: a later prefix may (closer to the answer), so the search goes on as if step 1 were unknown
+    oc = yield from _bisect(n_steps, solution_correct, p, stats, probed={0})
+    if any(st.correct > 0 for st in stats) or graded + stats[0].graded == 0:
+        return done(oc, REACH_SEARCHED)
+    labels: list[bool | None] = [None] * n_steps
+    if solution_correct is False or p.unreached_claim == "step1":
+        labels[0] = False
+    return done(_finish(labels, stats, _early_design(p, p.early_stop)), UNREACHED)
 
 
 def _rate(st: StepStats) -> float:
@@ -443,4 +493,8 @@ def make_strategy(name: str, n_steps: int, solution_correct: bool | None, params
         fn = STRATEGY_FUNCS[name]
     except KeyError:
         raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGY_FUNCS)}") from None
+    if params.reach_gate:
+        if name != "binary-search":
+            raise ValueError(f"reach gating is an option of binary-search, not of {name!r}")
+        fn = reach_gated
     return fn(n_steps, solution_correct, params)

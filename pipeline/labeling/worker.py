@@ -116,7 +116,8 @@ def strategy_params(cfg: LabelConfig) -> StrategyParams:
                           target_confidence=cfg.target_confidence,
                           max_tokens_per_solution=cfg.max_tokens_per_solution,
                           bisect_fraction=cfg.bisect_fraction, speculate=cfg.speculate,
-                          relative_drop=cfg.relative_drop or None)
+                          relative_drop=cfg.relative_drop or None, reach_gate=cfg.reach_gate,
+                          trust_pass_rate=cfg.trust_pass_rate, unreached_claim=cfg.unreached_claim)
 
 
 def grader_workers(cfg: LabelConfig, cpus: float) -> int:

@@ -20,12 +20,14 @@ from __future__ import annotations
 import hashlib
 import heapq
 
+from pipeline.storage.rows import UNREACHED
+
 MAX_FIT_ROWS = 2000
 MODEL = "changepoint-eb-3"  # pipeline.stats.changepoint; what fit_model writes
 # models whose parameters Params.from_dict reads (eb-2: one mixing distribution for all lengths); a manifest with
 # another model is read as stored
 READABLE_MODELS = ("changepoint-eb-2", MODEL)
-FIT_COLUMNS = ["key", "mc_deep_correct", "mc_deep_total", "solution_correct", "rollouts"]
+FIT_COLUMNS = ["key", "mc_deep_correct", "mc_deep_total", "solution_correct", "rollouts", "label_status"]
 FILLED = ("first_error_confidence", "first_error_posterior")
 # How a corpus's confidence reads, measured against the bundled task's exact checker on samples that chose
 # nothing (docs/labels.md, "first_error_confidence"): it ranks rows well under every strategy; where every prefix
@@ -57,10 +59,13 @@ def fit_model(tables) -> dict | None:
 
     heap: list[tuple[int, str, object]] = []  # the MAX_FIT_ROWS smallest ranks, as a max-heap
     for t in tables:
-        cols = t.select(FIT_COLUMNS).to_pydict()
-        for key, c, n, sc, r in zip(cols["key"], cols["mc_deep_correct"], cols["mc_deep_total"],
-                                    cols["solution_correct"], cols["rollouts"]):
-            if not r or c is None:
+        cols = t.select([c for c in FIT_COLUMNS if c in t.schema.names]).to_pydict()
+        status = cols.get("label_status") or [None] * t.num_rows
+        for key, c, n, sc, r, st in zip(cols["key"], cols["mc_deep_correct"], cols["mc_deep_total"],
+                                        cols["solution_correct"], cols["rollouts"], status):
+            # an unreached row's counts are the completer's failure on the problem, not evidence about where its
+            # steps go wrong: they would teach the model that a dead first step is a first error
+            if not r or c is None or st == UNREACHED:
                 continue
             item = (-_rank(key), key, (c, n, sc))
             if len(heap) < MAX_FIT_ROWS:
@@ -99,8 +104,14 @@ def fill(table, params):
     if params is None or not any(c in names for c in FILLED) or any(c not in names for c in need):
         return table
     cols = table.select(list(need)).to_pydict()
+    status = table.column("label_status").to_pylist() if "label_status" in names else [None] * table.num_rows
     conf, posts = [], []
-    for c, n, sc, r, fe in zip(*(cols[k] for k in need)):
+    for (c, n, sc, r, fe), st in zip(zip(*(cols[k] for k in need)), status):
+        if st == UNREACHED and c is not None:
+            # no continuation reached the gold answer from the problem or its first step: the counts carry no
+            # evidence about the steps, so the row's statement is the model's prior for its length and answer
+            # (its posterior given no draws), not a posterior that reads the completer's failure as a first error
+            c = n = [0] * len(c)
         if not r or c is None:
             # labeled without rollouts: a right final answer trusted as error-free (trust_correct) is right with
             # the model's 1 - rho (rho: P(a wrong step | right answer), fitted where such rows were sampled,
@@ -125,8 +136,8 @@ def read_columns(columns: list[str] | None) -> tuple[list[str] | None, bool]:
     must be projected back afterwards."""
     if columns is None or not any(c in FILLED for c in columns):
         return columns, False
-    extra = [c for c in ("mc_deep_correct", "mc_deep_total", "solution_correct", "rollouts", "first_error")
-             if c not in columns]
+    extra = [c for c in ("mc_deep_correct", "mc_deep_total", "solution_correct", "rollouts", "first_error",
+                         "label_status") if c not in columns]
     return list(columns) + extra, bool(extra)
 
 

@@ -239,17 +239,21 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
     import numpy as np
     import pyarrow.compute as pc
 
+    from pipeline.storage.rows import REACH_STATUSES, UNREACHED
+
     store, m = open_manifest(url, version)
     # mc_no_answer exists from schema version 2 on; an older corpus reports its no-answer count as unknown.
     has_no_answer = _has_column(store, m, "mc_no_answer")
     has_unreadable = _has_column(store, m, "mc_unreadable")  # schema 4 (unreadable answers counted)
+    has_status = _has_column(store, m, "label_status")  # schema 3
     cols = ["labels", "first_error", "solution_correct", "rollouts", "rollout_tokens"]
     pos = neg = unl = n = steps = right_wrong = with_error = correct = rollouts = tokens = no_answer = 0
     unreadable = counted = 0
     probed_right = dead_right = dead_right_solutions = 0
     fe_hist: Counter = Counter()
     extra = (["mc_no_answer"] if has_no_answer else []) + (["mc_unreadable"] if has_unreadable else [])
-    extra += ["mc_correct", "mc_total"]
+    extra += ["mc_correct", "mc_total"] + (["label_status"] if has_status else [])
+    gated = unreached = unreached_right = first_probed = first_dead = 0
     for b in iter_corpus(url, version, cols + extra, batch_rows=batch_rows, verify=verify):
         n += b.num_rows
         flat = b.column("labels").flatten()
@@ -276,6 +280,14 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
             unreadable += int(pc.sum(b.column("mc_unreadable").flatten()).as_py() or 0)
             counted += int(pc.sum(total.flatten()).as_py() or 0)
         p, d, ds = _dead_prefixes_of_right_answers(b.column("mc_correct"), total, sc_true)
+        if has_status:
+            st = b.column("label_status").to_pylist()
+            gated += sum(1 for x in st if x in REACH_STATUSES)
+            unr = np.array([x == UNREACHED for x in st], dtype=bool)
+            unreached += int(unr.sum())
+            unreached_right += int((unr & sc_true).sum())
+        fp, fd = _first_step_dead(b.column("mc_correct"), total)
+        first_probed, first_dead = first_probed + fp, first_dead + fd
         probed_right, dead_right, dead_right_solutions = probed_right + p, dead_right + d, dead_right_solutions + ds
     return {
         "output": url,
@@ -308,8 +320,32 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
         # when no such step was probed (right answers trusted without rollouts)
         "dead_right_prefixes": ({"probed": probed_right, "dead": dead_right, "solutions": dead_right_solutions,
                                  "rate": dead_right / probed_right} if probed_right else None),
+        # solutions the completer could not reach (docs/labels.md, "Reach gating"): with --reach-gate, the rows
+        # whose bare problem and first step both had 0 of K (label_status unreached, no claim about their
+        # steps); in any corpus, the rows whose first step was sampled and had 0 of K, where a Monte Carlo label
+        # reads "step 1 is wrong" whatever the steps say
+        "unreached": {"gated": gated, "rows": unreached if gated else None,
+                      "right_answer": unreached_right if gated else None,
+                      "first_step_probed": first_probed, "first_step_dead": first_dead},
         "versions": [h["version"] for h in m.get("history", [])],
     }
+
+
+def _first_step_dead(correct, total) -> tuple[int, int]:
+    """In one batch: the rows whose first step's prefix got continuations, and those of them none of which
+    reached the gold answer."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    row_of = pc.list_parent_indices(total).to_numpy(zero_copy_only=False)
+    if not len(row_of):
+        return 0, 0
+    t = total.flatten().to_numpy(zero_copy_only=False)
+    c = correct.flatten().to_numpy(zero_copy_only=False)
+    first = np.ones(len(row_of), dtype=bool)  # each row's first step
+    first[1:] = row_of[1:] != row_of[:-1]
+    keep = first & (t > 0)
+    return int(keep.sum()), int((keep & (c == 0)).sum())
 
 
 def _dead_prefixes_of_right_answers(correct, total, right) -> tuple[int, int, int]:

@@ -60,7 +60,7 @@ _FIELDS = [
     # run labeled at its commit and recomputed on read by read_corpus / iter_corpus / scan_corpus; null: no
     # rollouts (and in shard files written before the commit-time fill)
     ("first_error_posterior", "list<float32>", True),
-    ("label_status", "string", True),  # sequential: decided | budget | exhausted, ",tie" appended on a tie
+    ("label_status", "string", True),  # sequential: decided | budget | exhausted (",tie" appended on a tie); --reach-gate: unreached | trusted | searched (pipeline.storage.rows.REACH_STATUSES)
     ("solution_correct", "bool", True),
     ("rollouts", "int64", False),
     ("rollout_tokens", "int64", False),

@@ -17,6 +17,13 @@ KINDS = ("head", "implicit", "auto")
 # real 1.5B model both are level with majority vote at best-of-8 and the head scores 12x faster, in bf16
 # (measured on the bundled task on a CPU, and on one H100)
 DEFAULT_KIND = "auto"
+# rows a reach-gated labeling could not reach (label_status "unreached": no continuation of the bare problem or of
+# the first step reached the gold answer, so their Monte Carlo labels say nothing about the steps): left out
+# (drop), trained on at UNREACHED_WEIGHT (down-weight) or as they are (keep). Not applied to --label-rule outcome,
+# whose targets are the graded final answer, evidence whatever the completer can do
+UNREACHED_CHOICES = ("drop", "down-weight", "keep")
+DEFAULT_UNREACHED = "drop"
+UNREACHED_WEIGHT = 0.1
 TINY_PARAMS = 50_000_000  # below this: the implicit kind, and the schedules of a small model (train.auto_schedule)
 KIND_LAYOUT = {"head": (DEFAULT_SEPARATOR, "\n"), "implicit": ("\n", "")}  # (separator, step suffix) by kind
 
@@ -39,6 +46,7 @@ class TrainConfig:
     label_rule: str = "hard"  # any of pipeline.labeling.rules.RULES, or "outcome"
     targets: str = "hard"  # hard: the rule's labels (0/1); soft: the rule's scores in [0, 1]
     min_confidence: float | None = None  # drop rows whose first-error confidence is below this
+    unreached: str = DEFAULT_UNREACHED  # UNREACHED_CHOICES: what to do with label_status "unreached" rows
     # weight each row's steps by its first-error confidence; None (auto): with the implicit kind, where it gave
     # +0.05 held-out F1 on two seeds of the bundled task; not with the head (on the real 1.5B model it did
     # not help the head)
@@ -101,6 +109,8 @@ class TrainConfig:
             bad.append(f"--kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.targets not in ("hard", "soft"):
             bad.append(f"--targets must be 'hard' or 'soft', got {self.targets!r}")
+        if self.unreached not in UNREACHED_CHOICES:
+            bad.append(f"--unreached must be one of {', '.join(UNREACHED_CHOICES)}, got {self.unreached!r}")
         if self.min_confidence is not None and not 0 <= self.min_confidence <= 1:
             bad.append(f"--min-confidence must be in [0, 1], got {self.min_confidence}")
         if not 0 <= self.val_fraction < 1:

@@ -9,8 +9,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pipeline.storage.rows import UNREACHED
 from pipeline.training.collate import CollateError, PrmFormat
-from pipeline.training.options import TrainConfig, TrainError
+from pipeline.training.options import UNREACHED_WEIGHT, TrainConfig, TrainError
 
 log = logging.getLogger("mcprm")
 
@@ -119,6 +120,12 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
                 skip("low_confidence")
                 continue
             weight = conf if cfg.weight_by_confidence else 1.0
+            if r.get("label_status") == UNREACHED and cfg.label_rule != "outcome":
+                if cfg.unreached == "drop":
+                    skip("unreached")
+                    continue
+                if cfg.unreached == "down-weight":
+                    weight *= UNREACHED_WEIGHT
             is_val = problem_group(r["problem"]) < cfg.val_fraction
             try:
                 ex = make_example(tokenizer, fmt, sep_id, r["problem"], steps, t, weight, pieces)

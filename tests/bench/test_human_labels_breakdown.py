@@ -53,7 +53,59 @@ def test_breakdown_matches_the_measured_f1_and_the_trust_rule(corpora, capsys):
     mod.main(["--reference", str(corpora / "h_df" / "reference.jsonl"), str(corpora / "h_ps" / "per-step-k8"),
               str(corpora / "h_df" / "defaults")])
     out = capsys.readouterr().out
-    assert "| per-step-k8 | 0.425 |" in out and "| defaults | 0.329 |" in out
+    assert "| per-step-k8 | 0.425 [" in out and "| defaults | 0.329 [" in out
+    # every stored corpus was labeled with seed 0: the split is drawn from the scored corpora's own draws
+    assert out.count("(same draws)") == 2 and "0 of 8 (reach corpus)" in out
+    # per-step's lead over the defaults: +14 exact first errors, not "21 of 37"
+    assert (b_ps["hit_wrong_answer"] + b_ps["hit_right_answer"]) - (b_df["hit_wrong_answer"]
+                                                                   + b_df["hit_right_answer"]) == 14
+    # the F1 a labeler that trusts right answers can reach at best: all wrong-answer errors found, no false flag
+    assert b_df["trust_ceiling_f1"] == pytest.approx(2 * (62 / 117) / (62 / 117 + 1))
+
+
+def test_intervals_cover_the_population_f1_at_their_rate(monkeypatch):
+    """The bootstrap intervals against the truth: solutions drawn from a known population, the F1 interval and the
+    paired-difference interval cover the population's values in about 95% of repetitions."""
+    import numpy as np
+
+    mod = _script()
+    monkeypatch.setattr(mod, "BOOT", 300)
+    rng = np.random.default_rng(5)
+    n, reps = 150, 60
+
+    def draw(m):
+        truth = np.where(rng.random(m) < 0.4, rng.integers(0, 5, m), -1)
+        # a: right on 60% of errors and 80% of correct ones; b: 50% and 80%
+        ua, ub = rng.random(m), rng.random(m)
+        a = np.where(truth == -1, np.where(ua < 0.8, -1, 0), np.where(ua < 0.6, truth, -1))
+        b = np.where(truth == -1, np.where(ub < 0.8, -1, 0), np.where(ub < 0.5, truth, -1))
+        return truth.tolist(), a.tolist(), b.tolist()
+
+    f1a, f1b = 2 * 0.6 * 0.8 / 1.4, 2 * 0.5 * 0.8 / 1.3  # the population's F1s
+    cover_f1 = cover_diff = 0
+    for _ in range(reps):
+        t, a, b = draw(n)
+        lo, hi = mod.f1_interval(a, t)
+        cover_f1 += lo <= f1a <= hi
+        _d, dlo, dhi = mod.paired_difference(a, b, t)
+        cover_diff += dlo <= f1a - f1b <= dhi
+    # 95% nominal; with 60 repetitions a rate under 0.85 would be a 3-sigma miss
+    assert cover_f1 / reps >= 0.85 and cover_diff / reps >= 0.85
+
+
+def test_replay_expected_draws_and_its_table(corpora, capsys):
+    import itertools
+
+    spec = importlib.util.spec_from_file_location("replay_reach_gate", ROOT / "bench" / "replay_reach_gate.py")
+    rep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rep)
+    for c in range(9):  # the expectation against every order of the draws (waves 2, 4, 2)
+        orders = list(itertools.combinations(range(8), c)) if c else [()]
+        brute = sum(8 if not pos else 2 if min(pos) < 2 else 6 if min(pos) < 6 else 8 for pos in orders) / len(orders)
+        assert rep.expected_draws(c, 8) == pytest.approx(brute)
+    rep.main([str(corpora / "h_ps" / "per-step-k8"), str(corpora / "h_df" / "reference.jsonl")])
+    out = capsys.readouterr().out
+    assert "choose half" in out and "read half" in out and "| gate (step1), trust from 0.500 |" in out
 
 
 def test_a_reference_row_without_a_label_is_named(tmp_path):
