@@ -498,6 +498,8 @@ def cmd_land(a) -> None:
                 st.setdefault(k, {})[name] = v
     st.setdefault("calls", []).append({k: info.get(k) for k in ("started", "stages", "rc", "wall_s", "machine")})
     write_state(st)
+    st["next"] = [" ".join(s) for s in todo(st)]  # where the next call starts (gen chunks: as landed by now)
+    write_state(st)
     print(f"landed {len(landed)}: {', '.join(landed) or '-'}; rc {info.get('rc')}. Commit: git add "
           f"{RESULTS.relative_to(ROOT) if RESULTS.is_relative_to(ROOT) else RESULTS} && git commit")
 
@@ -648,6 +650,8 @@ def _value(v: str):
 def cmd_event(a) -> None:
     """One line of the call's record: KIND NAME key=value... (values read as JSON where they parse)."""
     rec = {"kind": a.kind, "name": a.name}
+    if a.from_row:  # a row's numbers, read from its folder
+        rec.update(headline(Path(a.from_row), a.final))
     for kv in a.kv:
         k, _, v = kv.partition("=")
         rec[k] = _value(v)
@@ -671,6 +675,14 @@ def label_record(corpus: Path) -> dict:
 def headline(row_dir: Path, final: bool = False) -> dict:
     """The numbers a row's table line shows, from its eval and best-of-N files (``final``: the aside part's)."""
     h: dict = {}
+    tr = row_dir / "train.jsonl"
+    if tr.exists():  # the row's training (the call that trained it may be an earlier one)
+        for line in tr.read_text().splitlines():
+            h.update({k: v for k, v in json.loads(line).items() if k not in ("kind", "name")})
+    met = row_dir / ("final_metrics_pb.json" if final else "metrics_pb.json")
+    if met.exists():
+        m = json.loads(met.read_text())
+        h.update({k: m.get(k) for k in ("step_auroc", "f1_05", "f1_split_half", "threshold_own")})
     ev = row_dir / ("final_eval_pb.json" if final else "eval_pb.json")
     if ev.exists():
         e = json.loads(ev.read_text())
@@ -735,8 +747,6 @@ def cmd_label_record(a) -> None:
     print(" ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in r.items()))
 
 
-def cmd_headline(a) -> None:
-    print(" ".join(f"{k}={json.dumps(v)}" for k, v in headline(Path(a.row_dir), a.final).items()))
 
 
 def main(argv=None) -> int:
@@ -794,6 +804,8 @@ def main(argv=None) -> int:
     p.add_argument("kind")
     p.add_argument("name")
     p.add_argument("kv", nargs="*")
+    p.add_argument("--from-row", default=None)
+    p.add_argument("--final", action="store_true")
     p.set_defaults(fn=cmd_event)
     p = sub.add_parser("finish")
     for x in ("events", "log", "out", "t0", "started", "rc", "machine"):
@@ -806,10 +818,6 @@ def main(argv=None) -> int:
     p = sub.add_parser("label-record")
     p.add_argument("corpus")
     p.set_defaults(fn=cmd_label_record)
-    p = sub.add_parser("headline")
-    p.add_argument("row_dir")
-    p.add_argument("--final", action="store_true")
-    p.set_defaults(fn=cmd_headline)
     a = ap.parse_args(argv)
     a.fn(a)
     return 0

@@ -39,7 +39,10 @@ SCORE_OPTS=(); [ "$BK" = vllm ] && SCORE_OPTS=(--max-length 4096)
 
 left() { echo $((CALL_S - ($(date +%s) - DR_T0))); }
 budget() {  # [MORE]: seconds a command may run, the reserve (and MORE) kept; never 0, which `timeout` reads as no limit
-  local b=$(($(left) - RESERVE - ${1:-0})); [ "$b" -ge 1 ] || b=1; echo "$b"
+  local b=$(($(left) - RESERVE - ${1:-0})); [ "$b" -ge 1 ] || b=1
+  # DR_CMD_TIMEOUT_S: a lower cap, for the test of a command stopped at its limit
+  if [ -n "${DR_CMD_TIMEOUT_S:-}" ] && [ "$DR_CMD_TIMEOUT_S" -lt "$b" ]; then b=$DR_CMD_TIMEOUT_S; fi
+  echo "$b"
 }
 fits() {  # STAGE ARGS...: does the stage's estimate fit the time left (less the reserve)?
   local est
@@ -185,9 +188,12 @@ do_train() {  # NAME DIR: the row's PRM into $W/prm_NAME
   rm -rf "$W/prm_$name/checkpoints"
   cp "$W/prm_$name/mcprm_card.json" "$d/card.json"
   local ev=row; [ "$d" = "$W/rows/$name" ] || ev=final
-  "${PY[@]}" event "$EV" $ev "$name" "corpus=\"$CORPUS\"" "solutions=$SOLS" "version=$v" "train_s=$(($(date +%s) - t0))" \
+  # the call's record, and the row's own folder (a row measured in a later call still names its training)
+  local f; for f in "$EV" "$d/train.jsonl"; do
+  "${PY[@]}" event "$f" $ev "$name" "corpus=\"$CORPUS\"" "solutions=$SOLS" "version=$v" "train_s=$(($(date +%s) - t0))" \
     "train_options=\"$TOPTS\"" "code=\"$("${PY[@]}" get code train)\"" "label_code=\"$("${PY[@]}" get code label)\"" \
     "rows_trained=$(python3 -c "import json; print(json.load(open('$d/card.json')).get('data', {}).get('train_rows', 'null'))" 2>/dev/null || echo null)"
+  done
 }
 
 do_measure() {  # NAME DIR PART: score PART of PB-MATH (PRM-only: no answer key) and, for dev, best-of-8
@@ -207,6 +213,10 @@ do_measure() {  # NAME DIR PART: score PART of PB-MATH (PRM-only: no answer key)
   logcmd "$d/commands.sh" mcprm "${ev[@]}"
   local out=$d/eval_pb.json; [ "$part" = aside ] && out=$d/final_eval_pb.json
   mcx train "${ev[@]}" | tee "$out"
+  # step AUROC, F1 at 0.5 and with the threshold chosen on the other half of the solutions (prm_metrics.py)
+  local pm=(python3 "$D/prm_metrics.py" "$W/sc_pb_$name" "$W/pb/$part/reference.jsonl")
+  logcmd "$d/commands.sh" "${pm[@]}"
+  (s=$(snapdir train); cd "$s" && PYTHONPATH=/tmp/site:$s timeout -k 30 "$(budget)" "${pm[@]}") > "${out%eval_pb.json}metrics_pb.json"
   if [ "$part" = dev ]; then
     [ -f "$W/in/heldout8.jsonl" ] || "${PY[@]}" input "$W" heldout "$W/in/heldout8.jsonl"
     local sb=(score "$W/prm_$name" --input "$W/in/heldout8.jsonl" --output "$W/sc_bo_$name" --batch-size 128 --device "$DEV"
@@ -218,11 +228,10 @@ do_measure() {  # NAME DIR PART: score PART of PB-MATH (PRM-only: no answer key)
     logcmd "$d/commands.sh" mcprm "${bo[@]}"
     mcx train "${bo[@]}" | tee "$d/bestofn.json"
   fi
-  # shellcheck disable=SC2046
   if [ "$part" = aside ]; then
-    "${PY[@]}" event "$EV" final "$name" "measure_s=$(($(date +%s) - t0))" $("${PY[@]}" headline --final "$d")
+    "${PY[@]}" event "$EV" final "$name" "measure_s=$(($(date +%s) - t0))" --from-row "$d" --final
   else
-    "${PY[@]}" event "$EV" row "$name" "measure_s=$(($(date +%s) - t0))" $("${PY[@]}" headline "$d")
+    "${PY[@]}" event "$EV" row "$name" "measure_s=$(($(date +%s) - t0))" --from-row "$d"
   fi
 }
 
