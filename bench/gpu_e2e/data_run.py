@@ -399,15 +399,13 @@ def cmd_next(a) -> None:
             if "final" not in st.get("rows", {}).get(r, {}):
                 print(f"  run(command=\"bash bench/gpu_e2e/data_run.sh final {r}\", timeout_s=600)")
         return
-    print("\nset-up of a fresh machine (calls back to back; ~8 min of device time):")
-    print("  1. the vLLM stash calls that `bash /work/shared/device/prepare-vllm-wheels.sh` prints (sized to this tree)")
-    print(f"  2. {N_PARTS - 1} model-part calls, each: run(carry=[\".xfer/gguf/part.NN\"], "
-          "command=\"bash bench/gpu_e2e/data_run.sh part NN\")   NN = 00 ..", f"{N_PARTS - 2:02d}")
-    print(f"  3. run(carry=[\".xfer/gguf/part.{N_PARTS - 1:02d}\", \".xfer/extra\", \".xfer/data_run\"], "
-          f"command=\"bash bench/gpu_e2e/data_run.sh part {N_PARTS - 1:02d} + setup\")")
-    budget = a.minutes * 60 - 480
+    if a.warm:
+        print("the machine is warm and set up (status: warm; `setup` done): no set-up calls")
+    else:
+        print_setup()
+    budget = a.minutes * 60 - (0 if a.warm else SETUP_S)
     calls, used = pack_calls(st, stages, budget)
-    print(f"\nthen, with {a.minutes} device minutes in all ({budget / 60:.0f} after the set-up), these calls "
+    print(f"\nthen, with {a.minutes} device minutes ({budget / 60:.0f} for stages), these calls "
           f"(about {used / 60:.0f} min); after each one: `python bench/gpu_e2e/data_run.py land FILES_AT`, commit:")
     for c in calls:
         cmd = " + ".join(" ".join(s) for s, _ in c)
@@ -415,6 +413,18 @@ def cmd_next(a) -> None:
     left = stages[sum(len(c) for c in calls):]
     if left:
         print(f"left for later sessions: {', '.join(' '.join(s) for s in left)}")
+
+
+SETUP_S = 480  # the set-up calls of a fresh machine (README, "Stages, at today's speed")
+
+
+def print_setup() -> None:
+    print("\nset-up of a fresh machine (calls back to back; ~8 min of device time):")
+    print("  1. the vLLM stash calls that `bash /work/shared/device/prepare-vllm-wheels.sh` prints (sized to this tree)")
+    print(f"  2. {N_PARTS - 1} model-part calls, each: run(carry=[\".xfer/gguf/part.NN\"], "
+          "command=\"bash bench/gpu_e2e/data_run.sh part NN\")   NN = 00 ..", f"{N_PARTS - 2:02d}")
+    print(f"  3. run(carry=[\".xfer/gguf/part.{N_PARTS - 1:02d}\", \".xfer/extra\", \".xfer/data_run\"], "
+          f"command=\"bash bench/gpu_e2e/data_run.sh part {N_PARTS - 1:02d} + setup\")")
 
 
 def cmd_status(a) -> None:
@@ -754,6 +764,7 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("next", help="the device calls to make next")
     p.add_argument("--minutes", type=float, default=30.0, help="the session's device minutes (status: budget_left_s)")
+    p.add_argument("--warm", action="store_true", help="the machine in hand is set up already")
     p.set_defaults(fn=cmd_next)
     sub.add_parser("status").set_defaults(fn=cmd_status)
     p = sub.add_parser("land")

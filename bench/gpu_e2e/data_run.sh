@@ -75,6 +75,7 @@ stage_setup() {
   if [ -e "$W/done.setup" ]; then echo "setup: done on this machine"; return 0; fi
   if [ -z "${DR_CPU:-}" ]; then
     "${PY[@]}" check-model /tmp/model.gguf
+    compgen -G ".xfer/extra/*.whl" > /dev/null || { echo ".xfer/extra/*.whl did not travel: carry .xfer/extra"; exit 4; }
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .xfer/extra/*.whl
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     [ -f "$M/config.json" ] || python3 "$D/convert.py" /tmp/model.gguf "$M"
@@ -276,12 +277,18 @@ stage_measure() {
 stage_final() {  # the held-aside part: read once per row, at the end
   need_setup
   local name=$1
-  if [ -e "$R/rows/$name/final_eval_pb.json" ]; then echo "final $name: the aside part was read for it already"; return 2; fi
+  if [ -e "$R/rows/$name/final_eval_pb.json" ] || [ -e "$W/final/rows/$name/final_eval_pb.json" ]; then
+    echo "final $name: the aside part was read for it already (once per row)"; return 2
+  fi
   [ -e "$R/rows/$name/eval_pb.json" ] || { echo "final $name: measure row $name on the dev part first"; return 2; }
   fits row "$name" || return 3
   local d=$W/final/rows/$name; rm -rf "$d"; mkdir -p "$d"
   do_train "$name" "$d"
   do_measure "$name" "$d" aside
+  # beside the row's own files, never over them: the retrained PRM's card, log and commands as final_*
+  local f; for f in "$d"/*; do
+    case $(basename "$f") in final_*) ;; *) mv "$f" "$d/final_$(basename "$f")" ;; esac
+  done
   "${PY[@]}" pack "$W/final" "$OUT" "final-$name.tgz" "rows/$name"
   rm -rf "$W/prm_$name"
 }

@@ -284,3 +284,19 @@ def test_the_stages_on_a_cpu(tmp_path):
     assert not (tmp_w2 / "prm_def2").exists()  # the PRM is removed once measured
     r = _cpu_run(tmp, "row", "def2", DR_WORK=tmp_w2)
     assert r.returncode == 0 and "done before" in r.stdout
+
+    # the held-aside part, read once at the end: its files land beside the row's, which stay as they were
+    r = _cpu_run(tmp, "final", "def2", DR_WORK=tmp_w2)
+    assert r.returncode == 0, r.stdout + r.stderr
+    st = _land(tmp)
+    assert st["rows"]["def2"]["final"]["f1"] is not None
+    assert {"final_eval_pb.json", "final_metrics_pb.json", "final_card.json", "final_commands.sh"} <= {
+        p.name for p in kept.iterdir()}
+    assert json.loads((kept / "eval_pb.json").read_text()) == ev and st["rows"]["def2"]["f1"] == ev["f1"]
+    assert "aside" in (kept / "final_commands.sh").read_text()
+    # a second look is refused before anything is trained, on this machine or a fresh one
+    r = _cpu_run(tmp, "final", "def2", DR_WORK=tmp_w2)
+    assert r.returncode == 2 and "once per row" in r.stdout
+    r = _cpu_run(tmp, "setup", "+", "final", "def2", DR_WORK=tmp / "w3")
+    assert r.returncode == 2 and "once per row" in r.stdout
+    assert not (tmp / "w3" / "final").exists()
