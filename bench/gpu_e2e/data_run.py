@@ -183,6 +183,9 @@ def check_room(out: Path, sizes: list[int], names: list[str]) -> None:
     keeps DR_OUT_RESERVED places for its own call.json and log.txt."""
     have = [p for p in out_entries(out) if p.name not in names]  # a file packed again is replaced, not added
     reserved = int(os.environ.get("DR_OUT_RESERVED", "0"))
+    deep = [p for p in have if len(p.relative_to(out).parts) - 1 > OUT_DEPTH]
+    if deep:  # what the runner places is at the top; anything deeper would not come back at all
+        die(f"{deep[0]} is more than {OUT_DEPTH} folders down in {out}: it would not come back; move it up", 5)
     for n in names:
         if not NAME_OK.match(n):
             die(f"{n!r}: a file that comes back is named in letters, digits, '.', '_' and '-' alone", 5)

@@ -113,6 +113,12 @@ def test_pack_refuses_what_would_not_come_back_and_writes_nothing(tmp_path):
     assert r.returncode == 0, r.stderr
     r = _py(tmp_path, "pack", work, out, "c_x.tgz", "small.txt", DR_OUT_RESERVED=1)
     assert r.returncode == 0, r.stderr
+    (out / "f1").unlink()
+    (out / "a" / "b" / "c").mkdir(parents=True)  # 3 folders down: the limit is 2
+    (out / "a" / "b" / "c" / "lost.txt").write_text("x")
+    r = _py(tmp_path, "pack", work, out, "more.txt", "small.txt")
+    assert r.returncode == 5 and "folders down" in r.stderr and not (out / "more.txt").exists()
+    (out / "a" / "b" / "c" / "lost.txt").unlink()
     with tarfile.open(out / "c_x.tgz") as t:
         assert t.getnames() == ["small.txt"]
 
