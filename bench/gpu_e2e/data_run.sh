@@ -78,7 +78,6 @@ stage_setup() {
     compgen -G ".xfer/extra/*.whl" > /dev/null || { echo ".xfer/extra/*.whl did not travel: carry .xfer/extra"; exit 4; }
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .xfer/extra/*.whl
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-    [ -f "$M/config.json" ] || python3 "$D/convert.py" /tmp/model.gguf "$M"
     for role in label train; do
       local s; s=$(snapdir $role)
       if [ ! -d "$s" ]; then
@@ -87,6 +86,12 @@ stage_setup() {
         rm -rf "$s.tmp" && mkdir -p "$s.tmp" && tar -xzf "$f" -C "$s.tmp" && mv "$s.tmp" "$s"
       fi
     done
+    # the pinned code's convert.py: the model folder's fingerprint (its name, JSON files and file sizes) is part
+    # of the corpora's identity, so every machine writes the same folder at the same path (the seed's /tmp/qwen);
+    # the marker (a name the fingerprint skips) is written last, so a cut conversion is done again
+    if [ ! -f "$M/.converted" ]; then
+      rm -rf "$M" && python3 "$(snapdir label)/bench/gpu_e2e/convert.py" /tmp/model.gguf "$M" && touch "$M/.converted"
+    fi
   fi
   local pb=${DR_PB:-.xfer/data_run/processbench_math_dev.jsonl.gz}
   [ -f "$pb" ] || { echo "$pb did not travel: carry .xfer/data_run"; exit 4; }
