@@ -220,7 +220,8 @@ do_measure() {  # NAME DIR PART: score PART of PB-MATH (PRM-only: no answer key)
   local out=$d/eval_pb.json; [ "$part" = aside ] && out=$d/final_eval_pb.json
   mcx train "${ev[@]}" | tee "$out"
   # step AUROC, F1 at 0.5 and with the threshold chosen on the other half of the solutions (prm_metrics.py)
-  local pm=(python3 "$D/prm_metrics.py" "$W/sc_pb_$name" "$W/pb/$part/reference.jsonl")
+  local pfx=; [ "$part" = aside ] && pfx=final_
+  local pm=(python3 "$D/prm_metrics.py" "$W/sc_pb_$name" "$W/pb/$part/reference.jsonl" --dump "$d/${pfx}scores_pb.jsonl.gz")
   logcmd "$d/commands.sh" "${pm[@]}"
   (s=$(snapdir train); cd "$s" && PYTHONPATH=/tmp/site:$s timeout -k 30 "$(budget)" "${pm[@]}") > "${out%eval_pb.json}metrics_pb.json"
   if [ "$part" = dev ]; then
@@ -233,6 +234,9 @@ do_measure() {  # NAME DIR PART: score PART of PB-MATH (PRM-only: no answer key)
     local bo=(bestofn "$W/sc_bo_$name" --choose-on 0.3 --json)
     logcmd "$d/commands.sh" mcprm "${bo[@]}"
     mcx train "${bo[@]}" | tee "$d/bestofn.json"
+    local pd=(python3 "$D/prm_metrics.py" "$W/sc_bo_$name" --dump "$d/scores_bo.jsonl.gz")
+    logcmd "$d/commands.sh" "${pd[@]}"
+    (s=$(snapdir train); cd "$s" && PYTHONPATH=/tmp/site:$s timeout -k 30 "$(budget)" "${pd[@]}")
   fi
   if [ "$part" = aside ]; then
     "${PY[@]}" event "$EV" final "$name" "measure_s=$(($(date +%s) - t0))" --from-row "$d" --final

@@ -1,7 +1,7 @@
 """A scored corpus (``mcprm score``) against ProcessBench-style reference labels: the numbers of the data run's
 table beyond ``mcprm eval``'s F1 at the PRM's own threshold.
 
-    python bench/gpu_e2e/prm_metrics.py SCORED reference.jsonl [--json]
+    python bench/gpu_e2e/prm_metrics.py SCORED [reference.jsonl] [--dump scores.jsonl.gz]
 
 * ``step_auroc``: how well ``prm_score`` ranks right steps above wrong ones, over the steps the reference judges
   (up to and including its first error, every step of a right solution): the ProcessBench/PRM800K convention.
@@ -13,6 +13,8 @@ table beyond ``mcprm eval``'s F1 at the PRM's own threshold.
   threshold is chosen on itself, so the number is a held-out one.
 
 PRM-only when the corpus was scored without ``--use-answer-key`` (the data run's): no gold answer is read here.
+``--dump`` writes every solution's step scores (``{"id", "prm_score"}`` a line, 4 decimals, gzip): a PRM never
+leaves the GPU machine, its scores can, so its numbers can be read again later without it.
 """
 
 from __future__ import annotations
@@ -101,10 +103,19 @@ def read_labels(path: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scored")
-    ap.add_argument("reference")
+    ap.add_argument("reference", nargs="?", default=None)
+    ap.add_argument("--dump", default=None, help="write the step scores here (JSONL, gzip)")
     a = ap.parse_args(argv)
     rows, own = read_scored(a.scored)
-    print(json.dumps(metrics(rows, read_labels(a.reference), own), indent=1))
+    if a.dump:
+        import gzip
+
+        with gzip.GzipFile(a.dump, "wb", mtime=0) as f:
+            for i, s in rows.items():
+                f.write((json.dumps({"id": i, "prm_score": [None if p is None else round(p, 4) for p in s]})
+                         + "\n").encode())
+    if a.reference:
+        print(json.dumps(metrics(rows, read_labels(a.reference), own), indent=1))
     return 0
 
 

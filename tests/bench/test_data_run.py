@@ -287,6 +287,11 @@ def test_the_stages_on_a_cpu(tmp_path):
     met = json.loads((kept / "metrics_pb.json").read_text())
     assert met["f1_own"] == ev["f1"] and met["steps_judged"] == ev["steps_compared"]
     assert met["solutions"] == ev["solutions"] == 6
+    # the step scores come back (the PRM does not): one line per scored solution
+    with gzip.open(kept / "scores_bo.jsonl.gz", "rt") as f:
+        assert sum(1 for _ in f) == st["gen"]["h0000"]["solutions"]
+    with gzip.open(kept / "scores_pb.jsonl.gz", "rt") as f:
+        assert all(len(json.loads(x)["prm_score"]) > 0 for x in f)
     assert not (tmp_w2 / "prm_def2").exists()  # the PRM is removed once measured
     r = _cpu_run(tmp, "row", "def2", DR_WORK=tmp_w2)
     assert r.returncode == 0 and "done before" in r.stdout
