@@ -161,6 +161,19 @@ def corpus_versions(corpus: Path) -> dict[int, int]:
     return out
 
 
+def tgz_versions(path: Path, top: str) -> dict[int, int]:
+    """corpus_versions of a packed corpus, read from the version files inside the archive."""
+    out = {}
+    with tarfile.open(path) as t:
+        for m in t.getmembers():
+            parts = m.name.split("/")
+            if m.isfile() and len(parts) == 3 and parts[0] == top and parts[1] == "versions" and parts[2].endswith(".json"):
+                v = json.loads(t.extractfile(m).read())
+                c = v.get("counts") or {}
+                out[sum(int(c.get(k) or 0) for k in ("added", "reused", "rejected", "duplicates_in_input"))] = int(v["version"])
+    return out
+
+
 def solutions_needed(size: int) -> list[str]:
     """The training chunks the first ``size`` solutions come from, in order."""
     need, n = [], 0
@@ -458,9 +471,11 @@ def cmd_land(a) -> None:
     """A call's files (FILES_AT) into results/data_run: chunks, corpora, rows; then STATE.json."""
     src = Path(a.files_at)
     call = src / "call.json"
-    if not call.exists():
-        die(f"{src}: no call.json (the call stopped before writing it); nothing landed", 1)
-    info = json.loads(call.read_text())
+    if call.exists():
+        info = json.loads(call.read_text())
+    else:  # killed at the device's limit before its record: what it placed is whole (placed atomically), keep it
+        print(f"{src}: no call.json (the call was cut before its record): landing its files, read from themselves")
+        info = {"rc": None, "stages": None}
     st = read_state()
     if info.get("code") and info["code"] != st["code"]:
         die(f"{call}: made with code {info['code']}, STATE.json pins {st['code']}; nothing landed", 1)
@@ -496,6 +511,21 @@ def cmd_land(a) -> None:
         landed.append(str(dst.relative_to(RESULTS)))
     for name, v in (info.get("finals") or {}).items():
         st.setdefault("rows", {}).setdefault(name, {})["final"] = v
+    # what the files say wins over the record: a corpus's versions from its own version files, a chunk's size
+    for rel in landed:
+        f = RESULTS / rel
+        if rel.startswith("c_") and rel.endswith(".tgz"):
+            name = rel[2:-4]
+            try:
+                vs = tgz_versions(f, f"c_{name}")
+            except (tarfile.TarError, OSError, json.JSONDecodeError) as e:
+                die(f"{f}: landed, but its version files cannot be read ({e}); STATE.json not updated: check it", 1)
+            info.setdefault("corpora", {}).setdefault(name, {}).setdefault("versions", {}).update(
+                {str(k): v for k, v in vs.items()})
+        elif rel.startswith("gen/"):
+            with gzip.open(f, "rt", encoding="utf-8") as g:
+                n = sum(1 for x in g if x.strip())
+            info.setdefault("gen", {}).setdefault(rel[4:-9], {})["solutions"] = n
     for k in ("gen", "corpora", "rows", "measured"):
         for name, v in (info.get(k) or {}).items():
             if k == "corpora":

@@ -126,7 +126,8 @@ def test_pack_refuses_what_would_not_come_back_and_writes_nothing(tmp_path):
 def test_a_copy_cut_off_leaves_the_old_file_whole_and_land_skips_the_temporary(tmp_path, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
-    (out / "c_def.tgz").write_bytes(b"the earlier, whole file")
+    earlier = (ROOT / "bench" / "gpu_e2e" / "results" / "data_run" / "c_def.tgz").read_bytes()  # a real corpus
+    (out / "c_def.tgz").write_bytes(earlier)
     src = tmp_path / "new"
     src.write_bytes(b"n" * 4096)
 
@@ -137,23 +138,39 @@ def test_a_copy_cut_off_leaves_the_old_file_whole_and_land_skips_the_temporary(t
     with pytest.raises(KeyboardInterrupt):
         dr.place(src, out, "c_def.tgz")
     monkeypatch.undo()
-    assert (out / "c_def.tgz").read_bytes() == b"the earlier, whole file"
+    assert (out / "c_def.tgz").read_bytes() == earlier
     assert (out / ".c_def.tgz.tmp").exists()
     # land takes the call's files but never a temporary one
     results = tmp_path / "results"
     _state(results)
     (out / "call.json").write_text(json.dumps({"code": {"label": "a" * 40, "train": "a" * 40}, "rc": 3,
-                                               "corpora": {"def": {"versions": {"2": 1}, "partial": None}}}))
+                                               "corpora": {"def": {"versions": {"1500": 1}, "partial": None}}}))
     r = _py(tmp_path, "land", out)
     assert r.returncode == 0, r.stderr
-    assert (results / "c_def.tgz").read_bytes() == b"the earlier, whole file"
+    assert (results / "c_def.tgz").read_bytes() == earlier
     assert not any(p.name.endswith(".tmp") for p in results.rglob("*"))
     st = json.loads((results / "STATE.json").read_text())
-    assert st["corpora"]["def"]["versions"] == {"2": 1} and st["calls"][-1]["rc"] == 3
+    assert st["corpora"]["def"]["versions"] == {"1500": 1} and st["calls"][-1]["rc"] == 3
     # a call made with other code than the pinned one is refused whole
     (out / "call.json").write_text(json.dumps({"code": {"label": "b" * 40, "train": "a" * 40}, "rc": 0}))
     r = _py(tmp_path, "land", out)
     assert r.returncode == 1 and "pins" in r.stderr
+
+
+def test_a_call_cut_before_its_record_still_lands_its_whole_files(tmp_path):
+    # the device kills a command at its limit: no call.json, but what was placed is whole
+    out, results = tmp_path / "out", tmp_path / "results"
+    out.mkdir()
+    _state(results)
+    (out / "gen-t0375.jsonl.gz").write_bytes(gzip.compress(b'{"id": 1}\n{"id": 2}\n'))
+    seed = ROOT / "bench" / "gpu_e2e" / "results" / "data_run" / "c_def.tgz"  # the real seed corpus: version 1
+    (out / "c_def.tgz").write_bytes(seed.read_bytes())
+    r = _py(tmp_path, "land", out)
+    assert r.returncode == 0, r.stderr
+    st = json.loads((results / "STATE.json").read_text())
+    assert st["gen"]["t0375"]["solutions"] == 2
+    assert st["corpora"]["def"]["versions"] == {"1500": 1}  # read from the corpus's own version file
+    assert st["calls"][-1]["rc"] is None
 
 
 def test_a_corpus_packed_for_the_next_machine_leaves_its_lock_behind(tmp_path):
