@@ -1,0 +1,67 @@
+"""bench/gpu_e2e/prm_metrics.py against numbers worked out by hand and by brute force (the agreement with
+`mcprm eval` on a real scored corpus is checked in test_data_run.py's CPU run)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "gpu_e2e"))
+import prm_metrics as pm  # noqa: E402
+
+
+def test_first_error_and_f1_by_hand():
+    assert pm.first_error([0.9, None, 0.4, 0.1], 0.5) == 2
+    assert pm.first_error([0.9, 0.6], 0.5) == -1
+    rows = [([0.9, 0.3, 0.2], 1),  # error at 1, found
+            ([0.9, 0.8, 0.2], 1),  # error at 1, flagged at 2: missed
+            ([0.9, 0.8], -1),      # right, none flagged
+            ([0.4, 0.9], -1)]      # right, flagged at 0
+    got = pm.f1_at(rows, [0.5] * 4)
+    assert got["acc_error"] == 0.5 and got["acc_correct"] == 0.5 and got["f1"] == 0.5
+    # at 0.35 the second row's error is still missed (flagged at 2), the last right row no longer flagged
+    got = pm.f1_at(rows, [0.35] * 4)
+    assert got == {"f1": 2 * 0.5 * 1.0 / 1.5, "acc_error": 0.5, "acc_correct": 1.0}
+
+
+def test_step_auroc_is_the_pairwise_share_over_judged_steps():
+    rng = random.Random(5)
+    rows = {}
+    labels = {}
+    for i in range(40):
+        n = rng.randint(2, 7)
+        rows[f"r{i}"] = [round(rng.random(), 2) for _ in range(n)]  # ties on purpose
+        labels[f"r{i}"] = rng.choice([-1, rng.randrange(n)])
+    got = pm.metrics(rows, labels, 0.5)["step_auroc"]
+    pos, neg = [], []
+    for i, s in rows.items():
+        lab = labels[i]
+        for j, p in enumerate(s if lab < 0 else s[: lab + 1]):  # steps after the first error are not judged
+            (pos if lab < 0 or j < lab else neg).append(p)
+    want = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in itertools.product(pos, neg)) / (len(pos) * len(neg))
+    assert abs(got - want) < 1e-12
+
+
+def test_split_half_reads_each_half_with_the_other_halfs_threshold():
+    # half 0: errors score 0.35, right steps 0.5; half 1: errors 0.15, right steps 0.3. Each half alone has a
+    # perfect threshold (0.5 and 0.3); read with the other half's, half 0 misses its errors and half 1 flags its
+    # right solutions: held out, F1 is 0.5, where choosing on the rows themselves would say 1.0
+    ids = [f"s{i}" for i in range(200)]
+    by_half = {h: [i for i in ids if pm.half(i) == h] for h in (0, 1)}
+    assert min(len(v) for v in by_half.values()) > 40
+    rows, labels = {}, {}
+    for h, (err, ok) in ((0, (0.35, 0.5)), (1, (0.15, 0.3))):
+        for k, i in enumerate(by_half[h]):
+            if k % 2:
+                rows[i], labels[i] = [0.9, err, 0.9], 1
+            else:
+                rows[i], labels[i] = [0.9, ok], -1
+    m = pm.metrics(rows, labels, 0.5)
+    assert m["split_half_thresholds"] == [0.3, 0.5]  # [read on half 0 (chosen on half 1), read on half 1]
+    assert m["split_half"]["acc_error"] == 0.5 and m["split_half"]["acc_correct"] == 0.5
+    assert m["f1_split_half"] == 0.5
+    # at 0.5: every error found, half 1's right solutions flagged
+    assert m["at_05"]["acc_error"] == 1.0 and m["at_05"]["acc_correct"] == 0.5 and m["f1_own"] == m["f1_05"]
