@@ -63,6 +63,46 @@ def row_confidence(row: dict, res) -> float:
     return 1.0
 
 
+def solve_rates(cfg: TrainConfig) -> dict[str, float]:
+    """The completer's success rate on each problem (text, stripped): successes over tries, pooling the
+    problem's rows' first-step continuations (graded ones) and their solutions' own graded final answers. A
+    pass over the corpus's count columns only."""
+    from pipeline.storage.corpus import iter_corpus
+
+    got: dict[str, list[float]] = {}
+    seen = 0
+    for b in iter_corpus(cfg.corpus, cfg.version, ["problem", "solution_correct", "mc_correct", "mc_total",
+                                                   "mc_ungradable"]):
+        for r in b.to_pylist():
+            if cfg.limit is not None and seen >= cfg.limit:
+                break
+            seen += 1
+            acc = got.setdefault(r["problem"].strip(), [0.0, 0.0])
+            if r.get("solution_correct") is not None:
+                acc[0] += bool(r["solution_correct"])
+                acc[1] += 1
+            mc_c, mc_t, mc_u = (r.get(k) or [] for k in ("mc_correct", "mc_total", "mc_ungradable"))
+            if mc_c and mc_t and mc_c[0] is not None and mc_t[0]:
+                graded = mc_t[0] - ((mc_u[0] or 0) if mc_u else 0)
+                if graded > 0:
+                    acc[0] += mc_c[0]
+                    acc[1] += graded
+    return {p: (c / n if n else 0.0) for p, (c, n) in got.items()}
+
+
+def shape_weights(targets: list[float | None], weights: list[float], first_error: int, tolerance: int = 0,
+                  negative_scale: float = 1.0) -> list[float]:
+    """Step weights after the target options: no loss on the ``tolerance`` steps just before ``first_error``
+    (``--error-tolerance``), negative targets (below 0.5) times ``negative_scale`` (``--solve-rate-floor``)."""
+    out = list(weights)
+    if tolerance and first_error > 0:
+        for j in range(max(0, first_error - tolerance), min(first_error, len(out))):
+            out[j] = 0.0
+    if negative_scale != 1.0:
+        out = [w * negative_scale if y is not None and y < 0.5 else w for y, w in zip(targets, out, strict=True)]
+    return out
+
+
 @dataclass
 class Prepared:
     train: list
@@ -90,6 +130,7 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
     c = {"corpus_rows": 0, "rows": 0, "train_rows": 0, "val_rows": 0, "train_problems": 0, "val_problems": 0,
          "skipped": {}, "train_steps": 0, "train_positive": 0.0, "train_negative": 0.0, "steps_cut": 0, "rows_cut": 0}
     problems = {"train": set(), "val": set()}
+    rates = solve_rates(cfg) if cfg.solve_rate_floor is not None else None
 
     def skip(why: str) -> None:
         c["skipped"][why] = c["skipped"].get(why, 0) + 1
@@ -126,6 +167,9 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
                 skip("too_long" if "max_length" in str(e) else "bad_row")
                 log.warning("%s: %s; left out", where, e)
                 continue
+            if cfg.error_tolerance or rates is not None:
+                scale = 1.0 if rates is None else min(1.0, rates.get(r["problem"].strip(), 0.0) / cfg.solve_rate_floor)
+                ex.weights = shape_weights(ex.targets, ex.weights, fe, cfg.error_tolerance, scale)
             cut = len(steps) - len(ex.positions)
             c["steps_cut"] += cut
             c["rows_cut"] += int(cut > 0)
