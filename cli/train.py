@@ -41,14 +41,15 @@ def train_cmd(
     weight_by_confidence: Annotated[bool | None, typer.Option(
         help="Weight each row's steps by its first-error confidence (a row without one weighs 1). Default: "
              "with the implicit kind.", show_default=False)] = _D.weight_by_confidence,
-    class_balance: Annotated[bool, typer.Option(
-        help="Weight the two classes inversely to their share of the training steps. Off by default: the "
-             "weights shift the scores off probabilities (the threshold 0.5, prm-min and prm-product read them "
-             "as such).")] = _D.class_balance,
-    threshold_rule: Annotated[str, typer.Option(
+    class_balance: Annotated[bool | None, typer.Option(
+        help="Weight the two classes inversely to their share of the training steps: the scores then are no "
+             "probabilities (the threshold 0.5, prm-min and prm-product read them as such). Default: off for "
+             "the head, on for the implicit kind.", show_default=False)] = _D.class_balance,
+    threshold_rule: Annotated[str | None, typer.Option(
         help="The first-error threshold: 0.5 (a step more likely wrong than right); outcome (where 'an error "
              "found' best matches 'final answer wrong' on the validation problems, else f1); f1 (the F1-best "
-             "one against the validation problems' Monte Carlo first errors).")] = _D.threshold_rule,
+             "one against the validation problems' Monte Carlo first errors). Default: 0.5 without class "
+             "balance, else outcome.", show_default=False)] = _D.threshold_rule,
     error_tolerance: Annotated[int, typer.Option(
         help="No loss on this many steps just before a row's first error, where a Monte Carlo first error is "
              "most often a step or two off (SCAN's tolerance).")] = _D.error_tolerance,

@@ -1,4 +1,7 @@
-"""Label quality: compare a corpus's labels with reference labels (``mcprm eval``).
+"""Label quality: compare a corpus's labels with reference labels (``mcprm eval``); on a scored corpus (``mcprm
+score``'s) also the PRM evaluation protocol from its ``prm_score`` (:mod:`pipeline.training.protocol`), and
+:func:`compare` of two scored corpora of the same solutions. Label rules are refused on a scored corpus: it has
+no Monte Carlo counts, and a rule would relabel from the gold answer's grade alone.
 
 Reference formats
 -----------------

@@ -51,11 +51,12 @@ class TrainConfig:
     # +0.05 held-out F1 on two seeds of the bundled task; not with the head (on the real 1.5B model it did
     # not help the head)
     weight_by_confidence: bool | None = None
-    # weight the two classes inversely to their frequency in the training steps. Off: the weights multiply the
-    # odds the PRM learns by n_negative / n_positive, so its scores stop being probabilities and a score
-    # of 0.5 no longer means "as likely wrong as right" (the threshold rule 0.5 and prm-min / prm-product
-    # compare those scores)
-    class_balance: bool = False
+    # weight the two classes inversely to their frequency in the training steps. The weights multiply the odds
+    # the PRM learns by n_negative / n_positive, so its scores stop being probabilities and 0.5 no longer means
+    # "as likely wrong as right" (the threshold rule 0.5 and prm-min / prm-product compare those scores).
+    # None (auto): off for the head; on for the implicit kind, which without them ranked held-out steps of the
+    # bundled task below their position (step AUROC 0.61 against 0.69 for "later is worse")
+    class_balance: bool | None = None
     drop_after_first_error: bool = True  # no loss on steps after the first negative one
     val_fraction: float = 0.1  # of problems (hash of the problem text), for the threshold and metrics
     epochs: float | None = None  # auto: train.auto_schedule (by kind and model size)
@@ -75,7 +76,8 @@ class TrainConfig:
     header: str = DEFAULT_HEADER  # header_style plain: the template, with {problem}
     header_style: str = "plain"  # HEADER_STYLES
     separator_init: str = "mean"  # SEPARATOR_INITS
-    threshold_rule: str = "0.5"  # THRESHOLD_RULES
+    # THRESHOLD_RULES; None (auto): 0.5 where the scores are probabilities (no class balance), else outcome
+    threshold_rule: str | None = None
     # the new head's learning rate as a multiple of the body's (head kind)
     head_lr_scale: float = 1.0
     # this share of the optimizer steps trains the head alone (the body's learning rate 0), then the body
@@ -111,7 +113,10 @@ class TrainConfig:
 
         kind = self.kind if self.kind != "auto" else ("implicit" if n_params < TINY_PARAMS else "head")
         weight = self.weight_by_confidence if self.weight_by_confidence is not None else kind == "implicit"
-        return dataclasses.replace(self, kind=kind, weight_by_confidence=weight)
+        balance = self.class_balance if self.class_balance is not None else kind == "implicit"
+        rule = self.threshold_rule if self.threshold_rule is not None else ("outcome" if balance else "0.5")
+        return dataclasses.replace(self, kind=kind, weight_by_confidence=weight, class_balance=balance,
+                                   threshold_rule=rule)
 
     def layout(self) -> tuple[str, str]:
         """(separator, step suffix): the given ones, else the kind's (:data:`KIND_LAYOUT`)."""
@@ -152,7 +157,7 @@ class TrainConfig:
         for name, value, allowed in (("--separator-init", self.separator_init, SEPARATOR_INITS),
                                      ("--header-style", self.header_style, HEADER_STYLES),
                                      ("--threshold-rule", self.threshold_rule, THRESHOLD_RULES)):
-            if value not in allowed:
+            if value is not None and value not in allowed:
                 bad.append(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         if self.head_lr_scale <= 0:
             bad.append(f"--head-lr-scale must be positive, got {self.head_lr_scale}")
