@@ -227,7 +227,7 @@ def smoke_inputs(work: Path) -> tuple[str, str, str]:
             for j in range(N):
                 steps = list(r["steps"])
                 if j:
-                    steps[-1] = f"The answer is \\boxed{{{int(r['answer']) + j}}}."
+                    steps[-1] = f"The answer is \\boxed{{{1000 + j}}}."
                 f.write(json.dumps({"id": f"{r['id']}-{j}", "problem": r["problem"], "steps": steps,
                                     "answer": r["answer"]}) + "\n")
     return str(corpus), str(dev), str(bon)
