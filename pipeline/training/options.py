@@ -86,10 +86,9 @@ class TrainConfig:
     # steps within this many before a row's first error get no loss: where a Monte Carlo estimate of the
     # first error is most often off by a step or two (SCAN's tolerance)
     error_tolerance: int = 0
-    # a negative target weighs min(1, r / floor), r the completer's success rate on the problem (its
-    # first-step continuations and its solutions' own answers, pooled over the problem's rows): "no
-    # continuation reached the answer" says little where the completer rarely solves the problem at all
-    # (SCAN's down-weighting). None: off
+    # a negative target weighs min(1, r / floor), r the completer's success rate on the problem from its other
+    # rows (their first-step continuations and own final answers): "no continuation reached the answer" says
+    # little where the completer rarely solves the problem at all (SCAN's down-weighting). None: off
     solve_rate_floor: float | None = None
     step_suffix: str | None = None
     bf16: str = "auto"  # auto (on a GPU that supports it) | on | off

@@ -63,10 +63,25 @@ def row_confidence(row: dict, res) -> float:
     return 1.0
 
 
-def solve_rates(cfg: TrainConfig) -> dict[str, float]:
-    """The completer's success rate on each problem (text, stripped): successes over tries, pooling the
-    problem's rows' first-step continuations (graded ones) and their solutions' own graded final answers. A
-    pass over the corpus's count columns only."""
+def row_tries(row: dict) -> tuple[float, float]:
+    """(successes, tries) of the completer in one row: its first step's graded continuations and its own graded
+    final answer."""
+    c = n = 0.0
+    if row.get("solution_correct") is not None:
+        c += bool(row["solution_correct"])
+        n += 1
+    mc_c, mc_t, mc_u = (row.get(k) or [] for k in ("mc_correct", "mc_total", "mc_ungradable"))
+    if mc_c and mc_t and mc_c[0] is not None and mc_t[0]:
+        graded = mc_t[0] - ((mc_u[0] or 0) if mc_u else 0)
+        if graded > 0:
+            c += mc_c[0]
+            n += graded
+    return c, n
+
+
+def solve_totals(cfg: TrainConfig) -> dict[str, tuple[float, float]]:
+    """Per problem (text, stripped): the completer's (successes, tries) summed over the problem's rows
+    (:func:`row_tries`). A pass over the corpus's count columns only."""
     from pipeline.storage.corpus import iter_corpus
 
     got: dict[str, list[float]] = {}
@@ -77,17 +92,20 @@ def solve_rates(cfg: TrainConfig) -> dict[str, float]:
             if cfg.limit is not None and seen >= cfg.limit:
                 break
             seen += 1
+            c, n = row_tries(r)
             acc = got.setdefault(r["problem"].strip(), [0.0, 0.0])
-            if r.get("solution_correct") is not None:
-                acc[0] += bool(r["solution_correct"])
-                acc[1] += 1
-            mc_c, mc_t, mc_u = (r.get(k) or [] for k in ("mc_correct", "mc_total", "mc_ungradable"))
-            if mc_c and mc_t and mc_c[0] is not None and mc_t[0]:
-                graded = mc_t[0] - ((mc_u[0] or 0) if mc_u else 0)
-                if graded > 0:
-                    acc[0] += mc_c[0]
-                    acc[1] += graded
-    return {p: (c / n if n else 0.0) for p, (c, n) in got.items()}
+            acc[0] += c
+            acc[1] += n
+    return {p: (c, n) for p, (c, n) in got.items()}
+
+
+def solve_rate(totals: dict[str, tuple[float, float]], row: dict) -> float | None:
+    """The completer's success rate on ``row``'s problem from the problem's *other* rows (the row's own answer
+    and continuations are what its labels come from: a wrong row would lower its own rate); None where the
+    other rows hold no graded try (nothing then says the completer fails the problem)."""
+    c, n = totals.get(row["problem"].strip(), (0.0, 0.0))
+    rc, rn = row_tries(row)
+    return (c - rc) / (n - rn) if n - rn > 0 else None
 
 
 def shape_weights(targets: list[float | None], weights: list[float], first_error: int, tolerance: int = 0,
@@ -130,7 +148,7 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
     c = {"corpus_rows": 0, "rows": 0, "train_rows": 0, "val_rows": 0, "train_problems": 0, "val_problems": 0,
          "skipped": {}, "train_steps": 0, "train_positive": 0.0, "train_negative": 0.0, "steps_cut": 0, "rows_cut": 0}
     problems = {"train": set(), "val": set()}
-    rates = solve_rates(cfg) if cfg.solve_rate_floor is not None else None
+    totals = solve_totals(cfg) if cfg.solve_rate_floor is not None else None
 
     def skip(why: str) -> None:
         c["skipped"][why] = c["skipped"].get(why, 0) + 1
@@ -167,8 +185,9 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
                 skip("too_long" if "max_length" in str(e) else "bad_row")
                 log.warning("%s: %s; left out", where, e)
                 continue
-            if cfg.error_tolerance or rates is not None:
-                scale = 1.0 if rates is None else min(1.0, rates.get(r["problem"].strip(), 0.0) / cfg.solve_rate_floor)
+            if cfg.error_tolerance or totals is not None:
+                rate = None if totals is None else solve_rate(totals, r)
+                scale = 1.0 if rate is None else min(1.0, rate / cfg.solve_rate_floor)
                 ex.weights = shape_weights(ex.targets, ex.weights, fe, cfg.error_tolerance, scale)
             cut = len(steps) - len(ex.positions)
             c["steps_cut"] += cut

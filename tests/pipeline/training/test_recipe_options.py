@@ -188,30 +188,89 @@ def test_chat_header_reads_the_base_models_template(tmp_path):
 
 def test_error_tolerance_and_solve_rate_weights(tmp_path):
     from pipeline.training.collate import PrmFormat
-    from pipeline.training.targets import prepare, shape_weights, solve_rates
+    from pipeline.training.targets import prepare, row_tries, shape_weights, solve_rate, solve_totals
     from tests.pipeline.prm_fixtures import ROWS, char_tokenizer, make_corpus
 
     assert shape_weights([1.0, 1.0, 1.0, 0.0], [1.0] * 4, 3, tolerance=2) == [1.0, 0.0, 0.0, 1.0]
     assert shape_weights([1.0, 0.0], [1.0, 1.0], 1, negative_scale=0.25) == [1.0, 0.25]
     assert shape_weights([0.0], [1.0], 0, tolerance=3) == [1.0]  # nothing before a step-0 error
     make_corpus(tmp_path / "c")
-    rates = solve_rates(TrainConfig(corpus=str(tmp_path / "c"), output=""))
-    # s2: its step 0 reached the answer 2 of 4 times, its own answer is wrong -> 2 / 5
-    assert rates["Problem s2: compute it."] == pytest.approx(2 / 5)
-    assert rates["Problem s1: compute it."] == pytest.approx(5 / 5)
+    # s2: its step 0 reached the answer 2 of 4 times, its own answer is wrong
+    s2 = {"problem": "Problem s2: compute it.", "solution_correct": False, "mc_correct": [2, 0, 0, 0],
+          "mc_total": [4, 4, 4, 0], "mc_ungradable": [0, 0, 0, 0]}
+    assert row_tries(s2) == (2, 5)
+    totals = solve_totals(TrainConfig(corpus=str(tmp_path / "c"), output=""))
+    assert totals["Problem s2: compute it."] == (2, 5)
+    assert solve_rate(totals, s2) is None  # its only row: no other evidence on the problem
     tok = char_tokenizer()
     sep = tok.convert_tokens_to_ids("<extra_0>")
     fmt = PrmFormat()
 
-    def weights(**kw):
-        cfg = TrainConfig(corpus=str(tmp_path / "c"), output="", val_fraction=0.0, **kw)
+    def weights(corpus, **kw):
+        cfg = TrainConfig(corpus=str(corpus), output="", val_fraction=0.0, **kw)
         return [e.weights for e in prepare(cfg, tok, fmt, sep).train]
 
-    plain = weights()
-    tol = weights(error_tolerance=1)
-    low = weights(solve_rate_floor=0.8)
+    plain, tol = weights(tmp_path / "c"), weights(tmp_path / "c", error_tolerance=1)
     # s2 (index 1): hard labels good, bad (first error at 1): tolerance 1 takes step 0's loss away
     assert plain[1][:2] == [1.0, 1.0] and tol[1][:2] == [0.0, 1.0]
-    # its negative step weighs rate / floor = 0.4 / 0.8
-    assert low[1][:2] == [1.0, pytest.approx(0.5)]
+    assert weights(tmp_path / "c", solve_rate_floor=0.8) == plain  # one row a problem: no rate, no change
     assert len(ROWS) == len(plain)
+    # a problem three other solutions solve keeps its wrong one's negatives at full weight; one whose other
+    # solution is wrong too and whose first steps' continuations reach the answer 1 time in 4 keeps 0.4 of them
+    shared(tmp_path / "shared", [("w1", "P", [(2, 4), (0, 4)], False)]
+           + [(f"r{i}", "P", [(4, 4), (4, 4)], True) for i in range(3)]
+           + [("w2", "Q", [(1, 4), (0, 4)], False), ("w3", "Q", [(1, 4), (0, 4)], False)])
+    w = weights(tmp_path / "shared", solve_rate_floor=0.5)
+    assert w[0] == [1.0, 1.0] and w[1:4] == [[1.0, 1.0]] * 3
+    assert w[4] == [1.0, pytest.approx(0.4)] and w[5] == [1.0, pytest.approx(0.4)]  # (0 + 1) / (1 + 4) = 0.2
+
+
+def shared(path, items):
+    """A corpus of (id, problem, (correct, total) per step, solution correct): several rows a problem."""
+    from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+    from pipeline.storage.schema import to_table
+    from pipeline.storage.store import CorpusStore
+
+    labeled = []
+    for sid, problem, counts, correct in items:
+        stats = []
+        for c, n in counts:
+            st = StepStats()
+            st.correct, st.total = c, n
+            st.first_correct, st.first_n = st.deep_correct, st.deep_n = c, n
+            stats.append(st)
+        labels = [c > 0 for c, _ in counts]
+        fe = next((i for i, x in enumerate(labels) if not x), -1)
+        sol = Solution(id=sid, problem=f"Problem {problem}.", answer="5", steps=tuple(f"{sid} {j}" for j in
+                                                                                   range(len(counts))))
+        labeled.append(LabeledSolution(sol, labels, stats, fe, correct, rollouts=8, rollout_tokens=80,
+                                       strategy="per-step"))
+    store = CorpusStore(str(path))
+    store.write_table("data/v00001/part-00000.parquet", to_table(labeled, 4))
+    store.commit({"version": 1, "strategy": "per-step", "k": 4,
+                  "shards": [{"path": "data/v00001/part-00000.parquet", "rows": len(labeled)}]})
+
+
+def test_the_cli_passes_every_recipe_option(tmp_path):
+    import subprocess
+    import sys
+
+    _corpus(tmp_path / "corpus", n=16)
+    r = subprocess.run([sys.executable, "-m", "cli.main", "train", str(tmp_path / "corpus"), "--output",
+                        str(tmp_path / "p"), "--kind", "head", "--epochs", "1", "--batch-size", "4", "--no-progress",
+                        "--val-fraction", "0.3", "--head-lr-scale", "2", "--head-only-ratio", "0.5",
+                        "--threshold-rule", "f1", "--error-tolerance", "1", "--solve-rate-floor", "0.5",
+                        "--separator-init", "newline", "--class-balance", "--header-style", "plain"],
+                       capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
+                                                                        "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr
+    card = json.loads((tmp_path / "p" / "mcprm_card.json").read_text())
+    c = card["config"]
+    assert (c["head_lr_scale"], c["head_only_ratio"], c["threshold_rule"], c["error_tolerance"],
+            c["solve_rate_floor"], c["separator_init"], c["class_balance"], c["header_style"]) == (
+        2.0, 0.5, "f1", 1, 0.5, "newline", True, "plain")
+    assert card["hyperparameters"]["head_only_steps"] > 0 and card["hyperparameters"]["neg_weight"] != 1.0
+    r = subprocess.run([sys.executable, "-m", "cli.main", "train", str(tmp_path / "corpus"), "--output",
+                        str(tmp_path / "q"), "--kind", "implicit", "--head-lr-scale", "3"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1 and "--kind head" in r.stderr and "Traceback" not in r.stderr
