@@ -129,6 +129,12 @@ def run_row(name: str, a, common: dict) -> dict:
                       "vs_majority": got["results"][0]["selectors"][sel]["vs_majority"],
                       "vs_majority_se": got["results"][0]["selectors"][sel]["vs_majority_se"]}
     row["wall_s"] = round(time.perf_counter() - t0, 1)
+    if not a.keep_prms:  # a 1.5B PRM is 2.9 GB; the scored corpora are what the table reads
+        import shutil
+
+        (work / "cards").mkdir(exist_ok=True)
+        shutil.copy(prm / "mcprm_card.json", work / "cards" / f"{slug(name)}.json")
+        shutil.rmtree(prm)
     return row
 
 
@@ -247,6 +253,7 @@ def main(argv=None) -> None:
     ap.add_argument("--score-max-length", type=int, help="scoring's max tokens per solution (PB-MATH: 4096)")
     ap.add_argument("--batch-size", type=int, default=64, help="scoring batch size")
     ap.add_argument("--bootstrap", type=int, default=2000)
+    ap.add_argument("--keep-prms", action="store_true", help="keep each row's PRM folder (default: its card only)")
     ap.add_argument("--table", action="store_true", help="print the table from --results and stop")
     ap.add_argument("--smoke", action="store_true", help="the bundled model's plumbing run on a CPU")
     a = ap.parse_args(argv)
