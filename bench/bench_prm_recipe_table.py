@@ -99,10 +99,18 @@ def run_row(name: str, a, common: dict) -> dict:
     t0 = time.perf_counter()
     res = train(TrainConfig(corpus=a.corpus, output=str(prm), base_model=a.base_model, progress=False,
                             overwrite=True, **{**common, **ROWS[name]}))
+    train_s = round(res.seconds, 1)
     card = res.card
     speed = card["training"].get("speed") or {}
     gpus = card["hyperparameters"].get("world_size", 1)
+    import gc
+
     import torch
+
+    del res
+    gc.collect()  # the Trainer's model and optimizer state go before the rows' scoring loads the PRM
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
     on_gpu = torch.cuda.is_available()
     row = {"row": name, "options": ROWS[name], "common": common, "threshold": card["threshold"],
@@ -110,7 +118,7 @@ def run_row(name: str, a, common: dict) -> dict:
            "train_rows": card["data"]["train_rows"], "train_steps": card["data"]["train_steps"],
            # the Trainer's loop, times the GPUs it ran on (model loading and saving left out)
            "train_gpu_s": round(speed.get("seconds", card["training"]["seconds"]) * gpus, 1) if on_gpu else None,
-           "train_s": round(res.seconds, 1), "device": torch.cuda.get_device_name(0) if on_gpu else "cpu"}
+           "train_s": train_s, "device": torch.cuda.get_device_name(0) if on_gpu else "cpu"}
     pb = work / f"sc_pb_{slug(name)}"
     score(str(prm), [str(Path(a.pb_dev) / "input.jsonl")], str(pb), overwrite=True, batch_size=a.batch_size,
           max_length=a.score_max_length, grade=False)
