@@ -25,11 +25,25 @@ def eval_cmd(
     as_json: AsJson = False,
     label_rule: Annotated[str | None, typer.Option(help="Relabel from the stored counts first: hard, threshold, "
                                                         "soft, relative, ratio, advantage, er-prm, changepoint, or 'all' "
-                                                        "(one table row per rule; docs/labels.md).")] = None,
+                                                        "(one table row per rule; docs/labels.md). Refused on a "
+                                                        "scored corpus (`mcprm score`'s).")] = None,
+    compare_with: Annotated[str | None, typer.Option(
+        "--compare", metavar="SCORED",
+        help="A second scored corpus of the same solutions: both PRMs' protocol numbers and their paired "
+             "differences (this one minus SCORED) with bootstrap intervals over problems (docs/training.md).")] = None,
+    compare_version: Annotated[int | None, typer.Option(help="Version of the --compare corpus (default: its "
+                                                             "latest).")] = None,
+    bootstrap: Annotated[int, typer.Option(help="--compare: bootstrap resamples of the problems.")] = 2000,
+    seed: Annotated[int, typer.Option(help="--compare: seed of the bootstrap resamples.")] = 0,
 ) -> None:
-    """First-error F1 (ProcessBench), step accuracy/precision/recall, Brier score, rollout tokens spent."""
+    """First-error F1 (ProcessBench), step accuracy/precision/recall, Brier score, rollout tokens spent; on a
+    scored corpus also the PRM protocol from its scores: step AUROC, F1 at 0.5, at the PRM's own threshold and
+    at a threshold cross-fitted over two halves of the problems."""
     from pipeline.commands.evaluate import evaluate
 
+    if compare_with is not None:
+        return _compare(output, compare_with, reference, version, compare_version, neutral_is_error, bootstrap,
+                        seed, as_json, label_rule)
     if label_rule == "all":
         return _eval_all_rules(output, reference, version, neutral_is_error, as_json)
     with user_errors(extra=(ValueError,)):  # a bad reference file names its row
@@ -45,8 +59,61 @@ def eval_cmd(
         rows.append((METRIC_NAMES.get(key, key),
                      "n/a" if v is None else (f"{v:.4f}" if isinstance(v, float) else f"{v:,}")))
     print_table(f"{output} vs {m['reference']} (strategy {m['strategy']}, K={m['k']})", rows)
+    if "prm" in m:
+        print("stored labels: set with the answer key (--use-answer-key): the rows above are not the PRM's alone"
+               if m["labels_use_answer_key"] else "stored labels: the PRM's alone (no answer key)")
+        print_table("PRM protocol, from prm_score only (no answer key)", protocol_rows(m["prm"]))
+        return
     print(brier_note(m))
     print(confidence_note(m))
+
+
+def _f(v, se=None) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.4f}" + (f" ±{se:.4f}" if se is not None else "")
+
+
+def protocol_rows(p: dict) -> list[tuple[str, str]]:
+    """The protocol's numbers of one scored corpus (pipeline.training.protocol.measure) as table rows."""
+    halves = "; ".join(f"half {1 - x['chosen_on_half']} at {x['threshold']:.2f}: {_f(x['f1'])}"
+                       for x in p["cross_fit"] if x["threshold"] is not None) or "n/a (a half lacks a kind)"
+    own = "n/a" if p["own_threshold"] is None else f"{p['own_threshold']:.2f}"
+    return [
+        ("solutions (with an error)", f"{p['solutions']:,} ({p['solutions_with_error']:,})"),
+        ("step AUROC (steps up to the reference's first error)", f"{_f(p['step_auroc'])} on "
+                                                                 f"{p['steps_scored']:,} steps"),
+        ("F1 at 0.5", _f(p["f1_at_0.5"])),
+        (f"F1 at the PRM's own threshold ({own})", _f(p["f1_own"])),
+        ("F1 at a cross-fitted threshold (chosen on one half of the problems, read on the other)",
+         f"{_f(p['f1_cross'])} ({halves})"),
+        (f"F1 at the threshold best on these solutions ({p['oracle_threshold']:.2f}; optimistic)",
+         _f(p["f1_oracle"])),
+    ]
+
+
+def _compare(output, other, reference, version, other_version, neutral_is_error, bootstrap, seed, as_json,
+             label_rule) -> None:
+    from pipeline.commands.evaluate import EvalError, compare
+
+    with user_errors(extra=(ValueError,)):
+        if label_rule:
+            raise EvalError("--compare measures two PRMs' scores; it takes no --label-rule")
+        c = compare(output, other, reference, version, other_version, neutral_is_error, bootstrap, seed)
+    if as_json:
+        print(json.dumps(c, indent=2))
+        return
+    print_table(f"first: {output}", protocol_rows(c["first"]))
+    print_table(f"second: {other}", protocol_rows(c["second"]))
+    pct = round(100 * c["level"])
+    rows = [(name, f"{_f(d['difference'], d['se'])}  [{_f(d['low'])}, {_f(d['high'])}]")
+            for name, d in c["differences"].items()]
+    print_table(f"first minus second on {c['solutions']:,} solutions of {c['problems']:,} problems "
+                f"(difference ±SE [{pct}% bootstrap interval], {c['bootstrap']:,} resamples of the problems, "
+                f"seed {c['seed']})", rows)
+    if c["only_in_first"] or c["only_in_second"]:
+        print(f"left out: {c['only_in_first']:,} solutions only in the first, {c['only_in_second']:,} only in the "
+              "second")
 
 
 # what each number is computed on, beside its name (the JSON keeps the bare names)

@@ -45,8 +45,22 @@ def train_cmd(
     weight_by_confidence: Annotated[bool | None, typer.Option(
         help="Weight each row's steps by its first-error confidence (a row without one weighs 1). Default: "
              "with the implicit kind.", show_default=False)] = _D.weight_by_confidence,
-    class_balance: Annotated[bool, typer.Option(
-        help="Weight the two classes inversely to their share of the training steps.")] = True,
+    class_balance: Annotated[bool | None, typer.Option(
+        help="Weight the two classes inversely to their share of the training steps: the scores then are no "
+             "probabilities (the threshold 0.5, prm-min and prm-product read them as such). Default: off for "
+             "the head, on for the implicit kind.", show_default=False)] = _D.class_balance,
+    threshold_rule: Annotated[str | None, typer.Option(
+        help="The first-error threshold: 0.5 (a step more likely wrong than right); outcome (where 'an error "
+             "found' best matches 'final answer wrong' on the validation problems, else f1); f1 (the F1-best "
+             "one against the validation problems' Monte Carlo first errors). Default: 0.5 without class "
+             "balance, else outcome.", show_default=False)] = _D.threshold_rule,
+    error_tolerance: Annotated[int, typer.Option(
+        help="No loss on this many steps just before a row's first error, where a Monte Carlo first error is "
+             "most often a step or two off (SCAN's tolerance).")] = _D.error_tolerance,
+    solve_rate_floor: Annotated[float | None, typer.Option(
+        help="Down-weight negative targets of problems the completer rarely solves: weight min(1, rate / "
+             "FLOOR), rate its success rate on the problem (first-step continuations and final answers of the "
+             "problem's rows). Default: off.", show_default=False)] = _D.solve_rate_floor,
     drop_after_first_error: Annotated[bool, typer.Option(
         help="No loss on the steps after a row's first negative one (PRM800K/Qwen convention).")] = True,
     val_fraction: Annotated[float, typer.Option(
@@ -74,6 +88,18 @@ def train_cmd(
     step_suffix: Annotated[str | None, typer.Option(
         help="Text after each step, before the separator ('\\n' is a newline). Default: head '\\n'; "
              "implicit ''.")] = None,
+    header_style: Annotated[str, typer.Option(
+        help="The text before the steps: plain ('Problem: ...' / 'Solution:'), or chat (the base model's chat "
+             "template around the problem, with the corpus's own user-message template when it was labeled "
+             "with --prompt-format chat).")] = _D.header_style,
+    separator_init: Annotated[str, typer.Option(
+        help="The embedding of a separator new to the tokenizer: mean (of the trained rows), newline (the "
+             "newline's row), none (as the resize left it: untrained).")] = _D.separator_init,
+    head_lr_scale: Annotated[float, typer.Option(
+        help="--kind head: the new head's learning rate as a multiple of the body's.")] = _D.head_lr_scale,
+    head_only_ratio: Annotated[float, typer.Option(
+        help="--kind head: this share of the optimizer steps trains the head alone, then the body joins with "
+             "its own warm-up (1: the head alone throughout).")] = _D.head_only_ratio,
     bf16: Annotated[str, typer.Option(help="auto (bf16 autocast on a GPU that supports it; float32 for the "
                                            "implicit kind) | on | off")] = _D.bf16,
     compile: Annotated[str, typer.Option(help="auto (torch.compile of each decoder layer on a GPU) | on | off. "
@@ -106,6 +132,10 @@ def train_cmd(
         cfg = TrainConfig(corpus=corpus, output=output, base_model=base_model, version=version, kind=kind,
                           label_rule=label_rule, targets=targets, min_confidence=min_confidence,
                           unreached=unreached, weight_by_confidence=weight_by_confidence, class_balance=class_balance,
+                          threshold_rule=threshold_rule, error_tolerance=error_tolerance,
+                          solve_rate_floor=solve_rate_floor, header_style=header_style,
+                          separator_init=separator_init, head_lr_scale=head_lr_scale,
+                          head_only_ratio=head_only_ratio,
                           drop_after_first_error=drop_after_first_error, val_fraction=val_fraction, epochs=epochs,
                           learning_rate=learning_rate, beta=beta, batch_size=batch_size,
                           max_batch_tokens=max_batch_tokens, grad_accum=grad_accum, max_length=max_length,
@@ -130,8 +160,9 @@ def train_cmd(
          f"({card['label_rule']}, {card['targets']} targets) in {res.seconds:.0f} s"
          + (f"; {sp['tokens_per_s']:,.0f} tokens/s" if sp.get("tokens_per_s") else ""))
     if f1 is not None:
+        fitted = " (in-sample for the threshold)" if v.get("in_sample") else ""
         echo(f"  validation ({d['val_rows']:,} rows, {d['val_problems']:,} problems): first-error F1 {f1:.3f} at "
-             f"threshold {card['threshold']:.2f}, against the corpus's own labels (in-sample for the threshold)")
+             f"threshold {card['threshold']:.2f}, against the corpus's own labels{fitted}")
     else:
         echo(f"  no validation rows with both kinds of solutions: threshold {card['threshold']:.2f}")
     if v.get("threshold_from"):

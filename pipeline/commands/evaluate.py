@@ -1,4 +1,7 @@
-"""Label quality: compare a corpus's labels with reference labels (``mcprm eval``).
+"""Label quality: compare a corpus's labels with reference labels (``mcprm eval``); on a scored corpus (``mcprm
+score``'s) also the PRM evaluation protocol from its ``prm_score`` (:mod:`pipeline.training.protocol`), and
+:func:`compare` of two scored corpora of the same solutions. Label rules are refused on a scored corpus: it has
+no Monte Carlo counts, and a rule would relabel from the gold answer's grade alone.
 
 Reference formats
 -----------------
@@ -105,6 +108,88 @@ class ReferenceNeeded(FatalError, ValueError):
             "index of the first wrong step or -1) or PRM800K-style (id, steps, ratings = -1/0/1 per step)")
 
 
+def _reference_lookup(output: str, reference: str | None, neutral_is_error: bool):
+    """``lookup(row) -> RefRow | None``: the reference's verdict on a corpus row (by id, else by steps), or the
+    bundled task's exact checker for ``None`` / ``"synthetic"``."""
+    if reference is None or reference == "synthetic":
+        from pipeline.bundled.synthetic import check_steps
+
+        def lookup(r):
+            try:
+                res = check_steps(r["problem"], list(r["steps"]))
+            except ValueError:  # own data has no built-in checker; say what to pass instead
+                raise ReferenceNeeded(output, r, given=reference) from None
+            fe = res.first_error
+            ok = [None if (fe != -1 and i > fe) else (i != fe) for i in range(len(r["steps"]))]
+            return RefRow(fe, ok)
+        return lookup
+    by_id, by_steps = _load_reference_rows(reference, neutral_is_error)
+
+    def lookup(r):
+        return by_id.get(str(r["id"])) or by_steps.get(tuple(r["steps"]))
+    return lookup
+
+
+class EvalError(FatalError, ValueError):
+    """``mcprm eval`` cannot measure what was asked; the message says what to do instead."""
+
+
+def is_scored(manifest: dict) -> bool:
+    """Whether a corpus version was written by ``mcprm score`` (PRM scores, no Monte Carlo counts)."""
+    from pipeline.training.score import STRATEGY
+
+    return manifest.get("strategy") == STRATEGY
+
+
+def read_scored(output: str, reference: str | None = None, version: int | None = None,
+                neutral_is_error: bool = False) -> tuple[list, dict]:
+    """(the scored corpus's solutions matched with the reference, as :class:`pipeline.training.protocol.Scored`;
+    its manifest). Reads ``prm_score`` only: the stored labels may have used the gold answer
+    (``--use-answer-key``), the scores never do."""
+    from pipeline.storage.corpus import iter_corpus, open_manifest
+    from pipeline.training.protocol import Scored
+
+    _, manifest = open_manifest(output, version)
+    if not is_scored(manifest):
+        raise EvalError(f"{output} is a labeled corpus (strategy {manifest.get('strategy')}), not one written by "
+                        "`mcprm score`: the PRM protocol and --compare measure a PRM's scores. Score solutions "
+                        "first: `mcprm score PRM --input SOLUTIONS --output OUT`")
+    lookup = _reference_lookup(output, reference, neutral_is_error)
+    out = []
+    for b in iter_corpus(output, version, ["id", "problem", "steps", "prm_score"]):
+        for r in b.to_pylist():
+            ref = lookup(r)
+            if ref is None:
+                continue
+            scores = list(r["prm_score"] or [None] * len(r["steps"]))
+            ok = ref.step_ok if ref.step_ok is not None and len(ref.step_ok) == len(scores) else None
+            out.append(Scored(str(r["id"]), r["problem"], scores, ref.first_error, ok))
+    if not out:
+        raise ValueError(f"no row of {output} matches the reference {reference} (by id or by steps)")
+    return out, manifest
+
+
+def own_threshold(manifest: dict) -> float | None:
+    """The threshold the PRM's own training chose (``mcprm score`` records it; ``--threshold`` may have
+    labeled with another)."""
+    cfg = manifest.get("config") or {}
+    t = cfg.get("prm_threshold", cfg.get("threshold"))
+    return None if t is None else float(t)
+
+
+def compare(first: str, second: str, reference: str | None = None, version: int | None = None,
+            second_version: int | None = None, neutral_is_error: bool = False, bootstrap: int = 2000,
+            seed: int = 0, level: float = 0.95) -> dict:
+    """The protocol's numbers of two scored corpora of the same solutions and their paired differences (first
+    minus second) with bootstrap intervals (:func:`pipeline.training.protocol.paired`)."""
+    from pipeline.training.protocol import paired
+
+    a, ma = read_scored(first, reference, version, neutral_is_error)
+    b, mb = read_scored(second, reference, second_version, neutral_is_error)
+    res = paired(a, b, own_threshold(ma), own_threshold(mb), n_boot=bootstrap, seed=seed, level=level)
+    return {"first": first, "second": second, "reference": reference or "synthetic", **res}
+
+
 def evaluate(output: str, reference: str | None = None, version: int | None = None,
              neutral_is_error: bool = False, label_rule: str | None = None) -> dict:
     """Metrics of one corpus against ``reference``: a reference file, or ``"synthetic"`` (the bundled task's
@@ -115,6 +200,13 @@ def evaluate(output: str, reference: str | None = None, version: int | None = No
     from pipeline.storage.corpus import iter_corpus, open_manifest
 
     _, manifest = open_manifest(output, version)
+    scored = is_scored(manifest)
+    if scored and label_rule:
+        raise EvalError(
+            f"{output} was written by `mcprm score`: its labels are the PRM's, and it has no Monte Carlo counts "
+            f"for --label-rule {label_rule} to relabel from (the rules would read only the gold answer's grade of "
+            "the final step). Leave out --label-rule: `mcprm eval` then measures the PRM's scores (step AUROC, "
+            "F1 at 0.5, at its own threshold and at a cross-fitted one) and its stored labels")
     n_rows = rollouts = rollout_tokens = 0
 
     def corpus_rows():  # streamed batch by batch: memory bounded by a batch, not by the corpus
@@ -129,22 +221,7 @@ def evaluate(output: str, reference: str | None = None, version: int | None = No
                 yield from b.to_pylist()
 
     rows = corpus_rows()
-    if reference is None or reference == "synthetic":
-        from pipeline.bundled.synthetic import check_steps
-
-        def lookup(r):
-            try:
-                res = check_steps(r["problem"], list(r["steps"]))
-            except ValueError:  # own data has no built-in checker; say what to pass instead
-                raise ReferenceNeeded(output, r, given=reference) from None
-            fe = res.first_error
-            ok = [None if (fe != -1 and i > fe) else (i != fe) for i in range(len(r["steps"]))]
-            return RefRow(fe, ok)
-    else:
-        by_id, by_steps = _load_reference_rows(reference, neutral_is_error)
-
-        def lookup(r):
-            return by_id.get(str(r["id"])) or by_steps.get(tuple(r["steps"]))
+    lookup = _reference_lookup(output, reference, neutral_is_error)
 
     n_err = n_err_hit = n_ok = n_ok_hit = 0
     tp_neg = fp_neg = fn_neg = tp_pos = fp_pos = fn_pos = 0
@@ -204,7 +281,16 @@ def evaluate(output: str, reference: str | None = None, version: int | None = No
     def ratio(a, b):
         return a / b if b else None
 
+    prm = {}
+    if scored:
+        from pipeline.training.protocol import measure
+
+        sols, _ = read_scored(output, reference, version, neutral_is_error)
+        prm = {"prm": measure(sols, own_threshold(manifest)),
+               # the stored labels (f1, acc_*, step_*) used the gold answer only when scored so
+               "labels_use_answer_key": bool((manifest.get("config") or {}).get("use_answer_key"))}
     return {
+        **prm,
         "output": output,
         "reference": reference or "synthetic",
         "version": manifest["version"],

@@ -105,10 +105,11 @@ def _check_exists(base: str) -> None:
         raise TrainError(f"base model {base!r} does not exist; pass --base-model with a local folder or a hub name")
 
 
-def load_base(base: str, separator: str, kind: str = "head"):
+def load_base(base: str, separator: str, kind: str = "head", separator_init: str = "mean"):
     """(model, tokenizer, separator id, added): the causal LM under a fresh 2-class token head (``kind`` head),
     or the causal LM and a frozen copy as an implicit PRM (``kind`` implicit, :mod:`pipeline.training.implicit`);
-    the separator token added to the tokenizer (and the embeddings grown) when it lacks it."""
+    the separator token added to the tokenizer (and the embeddings grown) when it lacks it, its embedding row
+    set by ``separator_init`` (:func:`init_separator_row`)."""
     from rollouts.base import require
 
     torch = require("torch", "pip install torch")
@@ -122,13 +123,18 @@ def load_base(base: str, separator: str, kind: str = "head"):
     except (OSError, ValueError) as e:
         raise TrainError(f"cannot load the base model {base!r} ({e}); pass --base-model with a causal LM "
                          "(a local folder or a hub name)") from None
+    n_trained = len(tok)  # the tokens the base model was trained with: rows past them never were
     sep_id, added = ensure_separator(tok, separator)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else separator
     if kind == "implicit":
         from pipeline.training.implicit import load_base_implicit
 
-        return load_base_implicit(base, tok, sep_id, torch.float32), tok, sep_id, added
+        model = load_base_implicit(base, tok, sep_id, torch.float32)
+        if added:  # the same row in both: the log-ratio at the separator starts at 0
+            for m in (model.policy, model.reference):
+                init_separator_row(m, tok, sep_id, separator_init, n_trained)
+        return model, tok, sep_id, added
     with _quiet_head_warning(transformers):
         try:
             # float32 master weights: bf16 is autocast by the Trainer (--bf16), never pure-bf16 AdamW
@@ -142,8 +148,53 @@ def load_base(base: str, separator: str, kind: str = "head"):
     emb = model.get_input_embeddings().num_embeddings
     if len(tok) > emb:
         model.resize_token_embeddings(len(tok))
+    if added:
+        init_separator_row(model, tok, sep_id, separator_init, n_trained)
     model.config.pad_token_id = tok.pad_token_id
     return model, tok, sep_id, added
+
+
+def init_separator_row(model, tok, sep_id: int, how: str, n_trained: int) -> None:
+    """Set the input embedding of a separator the tokenizer did not have: ``mean`` (the mean of the rows of the
+    ``n_trained`` tokens the base model knows), ``newline`` (the newline token's row) or ``none`` (as the resize
+    left it). Without this the head reads a row no training ever touched: a random draw where the embeddings
+    grew, and where the vocabulary was padded past the tokenizer (Qwen2.5's 151,936 rows for 151,665 tokens),
+    a reserved row that was never updated; every step's score is read right after that token."""
+    import torch
+
+    if how == "none":
+        return
+    weight = model.get_input_embeddings().weight
+    with torch.no_grad():
+        if how == "newline":
+            ids = tok.encode("\n", add_special_tokens=False)
+            if len(ids) != 1:
+                raise TrainError(f"--separator-init newline: the tokenizer writes a newline as {len(ids)} tokens, "
+                                 "not one; use --separator-init mean")
+            row = weight[ids[0]].detach().clone()
+        else:
+            row = weight[:n_trained].detach().float().mean(dim=0).to(weight.dtype)
+        weight[sep_id] = row
+
+
+def chat_header(tok, manifest: dict) -> str:
+    """The header template (with ``{problem}``) of ``--header-style chat``: ``tok``'s chat template rendered for
+    one user turn with the generation prompt, around the corpus's own user-message template where its rollouts
+    were sampled in the chat format (the layout the policy wrote in), else around the bare problem."""
+    from rollouts.prompts import PLACEHOLDER, chat_format
+
+    flat: dict = {}
+    for k, v in (manifest.get("config") or {}).items():  # flat or grouped by section
+        if isinstance(v, dict):
+            flat.update(v)
+        else:
+            flat[k] = v
+    template = (flat.get("prompt_template") or PLACEHOLDER) if flat.get("prompt_format") == "chat" else PLACEHOLDER
+    try:
+        fmt = chat_format(tok, template, source=getattr(tok, "name_or_path", ""))
+    except ValueError as e:
+        raise TrainError(f"--header-style chat: {e} (or train with --header-style plain)") from None
+    return fmt.before + PLACEHOLDER + fmt.after
 
 
 class _quiet_head_warning:

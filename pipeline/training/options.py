@@ -26,6 +26,18 @@ DEFAULT_UNREACHED = "drop"
 UNREACHED_WEIGHT = 0.1
 TINY_PARAMS = 50_000_000  # below this: the implicit kind, and the schedules of a small model (train.auto_schedule)
 KIND_LAYOUT = {"head": (DEFAULT_SEPARATOR, "\n"), "implicit": ("\n", "")}  # (separator, step suffix) by kind
+# the embedding row of a separator new to the tokenizer: the mean of the vocabulary's trained rows, the newline's
+# row, or left as the resize made it (none; a reserved row of a padded vocabulary was never trained)
+SEPARATOR_INITS = ("mean", "newline", "none")
+# the text before the steps: plain ("Problem: ...\nSolution:\n"), or chat (the base tokenizer's chat template
+# around the problem, with the corpus's own user-message template and system prompt when it was labeled in
+# the chat format: the layout the policy wrote its solutions in)
+HEADER_STYLES = ("plain", "chat")
+# how the first-error threshold is chosen: 0.5 (the scores are probabilities of a good step when trained
+# without class weights: below 0.5 the PRM finds the step more likely wrong than right); outcome (balanced
+# accuracy of "an error found" against "final answer wrong" on the validation problems, else f1); f1 (the
+# F1-best threshold against the validation problems' Monte Carlo first errors)
+THRESHOLD_RULES = ("0.5", "outcome", "f1")
 
 
 class TrainError(FatalError, ValueError):
@@ -51,7 +63,12 @@ class TrainConfig:
     # +0.05 held-out F1 on two seeds of the bundled task; not with the head (on the real 1.5B model it did
     # not help the head)
     weight_by_confidence: bool | None = None
-    class_balance: bool = True  # weight the two classes inversely to their frequency in the training steps
+    # weight the two classes inversely to their frequency in the training steps. The weights multiply the odds
+    # the PRM learns by n_negative / n_positive, so its scores stop being probabilities and 0.5 no longer means
+    # "as likely wrong as right" (the threshold rule 0.5 and prm-min / prm-product compare those scores).
+    # None (auto): off for the head; on for the implicit kind, which without them ranked held-out steps of the
+    # bundled task below their position (step AUROC 0.61 against 0.69 for "later is worse")
+    class_balance: bool | None = None
     drop_after_first_error: bool = True  # no loss on steps after the first negative one
     val_fraction: float = 0.1  # of problems (hash of the problem text), for the threshold and metrics
     epochs: float | None = None  # auto: train.auto_schedule (by kind and model size)
@@ -68,7 +85,23 @@ class TrainConfig:
     # None: by kind (layout): head reads a reserved token after each step's newline (Qwen2.5-Math-PRM);
     # implicit reads the newline itself, so the LM sees its own text format with no token it never saw
     separator: str | None = None
-    header: str = DEFAULT_HEADER
+    header: str = DEFAULT_HEADER  # header_style plain: the template, with {problem}
+    header_style: str = "plain"  # HEADER_STYLES
+    separator_init: str = "mean"  # SEPARATOR_INITS
+    # THRESHOLD_RULES; None (auto): 0.5 where the scores are probabilities (no class balance), else outcome
+    threshold_rule: str | None = None
+    # the new head's learning rate as a multiple of the body's (head kind)
+    head_lr_scale: float = 1.0
+    # this share of the optimizer steps trains the head alone (the body's learning rate 0), then the body
+    # joins with its own warm-up (head kind); 1: the head alone throughout (a probe of the frozen body)
+    head_only_ratio: float = 0.0
+    # steps within this many before a row's first error get no loss: where a Monte Carlo estimate of the
+    # first error is most often off by a step or two (SCAN's tolerance)
+    error_tolerance: int = 0
+    # a negative target weighs min(1, r / floor), r the completer's success rate on the problem from its other
+    # rows (their first-step continuations and own final answers): "no continuation reached the answer" says
+    # little where the completer rarely solves the problem at all (SCAN's down-weighting). None: off
+    solve_rate_floor: float | None = None
     step_suffix: str | None = None
     bf16: str = "auto"  # auto (on a GPU that supports it) | on | off
     # torch.compile of each decoder layer (fused norms, activations and casts; one graph serves every layer):
@@ -91,7 +124,10 @@ class TrainConfig:
 
         kind = self.kind if self.kind != "auto" else ("implicit" if n_params < TINY_PARAMS else "head")
         weight = self.weight_by_confidence if self.weight_by_confidence is not None else kind == "implicit"
-        return dataclasses.replace(self, kind=kind, weight_by_confidence=weight)
+        balance = self.class_balance if self.class_balance is not None else kind == "implicit"
+        rule = self.threshold_rule if self.threshold_rule is not None else ("outcome" if balance else "0.5")
+        return dataclasses.replace(self, kind=kind, weight_by_confidence=weight, class_balance=balance,
+                                   threshold_rule=rule)
 
     def layout(self) -> tuple[str, str]:
         """(separator, step suffix): the given ones, else the kind's (:data:`KIND_LAYOUT`)."""
@@ -131,6 +167,21 @@ class TrainConfig:
             bad.append(f"--bf16 must be auto, on or off, got {self.bf16!r}")
         if self.compile not in ("auto", "on", "off"):
             bad.append(f"--compile must be auto, on or off, got {self.compile!r}")
+        for name, value, allowed in (("--separator-init", self.separator_init, SEPARATOR_INITS),
+                                     ("--header-style", self.header_style, HEADER_STYLES),
+                                     ("--threshold-rule", self.threshold_rule, THRESHOLD_RULES)):
+            if value is not None and value not in allowed:
+                bad.append(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        if self.head_lr_scale <= 0:
+            bad.append(f"--head-lr-scale must be positive, got {self.head_lr_scale}")
+        if not 0 <= self.head_only_ratio <= 1:
+            bad.append(f"--head-only-ratio must be in [0, 1], got {self.head_only_ratio}")
+        if self.kind == "implicit" and (self.head_lr_scale != 1.0 or self.head_only_ratio):
+            bad.append("--head-lr-scale and --head-only-ratio are for --kind head (an implicit PRM has no new head)")
+        if self.error_tolerance < 0:
+            bad.append(f"--error-tolerance must be 0 or more steps, got {self.error_tolerance}")
+        if self.solve_rate_floor is not None and not 0 < self.solve_rate_floor <= 1:
+            bad.append(f"--solve-rate-floor must be in (0, 1], got {self.solve_rate_floor}")
         if bad:
             raise TrainError("; ".join(bad))
 

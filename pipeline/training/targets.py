@@ -64,6 +64,64 @@ def row_confidence(row: dict, res) -> float:
     return 1.0
 
 
+def row_tries(row: dict) -> tuple[float, float]:
+    """(successes, tries) of the completer in one row: its first step's graded continuations and its own graded
+    final answer."""
+    c = n = 0.0
+    if row.get("solution_correct") is not None:
+        c += bool(row["solution_correct"])
+        n += 1
+    mc_c, mc_t, mc_u = (row.get(k) or [] for k in ("mc_correct", "mc_total", "mc_ungradable"))
+    if mc_c and mc_t and mc_c[0] is not None and mc_t[0]:
+        graded = mc_t[0] - ((mc_u[0] or 0) if mc_u else 0)
+        if graded > 0:
+            c += mc_c[0]
+            n += graded
+    return c, n
+
+
+def solve_totals(cfg: TrainConfig) -> dict[str, tuple[float, float]]:
+    """Per problem (text, stripped): the completer's (successes, tries) summed over the problem's rows
+    (:func:`row_tries`). A pass over the corpus's count columns only."""
+    from pipeline.storage.corpus import iter_corpus
+
+    got: dict[str, list[float]] = {}
+    seen = 0
+    for b in iter_corpus(cfg.corpus, cfg.version, ["problem", "solution_correct", "mc_correct", "mc_total",
+                                                   "mc_ungradable"]):
+        for r in b.to_pylist():
+            if cfg.limit is not None and seen >= cfg.limit:
+                break
+            seen += 1
+            c, n = row_tries(r)
+            acc = got.setdefault(r["problem"].strip(), [0.0, 0.0])
+            acc[0] += c
+            acc[1] += n
+    return {p: (c, n) for p, (c, n) in got.items()}
+
+
+def solve_rate(totals: dict[str, tuple[float, float]], row: dict) -> float | None:
+    """The completer's success rate on ``row``'s problem from the problem's *other* rows (the row's own answer
+    and continuations are what its labels come from: a wrong row would lower its own rate); None where the
+    other rows hold no graded try (nothing then says the completer fails the problem)."""
+    c, n = totals.get(row["problem"].strip(), (0.0, 0.0))
+    rc, rn = row_tries(row)
+    return (c - rc) / (n - rn) if n - rn > 0 else None
+
+
+def shape_weights(targets: list[float | None], weights: list[float], first_error: int, tolerance: int = 0,
+                  negative_scale: float = 1.0) -> list[float]:
+    """Step weights after the target options: no loss on the ``tolerance`` steps just before ``first_error``
+    (``--error-tolerance``), negative targets (below 0.5) times ``negative_scale`` (``--solve-rate-floor``)."""
+    out = list(weights)
+    if tolerance and first_error > 0:
+        for j in range(max(0, first_error - tolerance), min(first_error, len(out))):
+            out[j] = 0.0
+    if negative_scale != 1.0:
+        out = [w * negative_scale if y is not None and y < 0.5 else w for y, w in zip(targets, out, strict=True)]
+    return out
+
+
 @dataclass
 class Prepared:
     train: list
@@ -91,6 +149,7 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
     c = {"corpus_rows": 0, "rows": 0, "train_rows": 0, "val_rows": 0, "train_problems": 0, "val_problems": 0,
          "skipped": {}, "train_steps": 0, "train_positive": 0.0, "train_negative": 0.0, "steps_cut": 0, "rows_cut": 0}
     problems = {"train": set(), "val": set()}
+    totals = solve_totals(cfg) if cfg.solve_rate_floor is not None else None
 
     def skip(why: str) -> None:
         c["skipped"][why] = c["skipped"].get(why, 0) + 1
@@ -133,6 +192,10 @@ def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
                 skip("too_long" if "max_length" in str(e) else "bad_row")
                 log.warning("%s: %s; left out", where, e)
                 continue
+            if cfg.error_tolerance or totals is not None:
+                rate = None if totals is None else solve_rate(totals, r)
+                scale = 1.0 if rate is None else min(1.0, rate / cfg.solve_rate_floor)
+                ex.weights = shape_weights(ex.targets, ex.weights, fe, cfg.error_tolerance, scale)
             cut = len(steps) - len(ex.positions)
             c["steps_cut"] += cut
             c["rows_cut"] += int(cut > 0)

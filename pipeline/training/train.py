@@ -119,12 +119,14 @@ def train(cfg: TrainConfig, targets_fn=None, progress_lines: bool = False) -> Tr
     if why:
         raise TrainError(why)
     cfg = cfg.resolved(count_parameters(base))  # auto kind and weighting, by the base model's size
+    cfg.validate()  # again: some options hold for one kind only, and auto is decided now
     if cfg.resume and has_ckpt:
         _check_resumed_kind(cfg, ckpt_dir)
     try:
         separator, step_suffix = cfg.layout()
-        fmt = PrmFormat(header=cfg.header, step_suffix=step_suffix, separator=separator,
-                        max_length=cfg.max_length)
+        header, add_bos = _header(cfg, base)
+        fmt = PrmFormat(header=header, step_suffix=step_suffix, separator=separator,
+                        max_length=cfg.max_length, add_bos=add_bos)
     except CollateError as e:
         raise TrainError(str(e)) from None
 
@@ -146,7 +148,7 @@ def train(cfg: TrainConfig, targets_fn=None, progress_lines: bool = False) -> Tr
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    model, tok, sep_id, added = load_base(base, fmt.separator, cfg.kind)
+    model, tok, sep_id, added = load_base(base, fmt.separator, cfg.kind, cfg.separator_init)
     prep = prepare(cfg, tok, fmt, sep_id, targets_fn)
     c = prep.counts
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -208,11 +210,14 @@ def train(cfg: TrainConfig, targets_fn=None, progress_lines: bool = False) -> Tr
     )
     keep = make_keep_best()
     meter = make_speed_meter()
+    head_only = math.ceil(cfg.head_only_ratio * optimizer_steps) if cfg.kind == "head" else 0
     trainer = make_trainer(model=model, args=args, train_examples=prep.train, eval_examples=prep.val,
                            batches=batches, pad_id=tok.pad_token_id, pos_weight=pos_w, neg_weight=neg_w,
                            implicit=cfg.kind == "implicit",
                            callbacks=[meter, *([keep] if prep.val else []),
-                                      *([make_progress_lines()] if progress_lines and not cfg.progress else [])])
+                                      *([make_progress_lines()] if progress_lines and not cfg.progress else [])],
+                           head_lr_scale=cfg.head_lr_scale if cfg.kind == "head" else 1.0,
+                           head_only_steps=head_only)
     if not cfg.progress:  # no progress bars and no loss dictionaries on stdout: the card and the summary say it
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -240,6 +245,7 @@ def train(cfg: TrainConfig, targets_fn=None, progress_lines: bool = False) -> Tr
         card = _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params,
                        {"epochs": epochs, "learning_rate": lr, **({"beta": beta} if cfg.kind == "implicit" else {}),
                         "pos_weight": pos_w, "neg_weight": neg_w, "max_batch_tokens": cfg.max_batch_tokens,
+                        "head_lr_scale": cfg.head_lr_scale, "head_only_steps": head_only,
                         "bf16": bf16, "compile": bool(compiled), "world_size": args.world_size}, t0,
                        best={"restored": restored, "eval_loss": keep.best, "step": keep.step, "epoch": keep.epoch},
                        speed=speed)
@@ -253,6 +259,23 @@ def train(cfg: TrainConfig, targets_fn=None, progress_lines: bool = False) -> Tr
     return TrainResult(cfg.output, card, time.perf_counter() - t0)
 
 
+def _header(cfg: TrainConfig, base: str) -> tuple[str, bool]:
+    """(header template, whether the tokenizer's own leading special tokens go first) of ``cfg.header_style``:
+    a chat template writes its own (a BOS among them), so none are added in front of it."""
+    if cfg.header_style != "chat":
+        return cfg.header, True
+    import transformers
+
+    from pipeline.storage.corpus import open_manifest
+    from pipeline.training.base import chat_header
+
+    try:
+        tok = transformers.AutoTokenizer.from_pretrained(base)
+    except (OSError, ValueError) as e:
+        raise TrainError(f"cannot load the tokenizer of {base!r} ({e}); pass --base-model with a causal LM") from None
+    return chat_header(tok, open_manifest(cfg.corpus, cfg.version)[1]), False
+
+
 def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, hyper, t0, best=None,
             speed=None) -> dict:
     """Choose the threshold on the validation problems, save model + tokenizer + card (rank 0)."""
@@ -263,7 +286,9 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
 
     model.eval()
     val_metrics: dict = {}
-    threshold, source = 0.5, "default (no validation rows, no graded final answers)"
+    threshold, source = 0.5, ("--threshold-rule 0.5: a step is an error where the PRM finds it more likely "
+                              "wrong than right" if cfg.threshold_rule == "0.5" else
+                              "default (no validation rows, no graded final answers)")
     # one scoring pass over the rows either choice reads (validation rows are often graded rows too)
     rows = {r["id"]: r for r in (*prep.outcome_rows, *prep.val_rows)}
     scored = dict(zip(rows, predict_probs(model, tok, fmt, sep_id, [(r["problem"], r["steps"]) for r in rows.values()],
@@ -271,7 +296,7 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
     # the threshold, fitted on the validation problems only (never on rows the PRM trained on): read from their
     # final answers' grades (exact, every row) where they have both kinds, else the F1-best one against their
     # Monte Carlo first errors (metrics.outcome_threshold says why the grades come first)
-    if prep.outcome_rows:
+    if prep.outcome_rows and cfg.threshold_rule == "outcome":
         got = outcome_threshold([scored[r["id"]] for r in prep.outcome_rows],
                                 [r["solution_correct"] for r in prep.outcome_rows])
         if got is not None:
@@ -282,7 +307,7 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
         probs = [scored[r["id"]] for r in prep.val_rows]
         truth = [r["first_error"] for r in prep.val_rows]
         best_t, _ = choose_threshold(probs, truth)
-        if source.startswith("default"):
+        if cfg.threshold_rule != "0.5" and (cfg.threshold_rule == "f1" or source.startswith("default")):
             threshold, source = best_t, ("validation problems' labels: the F1-best threshold against their Monte "
                                          "Carlo first errors")
         at = first_error_f1([first_error_at(p, threshold) for p in probs], truth)
@@ -291,7 +316,8 @@ def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, 
                        "acc_correct": at["acc_correct"], "f1_at_0.5": at_half["f1"], "f1_best_threshold": best_t,
                        "solutions": at["solutions"], "solutions_with_error": at["solutions_with_error"],
                        "against": f"the corpus's own labels under --label-rule {cfg.label_rule}",
-                       "in_sample": "the threshold was fitted on these same validation rows"}
+                       **({"in_sample": "the threshold was fitted on these same validation rows"}
+                          if not source.startswith("--threshold-rule 0.5") else {})}
     val_metrics["threshold_from"] = source
     _, manifest = open_manifest(cfg.corpus, cfg.version)
     prm_cfg = {"format": fmt.to_dict(), "separator_id": sep_id, "threshold": threshold, "positive_label": 1,

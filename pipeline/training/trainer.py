@@ -279,10 +279,30 @@ def train_batches(train_examples, batch_size: int, max_batch_tokens: int, seed: 
                         pad_multiple=pad_multiple(), ranks=ranks)
 
 
+def head_parameter_names(model) -> set[str]:
+    """The names of the parameters outside the base model's body: the new head (``score`` / ``classifier``)."""
+    prefix = getattr(model, "base_model_prefix", "") + "."
+    return {n for n, _ in model.named_parameters() if not n.startswith(prefix)}
+
+
+def part_schedule(step: int, start: int, warmup: int, total: int) -> float:
+    """The learning-rate factor at optimizer ``step`` of a part that starts training at ``start``: 0 before,
+    then the Trainer's linear schedule (``warmup`` steps up, then down to 0 at ``total``) over its own steps."""
+    if step < start:
+        return 0.0
+    s, n = step - start, max(1, total - start)
+    if s < warmup:
+        return s / max(1, warmup)
+    return max(0.0, (n - s) / max(1, n - warmup))
+
+
 def make_trainer(*, model, args, train_examples, eval_examples, batches: TokenBatches, pad_id: int,
-                 pos_weight: float, neg_weight: float, implicit: bool, callbacks=()):
+                 pos_weight: float, neg_weight: float, implicit: bool, callbacks=(), head_lr_scale: float = 1.0,
+                 head_only_steps: int = 0):
     """The PRM's Trainer (the HF ``Trainer`` with the changes of the module doc) over ``batches`` of
-    ``train_examples``, ready to ``train()``."""
+    ``train_examples``, ready to ``train()``. ``head_lr_scale``: the head's learning rate as a multiple of the
+    body's; ``head_only_steps``: optimizer steps at the start in which only the head learns (the body's
+    learning rate 0, its own warm-up after them)."""
     import torch
     from transformers import Trainer
 
@@ -315,6 +335,8 @@ def make_trainer(*, model, args, train_examples, eval_examples, batches: TokenBa
                                                        collate_fn=collator, num_workers=0))
 
         def create_optimizer(self, *a, **kw):
+            if self.optimizer is None and (head_lr_scale != 1.0 or head_only_steps):
+                self.optimizer = self._part_optimizer()
             opt = super().create_optimizer(*a, **kw)
             if not getattr(opt, "_mcprm_guarded", False):
                 step = opt.step
@@ -331,6 +353,37 @@ def make_trainer(*, model, args, train_examples, eval_examples, batches: TokenBa
                 opt.step = guarded_step
                 opt._mcprm_guarded = True
             return opt
+
+        def _part_optimizer(self):
+            """The Trainer's optimizer with the head in param groups of their own (``mcprm_head``), at
+            ``head_lr_scale`` times the learning rate; weight decay as the Trainer applies it."""
+            model = self.model
+            head = head_parameter_names(model)
+            decay = set(self.get_decay_parameter_names(model))
+            groups = []
+            for is_head in (False, True):
+                for is_decay in (True, False):
+                    params = [p for n, p in model.named_parameters()
+                              if p.requires_grad and (n in head) == is_head and (n in decay) == is_decay]
+                    if params:
+                        groups.append({"params": params, "weight_decay": self.args.weight_decay if is_decay else 0.0,
+                                       "lr": self.args.learning_rate * (head_lr_scale if is_head else 1.0),
+                                       "mcprm_head": is_head})
+            cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(self.args, model)
+            return cls(groups, **kwargs)
+
+        def create_scheduler(self, num_training_steps, optimizer=None):
+            if self.lr_scheduler is None and head_only_steps:
+                from torch.optim.lr_scheduler import LambdaLR
+
+                opt = optimizer if optimizer is not None else self.optimizer
+                warm = self.args.get_warmup_steps(num_training_steps)
+                fns = [(lambda step, start=0 if g.get("mcprm_head") else head_only_steps:
+                        part_schedule(step, start, warm, num_training_steps)) for g in opt.param_groups]
+                self.lr_scheduler = LambdaLR(opt, fns)
+                self._created_lr_scheduler = True
+                return self.lr_scheduler
+            return super().create_scheduler(num_training_steps, optimizer)
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             soft = inputs.pop("soft_labels")

@@ -57,6 +57,11 @@ def test_default_kind_is_resolved_by_model_size():
     given = TrainConfig(corpus="c", output="o", kind="head", weight_by_confidence=True).resolved(n)
     assert (given.kind, given.weight_by_confidence) == ("head", True)  # what the user gave wins
     assert TrainConfig(corpus="c", output="o").resolved(n).layout() == ("\n", "")  # implicit reads the newline
+    # class weights and the outcome threshold where they were measured (implicit); probabilities and 0.5 for the head
+    assert (small.class_balance, small.threshold_rule) == (True, "outcome")
+    assert (large.class_balance, large.threshold_rule) == (False, "0.5")
+    mixed = TrainConfig(corpus="c", output="o", kind="head", class_balance=True).resolved(n)
+    assert mixed.threshold_rule == "outcome"
 
 
 def test_trained_prm_loads_with_plain_transformers_and_has_its_card(labeled, trained):
@@ -153,6 +158,11 @@ def test_score_writes_a_corpus_that_eval_stats_export_and_report_read(labeled, t
 
     want = first_error_f1([x["first_error"] for x in t], [check_steps(x["problem"], x["steps"]).first_error for x in t])
     assert ev["f1"] == want["f1"] and ev["acc_error"] == want["acc_error"]
+    # the protocol, from prm_score alone: at the PRM's own threshold it is the stored labels' F1 (no answer key)
+    assert ev["labels_use_answer_key"] is False and ev["prm"]["own_threshold"] == thr
+    assert ev["prm"]["f1_own"] == ev["f1"] and ev["prm"]["solutions"] == 12
+    r = mcprm("eval", str(out), "--label-rule", "changepoint", ok=False)
+    assert r.returncode == 1 and "Leave out --label-rule" in r.stderr
     assert "prm" in mcprm("stats", str(out)).stdout
     mcprm("export", str(out), "--format", "trl", "--output", str(tmp_path / "trl"))
     mcprm("report", str(out), "--output", str(tmp_path / "report"))
