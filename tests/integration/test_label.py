@@ -11,7 +11,7 @@ from pipeline.run import label
 from pipeline.storage.corpus import read_corpus, shard_uris
 from pipeline.storage.schema import arrow_schema
 
-from .conftest import N_ROWS, invoke_mcprm, make_cfg, rows_by_key, run_mcprm
+from .conftest import N_ROWS, invoke_mcprm, make_cfg, rows_by_key
 
 
 def test_schema_rows_and_readers(reference_run):

@@ -17,7 +17,7 @@ from pipeline.config import ConfigError
 from pipeline.run import label
 from pipeline.storage.corpus import read_corpus
 
-from .conftest import N_ROWS, invoke_mcprm, make_cfg, popen_mcprm, rows_by_key, run_mcprm, wait_for
+from .conftest import N_ROWS, invoke_mcprm, make_cfg, popen_mcprm, rows_by_key, wait_for
 
 
 @pytest.fixture
