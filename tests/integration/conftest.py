@@ -107,6 +107,33 @@ def run_mcprm(*args: str, timeout: float = 600, env: dict | None = None) -> subp
                           env=e)
 
 
+def invoke_mcprm(*args: str, env: dict | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """``mcprm ARGS`` run in this process (typer's test runner), answered as :func:`run_mcprm` answers: exit code,
+    stdout and stderr apart. For tests that check only what a command says and its exit code: a subprocess costs
+    seconds of imports each, on a loaded 2-core machine. Where the process boundary is what is tested (signals,
+    kills, resume, what outlives a command, what a library prints to the real stderr or a logger writes) a test
+    keeps :func:`run_mcprm`. The working folder is the checkout's, as for a subprocess; ``timeout`` is accepted
+    for the same calls and unused (the test's pytest-timeout bounds a command run in its own process). An
+    exception that escapes the command (a bug: the CLI turns every user error into a message) is a non-zero exit
+    with its traceback in stderr, so a test asserting "no Traceback" fails on it as on a subprocess's output."""
+    import traceback
+
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        r = CliRunner().invoke(app, list(args), env=env, prog_name="mcprm")
+    finally:
+        os.chdir(cwd)
+    stderr = r.stderr
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(r.exception))
+    return subprocess.CompletedProcess(mcprm_cmd(*args), r.exit_code, r.stdout, stderr)
+
+
 def popen_mcprm(*args: str, env: dict | None = None) -> subprocess.Popen:
     e = dict(os.environ)
     e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")

@@ -12,7 +12,7 @@ from pipeline.execution import executors
 from pipeline.input import InputError
 from pipeline.run import label
 
-from .conftest import make_cfg, run_mcprm
+from .conftest import invoke_mcprm, make_cfg, run_mcprm
 
 
 def _rows(path):
@@ -83,7 +83,7 @@ def test_own_data_warnings_and_gsm8k_splitter(tmp_path, monkeypatch):
 def test_cli_summary_names_executor_and_warnings(tmp_path):
     rows = [{"problem": "Compute 2 + 3.", "answer": "5", "solution": "2 + 3 = 5\nThe answer is \\boxed{5}."}] * 1
     inp = _write(tmp_path / "in.jsonl", rows)
-    r = run_mcprm("label", "--input", inp, "--output", str(tmp_path / "out"), "--k", "2", "--strategy", "per-step", "--max-new-tokens", "16",
+    r = invoke_mcprm("label", "--input", inp, "--output", str(tmp_path / "out"), "--k", "2", "--strategy", "per-step", "--max-new-tokens", "16",
                   "--executor", "local", "-q", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "executor: local (--executor local given)" in r.stdout
@@ -109,7 +109,7 @@ def test_help_has_descriptions_defaults_and_choices():
         for p in cmd.params:
             if p.param_type_name == "option" and p.name != "help":
                 assert (p.help or "").strip(), f"mcprm {name} {p.opts[0]} has no description"
-    r = run_mcprm("label", "--help", env={"COLUMNS": "200"}, timeout=120)
+    r = invoke_mcprm("label", "--help", env={"COLUMNS": "200"}, timeout=120)
     text = r.stdout
     for opt, default in (("--k", "20"), ("--temperature", "1.0"), ("--max-new-tokens", "256"), ("--shard-size", "64"),
                          ("--strategy", "binary-search"), ("--backend", "hf")):
@@ -142,7 +142,7 @@ def test_refused_rerun_names_the_field(small_input, tmp_path):
 
 
 def test_read_only_command_errors_do_not_talk_about_resuming(tmp_path):
-    r = run_mcprm("stats", str(tmp_path / "nothing-here"), timeout=120)
+    r = invoke_mcprm("stats", str(tmp_path / "nothing-here"), timeout=120)
     assert r.returncode != 0
     assert "rerun the same command to resume" not in r.stderr and "Nothing was committed" not in r.stderr, r.stderr
 
@@ -201,12 +201,12 @@ def test_label_prints_progress_once_and_what_to_run_next(corpora):
 
 def test_eval_without_reference(corpora):
     syn, _ = corpora["synthetic"]
-    r = run_mcprm("eval", syn, "--json", timeout=120)
+    r = invoke_mcprm("eval", syn, "--json", timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["reference"] == "synthetic"
     own, _ = corpora["own"]
     for extra in ((), ("--reference", "synthetic"), ("--label-rule", "all")):
-        r = run_mcprm("eval", own, *extra, timeout=120)
+        r = invoke_mcprm("eval", own, *extra, timeout=120)
         assert r.returncode == 1, r.stdout + r.stderr
         assert r.stderr.startswith("error:") and "--reference FILE" in r.stderr, r.stderr
         assert "gsm-1" in r.stderr and "ProcessBench" in r.stderr and "Traceback" not in r.stderr
@@ -219,13 +219,13 @@ def test_output_that_is_a_file_is_refused_and_nothing_is_left(corpora, tmp_path)
     for args in (("label", "--input", _write(tmp_path / "in.jsonl", [GSM_ROW]), "--output", str(f)),
                  ("export", syn, "--output", str(f), "--overwrite"),
                  ("report", syn, "--output", str(f))):
-        r = run_mcprm(*args, timeout=120)
+        r = invoke_mcprm(*args, timeout=120)
         assert r.returncode == 1, r.stdout + r.stderr
         assert r.stderr.startswith(f"error: {f} is a file, not a folder"), r.stderr
         assert "--output" in r.stderr and "folder" in r.stderr
         assert f.read_text() == "keep me\n"
         assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "results.txt"], list(tmp_path.iterdir())
-    r = run_mcprm("label", "--output", str(f / "sub"), timeout=120)  # a folder inside a file
+    r = invoke_mcprm("label", "--output", str(f / "sub"), timeout=120)  # a folder inside a file
     assert r.returncode == 1 and f"{f} is a file, not a folder" in r.stderr, r.stderr
 
 
@@ -233,7 +233,7 @@ def test_device_is_checked_before_any_work(tmp_path):
     from rollouts.devices import nvidia_gpus
 
     out = tmp_path / "out"
-    r = run_mcprm("label", "--output", str(out), "--device", "gpu", timeout=120)
+    r = invoke_mcprm("label", "--output", str(out), "--device", "gpu", timeout=120)
     assert r.returncode == 1 and r.stderr.startswith("error: --device 'gpu' is not a device name"), r.stderr
     assert "cpu" in r.stderr and "Traceback" not in r.stderr and "RuntimeError" not in r.stderr
     assert not out.exists()
@@ -241,12 +241,12 @@ def test_device_is_checked_before_any_work(tmp_path):
         pytest.skip("this machine has a GPU: the no-GPU messages are not what it says")
     for args, says in ((("--device", "cuda"), "this machine has no GPU"),
                        (("--backend", "vllm"), "this machine has none")):
-        r = run_mcprm("label", "--output", str(out), *args, timeout=120)
+        r = invoke_mcprm("label", "--output", str(out), *args, timeout=120)
         assert r.returncode == 1, r.stdout + r.stderr
         assert says in r.stderr and "rerun the same command" not in r.stderr, r.stderr
         assert "pip install" not in r.stderr  # no multi-GB install suggested on a machine that cannot use it
         assert not out.exists()  # no OUT/data/v00001/_staged left behind
-    r = run_mcprm("plan", "--device", "cuda", timeout=120)
+    r = invoke_mcprm("plan", "--device", "cuda", timeout=120)
     assert r.returncode == 1 and "this machine has no GPU" in r.stderr, r.stderr
 
 
@@ -272,7 +272,7 @@ def test_help_reads_at_80_columns():
     from cli.main import app
     from pipeline.config import option_default
 
-    r = run_mcprm("label", "--help", env={"COLUMNS": "80"}, timeout=120)
+    r = invoke_mcprm("label", "--help", env={"COLUMNS": "80"}, timeout=120)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) < 200, len(lines)  # was 398
@@ -288,7 +288,7 @@ def test_help_reads_at_80_columns():
     widths = [len(x.split("  ")[-1].strip("│ ")) for x in lines if x.startswith("│ ")]
     assert max(widths) >= 40
 
-    r = run_mcprm("plan", "--help", env={"COLUMNS": "80"}, timeout=120)
+    r = invoke_mcprm("plan", "--help", env={"COLUMNS": "80"}, timeout=120)
     text = r.stdout
     assert "per-step, binary-search, adaptive, sequential" in _option_block(text, "--strategy")
     for opt, name in (("--strategy", "strategy"), ("--k", "k"), ("--max-new-tokens", "max_new_tokens")):
@@ -299,7 +299,7 @@ def test_errors_begin_the_same_in_every_command(tmp_path):
     for args in (("label", "--strategy", "nope"), ("plan", "--k", "abc"), ("export", str(tmp_path), "--format", "x"),
                  ("eval", "--no-such-option"), ("report", str(tmp_path / "missing")), ("stats", str(tmp_path)),
                  ("plan", "--pilot", "1"), ("no-such-command",)):
-        r = run_mcprm(*args, timeout=120)
+        r = invoke_mcprm(*args, timeout=120)
         assert r.returncode != 0, args
         assert r.stderr.startswith("error: "), (args, r.stderr)
         assert "Error" not in r.stderr.split("\n")[0][:8] and "╭" not in r.stderr, (args, r.stderr)
@@ -307,13 +307,13 @@ def test_errors_begin_the_same_in_every_command(tmp_path):
 
 def test_plan_gives_exact_counts_when_the_pilot_is_the_whole_input(small_input, tmp_path):
     inp = _write(tmp_path / "in.jsonl", _rows(small_input)[:3])
-    r = run_mcprm("plan", "--input", inp, "--pilot", "8", "--k", "2", "--max-new-tokens", "16", "--json",
+    r = invoke_mcprm("plan", "--input", inp, "--pilot", "8", "--k", "2", "--max-new-tokens", "16", "--json",
                   timeout=300)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
     assert res["exact"] and res["pilot"] == res["solutions"] == 3
     assert res["rollouts"]["total_ci"] == [res["rollouts"]["total"]] * 2
-    r = run_mcprm("plan", "--input", inp, "--pilot", "8", "--k", "2", "--max-new-tokens", "16", timeout=300,
+    r = invoke_mcprm("plan", "--input", inp, "--pilot", "8", "--k", "2", "--max-new-tokens", "16", timeout=300,
                   env={"COLUMNS": "120"})
     assert r.returncode == 0, r.stderr
     assert "95% CI" not in r.stdout and "exact" in r.stdout, r.stdout

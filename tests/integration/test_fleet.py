@@ -15,24 +15,32 @@ from pipeline.storage.corpus import read_corpus
 from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
 
 
-@pytest.mark.timeout(1500)  # a two-node Ray cluster started, then a run on it (loaded 2-core machine)
-def test_multi_node_cluster_by_address_matches_in_process(small_input, reference_run, tmp_path):
-    """Two Ray nodes (a head and a worker node, one CPU each, this test's own processes): `mcprm label
-    --ray-address` puts one worker on each and writes the same labels as the in-process run."""
+@pytest.fixture(scope="module")
+def two_nodes():
+    """A Ray cluster of this module's own, two nodes (a head and a worker node, one CPU each: this test process's
+    own processes), stopped at the end, the fleets' detached actors with it. Its tests share it (a cluster start
+    is the slow part of each on a loaded 2-core machine) and each leaves it as it found it: its fleets down."""
     from ray.cluster_utils import Cluster
 
-    _, _, ref = reference_run
     cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
         cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()
-        out = tmp_path / "out"
-        r = run_mcprm("label", "--input", small_input, "--output", str(out), "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
-                      "--shard-size", "3", "--ray-address", cluster.address, "--num-workers", "2",
-                      "--cpus-per-worker", "1", "--quiet", timeout=900)
-        assert r.returncode == 0, r.stdout + r.stderr
+        yield cluster
     finally:
         cluster.shutdown()
+
+
+@pytest.mark.timeout(1500)  # a two-node Ray cluster started, then a run on it (loaded 2-core machine)
+def test_multi_node_cluster_by_address_matches_in_process(small_input, reference_run, two_nodes, tmp_path):
+    """Two Ray nodes (a head and a worker node, one CPU each): `mcprm label --ray-address` puts one worker on
+    each and writes the same labels as the in-process run."""
+    _, _, ref = reference_run
+    out = tmp_path / "out"
+    r = run_mcprm("label", "--input", small_input, "--output", str(out), "--k", "2", "--strategy", "per-step",
+                  "--max-new-tokens", "48", "--shard-size", "3", "--ray-address", two_nodes.address,
+                  "--num-workers", "2", "--cpus-per-worker", "1", "--quiet", timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["throughput"]["workers"] == 2
     assert rows_by_key(read_corpus(str(out))) == ref
@@ -145,15 +153,10 @@ def _fleet_json(address: str, name: str) -> list[dict]:
 
 
 @pytest.fixture
-def ray_head():
-    """A Ray head of this test's own (its processes, stopped at the end: the fleet's detached actors with it)."""
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 2, "include_dashboard": False})
-    try:
-        yield cluster.address
-    finally:
-        cluster.shutdown()
+def ray_head(two_nodes):
+    """The address of the module's own Ray cluster (two nodes, one CPU each). Each test that starts a fleet on it
+    checks that its fleet is gone at its end (`fleet down`, or the idle fleet stopping itself)."""
+    return two_nodes.address
 
 
 def test_warm_fleet_serves_two_runs_and_a_refresh_with_no_engine_start(small_input, reference_run, ray_head,

@@ -15,7 +15,7 @@ from pipeline.run import label
 from pipeline.storage.corpus import CorpusError, read_corpus
 from pipeline.storage.integrity import verify_corpus
 
-from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
+from .conftest import N_ROWS, invoke_mcprm, make_cfg, rows_by_key, run_mcprm
 from .fs_seam import run_killed
 
 
@@ -61,11 +61,11 @@ def test_damaged_committed_shard_detected_and_repaired_by_rerun(fault, committed
     fault(_shard(out, 1, 3))
     problems, _ = verify_corpus(out)
     assert len(problems) == 1 and "part-00003." in problems[0].what and "mcprm label" in problems[0].fix
-    r = run_mcprm("verify", out)
+    r = invoke_mcprm("verify", out)
     assert r.returncode == 1 and "part-00003." in r.stderr, r.stdout + r.stderr
     with pytest.raises(CorpusError, match="part-00003."):
         read_corpus(out, verify=True)
-    r = run_mcprm("stats", out, "--verify")
+    r = invoke_mcprm("stats", out, "--verify")
     assert r.returncode == 1 and "part-00003." in r.stderr and "Traceback" not in r.stderr
     if fault is _truncate:  # the cheap size check catches truncation even without --verify
         with pytest.raises(CorpusError, match="part-00003\\..*truncated"):
@@ -77,8 +77,8 @@ def test_damaged_committed_shard_detected_and_repaired_by_rerun(fault, committed
     assert open(os.path.join(out, "versions", "v00001.json"), "rb").read() == v1  # history never rewritten
     problems, summary = verify_corpus(out)
     assert summary["damaged_versions"] == [1] and all("prune" in p.fix for p in problems)
-    assert run_mcprm("prune", out, "--keep", "1").returncode == 0
-    assert run_mcprm("verify", out).returncode == 0
+    assert invoke_mcprm("prune", out, "--keep", "1").returncode == 0
+    assert invoke_mcprm("verify", out).returncode == 0
 
 
 def test_damaged_uncommitted_shards_are_relabeled_on_resume(small_input, reference_run, tmp_path):
@@ -116,13 +116,13 @@ def test_deleted_or_corrupt_manifest_recovered_versions_unchanged(committed, sma
         else:
             with pytest.raises(CorpusError, match="mcprm verify .* --repair"):
                 read_corpus(out)
-        r = run_mcprm("verify", out)
+        r = invoke_mcprm("verify", out)
         assert r.returncode == 1 and "--repair" in r.stderr
         if damage == "delete":  # rerunning label recovers it (never restarts as version 1)
             res = label(make_cfg(small_input, out, shard_size=1, seed=1))
             assert res.version == 2 and res.added == 0
         else:
-            assert run_mcprm("verify", out, "--repair").returncode == 0
+            assert invoke_mcprm("verify", out, "--repair").returncode == 0
         assert json.load(open(os.path.join(out, "manifest.json")))["version"] == 2
         assert {v: open(os.path.join(out, "versions", f"v0000{v}.json"), "rb").read() for v in (1, 2)} == files
         assert rows_by_key(read_corpus(out, version=1)) == v1_rows
@@ -205,7 +205,7 @@ def test_reader_between_a_commits_two_writes_gets_the_new_version(committed, sma
     v2_rows = rows_by_key(read_corpus(out))
     shutil.copyfile(os.path.join(out, "versions", "v00001.json"), os.path.join(out, "manifest.json"))
     assert rows_by_key(read_corpus(out)) == v2_rows
-    r = run_mcprm("verify", out)
+    r = invoke_mcprm("verify", out)
     assert r.returncode == 1 and "but version 2 was committed" in r.stderr and "--repair" in r.stderr, r.stderr
-    assert run_mcprm("verify", out, "--repair").returncode == 0
+    assert invoke_mcprm("verify", out, "--repair").returncode == 0
     assert json.load(open(os.path.join(out, "manifest.json")))["version"] == 2

@@ -1,4 +1,4 @@
-"""``mcprm judge`` and ``mcprm export --consensus`` through the real CLI (subprocesses) on a real small corpus (the
+"""``mcprm judge`` and ``mcprm export --consensus`` through the real CLI (in this process, and a subprocess where the run is killed) on a real small corpus (the
 bundled model's labels of bundled solutions), with a scripted judge behind the fake OpenAI server
 (tests/rollouts/_fake_openai_server.py --script): agreement and disagreement, unparseable replies kept null and
 counted, resume after a killed run, export row counts, and bad input."""
@@ -17,7 +17,7 @@ import pytest
 from pipeline.commands.judge_reply import tagged_paragraphs
 from pipeline.commands.judge_store import DROP_DISAGREE, DROP_MISSING, DROP_NULL, verify_judges
 from pipeline.storage.corpus import read_corpus
-from tests.integration.conftest import run_mcprm
+from tests.integration.conftest import invoke_mcprm, run_mcprm
 
 SERVER = Path(__file__).resolve().parents[1] / "rollouts" / "_fake_openai_server.py"
 
@@ -75,8 +75,10 @@ def _posts(url: str) -> int:
 
 
 def _judge(out: str, url: str, *extra: str, env: dict | None = None):
-    return run_mcprm("judge", out, "--backend", "openai", "--base-url", url + "/v1", "--model", "tiny",
-                     "--judge-id", "scripted", "--batch-size", "3", *extra, env=env)
+    # in this process, except where the run is killed (MCPRM_FAULT SIGKILLs its process): a real subprocess then
+    run = run_mcprm if env and "MCPRM_FAULT" in env else invoke_mcprm
+    return run("judge", out, "--backend", "openai", "--base-url", url + "/v1", "--model", "tiny",
+               "--judge-id", "scripted", "--batch-size", "3", *extra, env=env)
 
 
 def test_judge_summary_stats_and_consensus_export(corpus, judge_server, tmp_path):
@@ -91,20 +93,20 @@ def test_judge_summary_stats_and_consensus_export(corpus, judge_server, tmp_path
     assert _posts(url) == len(rows)  # one request per solution, temperature 0
     # the committed corpus is untouched, and still verifies
     assert all(p.read_bytes() == data for p, data in before.items())
-    assert run_mcprm("verify", out).returncode == 0
-    v = run_mcprm("judge", out, "--verify")
+    assert invoke_mcprm("verify", out).returncode == 0
+    v = invoke_mcprm("judge", out, "--verify")
     assert v.returncode == 0 and "OK" in v.stdout, v.stdout + v.stderr
 
-    s = run_mcprm("stats", out, "--json")
+    s = invoke_mcprm("stats", out, "--json")
     assert s.returncode == 0, s.stderr
     (j,) = json.loads(s.stdout)["judges"]
     assert (j["judge_id"], j["judged"], j["agree"], j["disagree"], j["unparseable"]) == \
         ("scripted", len(rows), agree, disagree, null)
     assert j["agreement_rate"] == pytest.approx(agree / (agree + disagree))
-    assert "judge scripted" in run_mcprm("stats", out).stdout
+    assert "judge scripted" in invoke_mcprm("stats", out).stdout
 
     exp = tmp_path / "exp"
-    e = run_mcprm("export", out, "--format", "processbench", "--output", str(exp), "--consensus", "scripted",
+    e = invoke_mcprm("export", out, "--format", "processbench", "--output", str(exp), "--consensus", "scripted",
                   "--json")
     assert e.returncode == 0, e.stdout + e.stderr
     res = json.loads(e.stdout)
@@ -117,7 +119,7 @@ def test_judge_summary_stats_and_consensus_export(corpus, judge_server, tmp_path
     assert len(got) == res["rows"]
     assert all(replies[row["id"]][1] == "agree" and got[row["id"]] == row["first_error"]
                for row in rows if row["id"] in got)
-    t = run_mcprm("export", out, "--format", "trl", "--output", str(tmp_path / "exp2"), "--consensus", "auto")
+    t = invoke_mcprm("export", out, "--format", "trl", "--output", str(tmp_path / "exp2"), "--consensus", "auto")
     assert t.returncode == 0 and f"rows not exported ({DROP_NULL})" in t.stdout, t.stdout + t.stderr
 
 
@@ -130,7 +132,7 @@ def test_killed_judge_run_resumes_without_duplicates(corpus, judge_server):
     assert sorted(p.name for p in jdir.glob("part-*.parquet")) == ["part-00000.parquet"]
     assert _posts(url) == 3
     # export before the run finished: the unjudged rows are dropped and counted
-    e = run_mcprm("export", out, "--format", "trl", "--output", str(Path(out).parent / "early"), "--consensus",
+    e = invoke_mcprm("export", out, "--format", "trl", "--output", str(Path(out).parent / "early"), "--consensus",
                   "scripted", "--json")
     assert e.returncode == 0, e.stderr
     assert json.loads(e.stdout)["skipped"][DROP_MISSING] == len(rows) - 3
@@ -165,20 +167,20 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(corpus, judge_server, tmp
     r = _judge(str(missing), url)
     assert r.returncode == 1 and "not an mcprm corpus" in r.stderr and "Traceback" not in r.stderr
     assert not missing.exists()
-    r = run_mcprm("judge", out, "--backend", "openai", "--model", "tiny")
+    r = invoke_mcprm("judge", out, "--backend", "openai", "--model", "tiny")
     assert r.returncode == 1 and "--base-url" in r.stderr
-    r = run_mcprm("judge", out, "--base-url", url + "/v1")
+    r = invoke_mcprm("judge", out, "--base-url", url + "/v1")
     assert r.returncode == 1 and "--model is required" in r.stderr
     assert not (Path(out) / "judge").exists()
 
     exp = tmp_path / "exp"
-    r = run_mcprm("export", out, "--format", "trl", "--output", str(exp), "--consensus", "nope")
+    r = invoke_mcprm("export", out, "--format", "trl", "--output", str(exp), "--consensus", "nope")
     assert r.returncode == 1 and "no judge results" not in r.stderr and "no judge 'nope'" in r.stderr, r.stderr
     assert not exp.exists()
     assert _judge(out, url).returncode == 0
-    r = run_mcprm("export", out, "--format", "trl", "--output", str(exp), "--consensus", "nope")
+    r = invoke_mcprm("export", out, "--format", "trl", "--output", str(exp), "--consensus", "nope")
     assert r.returncode == 1 and "judges there: scripted" in r.stderr and not exp.exists()
-    r = run_mcprm("judge", out, "--summary", "--judge-id", "nope")
+    r = invoke_mcprm("judge", out, "--summary", "--judge-id", "nope")
     assert r.returncode == 1 and "no judge 'nope'" in r.stderr
     # another judge under the same id is refused; the judgments already there stay
     r = _judge(out, url, "--max-new-tokens", "7")

@@ -11,7 +11,7 @@ from pipeline.run import label
 from pipeline.storage.corpus import read_corpus, shard_uris
 from pipeline.storage.schema import arrow_schema
 
-from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
+from .conftest import N_ROWS, invoke_mcprm, make_cfg, rows_by_key
 
 
 def test_schema_rows_and_readers(reference_run):
@@ -105,18 +105,18 @@ def test_cli_default_options_and_bad_input(tmp_path, small_input):
     lines.insert(2, '{"problem": "Compute 1 + 1.", "steps": ["1 + 1 = 2"]}')  # no gold answer
     bad.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
-    r = run_mcprm("label", "--input", str(bad), "--output", str(out), "--k", "2", "--strategy", "per-step", "--executor", "local")
+    r = invoke_mcprm("label", "--input", str(bad), "--output", str(out), "--k", "2", "--strategy", "per-step", "--executor", "local")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "bad.jsonl" in r.stderr and "line 3" in r.stderr and "answer" in r.stderr
     assert not (out / "manifest.json").exists() and not list(out.glob("data/*/*.parquet"))
-    r = run_mcprm("label", "--input", str(bad), "--output", str(out), "--k", "2", "--strategy", "per-step", "--executor", "local",
+    r = invoke_mcprm("label", "--input", str(bad), "--output", str(out), "--k", "2", "--strategy", "per-step", "--executor", "local",
                   "--skip-bad", "--limit", "3", "-q")
     assert r.returncode == 0, r.stdout + r.stderr
     rej = [json.loads(x) for x in (out / "rejects" / "v00001.jsonl").read_text().splitlines()]
     assert len(rej) == 1 and "answer" in json.dumps(rej[0])
-    r = run_mcprm("stats", str(out), "--json")
+    r = invoke_mcprm("stats", str(out), "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["solutions"] == 3
-    r = run_mcprm("eval", str(out), "--reference", "synthetic", "--json")
+    r = invoke_mcprm("eval", str(out), "--reference", "synthetic", "--json")
     assert r.returncode == 0, r.stderr
     m = json.loads(r.stdout)
     assert {"f1", "acc_error", "acc_correct", "step_accuracy", "solutions", "rollout_tokens"} <= set(m)

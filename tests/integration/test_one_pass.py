@@ -13,7 +13,7 @@ from pipeline.run import label
 from pipeline.storage.corpus import read_corpus
 from pipeline.storage.store import ShardError
 
-from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
+from .conftest import N_ROWS, invoke_mcprm, make_cfg, rows_by_key, run_mcprm
 
 
 def _killed_after_plan(inp: str, out: str) -> dict:
@@ -66,7 +66,7 @@ def test_bad_input_leaves_no_staged_files(small_input, tmp_path):
     inp = tmp_path / "in.jsonl"
     inp.write_text(open(small_input).read() + '{"problem": "late"}\n')
     out = tmp_path / "out"
-    r = run_mcprm("label", "--input", str(inp), "--output", str(out), "--k", "2", "--strategy", "per-step", "--shard-size", "1",
+    r = invoke_mcprm("label", "--input", str(inp), "--output", str(out), "--k", "2", "--strategy", "per-step", "--shard-size", "1",
                   "--executor", "local")
     assert r.returncode == 1 and "line 9" in r.stderr, r.stderr
     assert not list(out.glob("data/*/_staged/*")) and not list(out.glob("data/*/_plan.json"))

@@ -17,7 +17,7 @@ from pipeline.config import ConfigError
 from pipeline.run import label
 from pipeline.storage.corpus import read_corpus
 
-from .conftest import N_ROWS, make_cfg, popen_mcprm, rows_by_key, run_mcprm, wait_for
+from .conftest import N_ROWS, invoke_mcprm, make_cfg, popen_mcprm, rows_by_key, wait_for
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_two_jobs_at_once_one_refuses(halves, tmp_path):
     p = popen_mcprm("label", "--input", ab, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
                     "--executor", "local", "-q")
     wait_for(lambda: os.path.exists(f"{out}/_lock"), 120, "the first job's lock", p)
-    r = run_mcprm("label", "--input", ab, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48", "--executor", "local")
+    r = invoke_mcprm("label", "--input", ab, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48", "--executor", "local")
     assert r.returncode == 1 and "held by another mcprm run" in r.stderr, r.stderr
     out1, _ = p.communicate(timeout=600)
     assert p.returncode == 0, out1
@@ -86,7 +86,7 @@ def test_changed_meaning_refused_new_version_and_prune(halves, tmp_path):
     out = str(tmp_path / "out")
     label(make_cfg(a, out))
     before = open(f"{out}/manifest.json").read()
-    r = run_mcprm("label", "--input", a, "--output", out, "--k", "3", "--strategy", "per-step", "--max-new-tokens", "48", "--executor", "local")
+    r = invoke_mcprm("label", "--input", a, "--output", out, "--k", "3", "--strategy", "per-step", "--max-new-tokens", "48", "--executor", "local")
     assert r.returncode == 1 and "different configuration" in r.stderr and "k: 2 -> 3" in r.stderr
     assert open(f"{out}/manifest.json").read() == before
     with pytest.raises(ConfigError):
@@ -100,7 +100,7 @@ def test_changed_meaning_refused_new_version_and_prune(halves, tmp_path):
     for v in (2, 3):
         os.makedirs(f"{out}/data/v0000{v}/_staged", exist_ok=True)
         open(f"{out}/data/v0000{v}/_staged/abc.parquet", "wb").write(b"x")
-    r = run_mcprm("prune", out, "--keep", "1")
+    r = invoke_mcprm("prune", out, "--keep", "1")
     assert r.returncode == 0, r.stderr
     assert not os.path.exists(f"{out}/data/v00001") or not os.listdir(f"{out}/data/v00001")
     assert not os.path.exists(f"{out}/data/v00002/_staged/abc.parquet")
