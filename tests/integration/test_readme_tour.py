@@ -38,4 +38,5 @@ def test_readme_tour_runs_as_written(small_input, tmp_path):
                            timeout=budget(900))
         assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-2000:])
         assert "Traceback" not in r.stderr, (cmd, r.stderr[-2000:])
-    assert (work / "trl-data").is_dir() and (work / "report" / "report.html").is_file() and (work / "prm").is_dir()
+    assert (work / "mcprm-out-trl").is_dir() and (work / "mcprm-report" / "report.html").is_file()
+    assert (work / "mcprm-out-prm").is_dir()
