@@ -57,6 +57,7 @@ class RunResult:
     shards_run: int = 0
     shards_resumed: int = 0
     shard_results: list[dict] = field(default_factory=list)
+    committed: bool = False  # this run committed a new version (``version``), even one that labeled nothing new
 
 
 def input_spec(cfg: LabelConfig):
@@ -210,18 +211,46 @@ def _label(config: LabelConfig, executor=None) -> RunResult:
         # number its successor fenced (its folders), never the successor's
         version = store.next_version()
         fault_point("locked")
-        run = _plan(cfg, store, version, starter)
-        run.owner = lock.owner
-        run.events["run_started"] = t0_wall
-        if not run.added and run.base is not None and not run.base.get("_damaged"):
-            prev_version = run.manifest["version"] if run.manifest else 0
-            log.info("corpus %s is up to date (version %d): nothing new to label", cfg.output, prev_version)
-            return RunResult(cfg.output, prev_version, 0, run.counts.reused, run.counts.rejected, run.manifest,
-                             time.perf_counter() - t0)
-        lock.check()  # (a run frozen while it read the input must not clean up its successor's folder)
-        _resume(run)
-        results, facts = _execute(run, lock, executor)
-        return _commit(run, lock, results, facts, t0)
+        try:
+            run = _plan(cfg, store, version, starter)
+            run.owner = lock.owner
+            run.events["run_started"] = t0_wall
+            if not run.added and run.base is not None and not run.base.get("_damaged"):
+                prev_version = run.manifest["version"] if run.manifest else 0
+                log.info("corpus %s is up to date (version %d): nothing new to label", cfg.output, prev_version)
+                return RunResult(cfg.output, prev_version, 0, run.counts.reused, run.counts.rejected, run.manifest,
+                                 time.perf_counter() - t0)
+            lock.check()  # (a run frozen while it read the input must not clean up its successor's folder)
+            _resume(run)
+            results, facts = _execute(run, lock, executor)
+            return _commit(run, lock, results, facts, t0)
+        except BaseException as e:
+            _after_lost_lock(store, version, lock, e)
+            raise
+
+
+def _after_lost_lock(store: CorpusStore, version: int, lock: OutputLock, e: BaseException) -> None:
+    """A run that fails after its lock was taken over: the shard files of its own attempts (their names carry its
+    owner id: nobody records them, a successor copies what it adopts) are removed, and its plan and staged input
+    once its number is taken (:func:`pipeline.storage.leftovers.remove_after_lost_lock`); and an error that comes of the takeover (its successor removed what this run was writing or reading) is
+    said as the lost lock it is."""
+    from pipeline.storage.leftovers import remove_after_lost_lock
+    from pipeline.storage.lock import LockLost
+
+    if isinstance(e, KeyboardInterrupt):
+        return
+    try:
+        if lock.still_held():
+            return
+    except Exception:  # noqa: BLE001 - the storage fails: the run's own error says so
+        return
+    with contextlib.suppress(OSError):
+        remove_after_lost_lock(store, version, lock.owner)
+    if isinstance(e, Exception) and not isinstance(e, LockLost):
+        try:
+            lock.check()
+        except LockLost as lost:
+            raise lost from e
 
 
 def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, starter: EarlyStart | None = None
@@ -450,10 +479,14 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
 
     store.delete(f"{run.vdir}/{STAGED}", recursive=True)  # the staged input is labeled and committed now
     store.delete(f"{run.vdir}/_plan.json")
+    if lock.still_held():  # the folder holds exactly what the version records (readers glob data/**/*.parquet)
+        from pipeline.storage.leftovers import remove_after_commit
+
+        remove_after_commit(store, new_manifest, run.manifest["version"] if run.manifest else 0)
     return RunResult(
         cfg.output, run.version, run.added, run.counts.reused, run.counts.rejected, new_manifest,
         time.perf_counter() - t0, shards_run=len(results) - len(run.done_shards),
-        shards_resumed=len(run.done_shards), shard_results=[results[i] for i in sorted(results)],
+        shards_resumed=len(run.done_shards), shard_results=[results[i] for i in sorted(results)], committed=True,
     )
 
 
