@@ -225,32 +225,12 @@ def _label(config: LabelConfig, executor=None) -> RunResult:
             results, facts = _execute(run, lock, executor)
             return _commit(run, lock, results, facts, t0)
         except BaseException as e:
-            _after_lost_lock(store, version, lock, e)
+            from pipeline.storage.leftovers import after_lost_lock
+
+            lost = after_lost_lock(store, version, lock, e)  # (an error that comes of a takeover: said as one)
+            if lost is not None:
+                raise lost from e
             raise
-
-
-def _after_lost_lock(store: CorpusStore, version: int, lock: OutputLock, e: BaseException) -> None:
-    """A run that fails after its lock was taken over: the shard files of its own attempts (their names carry its
-    owner id: nobody records them, a successor copies what it adopts) are removed, and its plan and staged input
-    once its number is taken (:func:`pipeline.storage.leftovers.remove_after_lost_lock`); and an error that comes of the takeover (its successor removed what this run was writing or reading) is
-    said as the lost lock it is."""
-    from pipeline.storage.leftovers import remove_after_lost_lock
-    from pipeline.storage.lock import LockLost
-
-    if isinstance(e, KeyboardInterrupt):
-        return
-    try:
-        if lock.still_held():
-            return
-    except Exception:  # noqa: BLE001 - the storage fails: the run's own error says so
-        return
-    with contextlib.suppress(OSError):
-        remove_after_lost_lock(store, version, lock.owner)
-    if isinstance(e, Exception) and not isinstance(e, LockLost):
-        try:
-            lock.check()
-        except LockLost as lost:
-            raise lost from e
 
 
 def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, starter: EarlyStart | None = None

@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Iterator
 
-from pipeline.input.spec import InputError, InputSpec, RawRow, flag_name
+from pipeline.input.spec import MAX_LINE_BYTES, InputError, InputSpec, RawRow, flag_name
 
 _EXTENSIONS = {
     ".jsonl": "jsonl",
@@ -17,7 +17,6 @@ _EXTENSIONS = {
     ".pq": "parquet",
 }
 _COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
-MAX_LINE_BYTES = 64 << 20  # a JSON line longer than this is rejected without being held in memory
 _CHUNK = 1 << 20
 BATCH_ROWS = 1024  # rows per Parquet record batch and per gold/prompt check
 

@@ -38,6 +38,9 @@ class InputError(FatalError, ValueError):
         self.rejects: list[Reject] = list(rejects)
 
 
+MAX_LINE_BYTES = 64 << 20  # a JSON line longer than this is rejected without being held in memory, whatever the limits
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """Where the solutions are and how to read them (see the module docstring)."""
@@ -96,9 +99,7 @@ class InputSpec:
     def max_line_bytes(self) -> int:
         """The longest JSON line a valid row can take with these limits (problem and answer field at their limit,
         every step at its limit, each character as a 6-byte JSON escape, 64 KiB for the other fields), at most
-        :data:`pipeline.input.files.MAX_LINE_BYTES`: a longer line is refused as it streams in, never decoded."""
-        from pipeline.input.files import MAX_LINE_BYTES
-
+        :data:`MAX_LINE_BYTES`: a longer line is refused as it streams in, never decoded."""
         chars = 2 * self.max_problem_chars + self.max_steps * (self.max_step_chars + 2)
         return min(MAX_LINE_BYTES, 6 * chars + (64 << 10))
 

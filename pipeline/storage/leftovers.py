@@ -12,18 +12,28 @@ unfinished run's plan, staged input and finished shards, kept for its resume) ar
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 
-from pipeline.storage.store import STAGED, CorpusStore, sidecar_rel
+from pipeline.storage.store import STAGED, CorpusStore, is_fenced, sidecar_rel
+
+
+def _version(store: CorpusStore, v: int) -> dict | None:
+    """Version ``v``'s manifest, or None (missing, unreadable, a fence)."""
+    try:
+        m = store.version_manifest(v)
+    except RuntimeError:
+        return None
+    if is_fenced(m) or not isinstance(m, dict) or m.get("version") != v or not isinstance(m.get("shards"), list):
+        return None
+    return m
 
 
 def recorded_paths(store: CorpusStore, versions: list[int] | None = None) -> set[str]:
     """The shard files (and their sidecars) that the intact version files ``versions`` (default: all) record."""
-    from pipeline.storage.integrity import read_version
-
     out: set[str] = set()
     for v in store.versions() if versions is None else versions:
-        m = read_version(store, v)
+        m = _version(store, v)
         for sh in (m or {}).get("shards", []):
             out.add(sh["path"])
             out.add(sidecar_rel(sh["path"]))
@@ -105,10 +115,8 @@ def remove_after_lost_lock(store: CorpusStore, number: int, owner: str) -> list[
     fence that stopped this run) nobody resumes from the folder: its plan and staged input go too, and of a
     committed number everything the version does not record. Otherwise (a successor resuming this very number,
     this run having looked dead) the plan and staged input are the successor's now and stay."""
-    from pipeline.storage.integrity import read_version
-
     taken = store.exists(f"versions/v{number:05d}.json")
-    committed = read_version(store, number) if taken else None
+    committed = _version(store, number) if taken else None
     recorded = {p for sh in (committed or {}).get("shards", []) for p in (sh["path"], sidecar_rel(sh["path"]))}
     gone = []
     for rel in _folder_files(store, number):
@@ -119,3 +127,28 @@ def remove_after_lost_lock(store: CorpusStore, number: int, owner: str) -> list[
             store.delete(rel)
             gone.append(rel)
     return gone
+
+
+def after_lost_lock(store: CorpusStore, number: int, lock, e: BaseException) -> BaseException | None:
+    """A run writing version ``number`` under ``lock`` fails with ``e``: if its lock was taken over meanwhile,
+    what it wrote is removed (:func:`remove_after_lost_lock`), and the error to raise instead is returned, the
+    lost lock (``LockLost``), when ``e`` comes of the takeover (its successor removed what this run was writing or
+    reading). None: raise ``e`` as it is (the lock is still held, or the storage itself fails)."""
+    from pipeline.storage.lock import LockLost
+
+    if not isinstance(e, Exception):  # Ctrl-C, a kill: nothing is touched on the way out
+        return None
+    try:
+        if lock.still_held():
+            return None
+    except Exception:  # noqa: BLE001 - the storage fails: the run's own error says so
+        return None
+    with contextlib.suppress(OSError):
+        remove_after_lost_lock(store, number, lock.owner)
+    if isinstance(e, LockLost):
+        return None
+    try:
+        lock.check()
+    except LockLost as lost:
+        return lost
+    return None
