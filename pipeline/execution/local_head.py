@@ -49,7 +49,9 @@ GRACE_ENV = "MCPRM_LOCAL_RAY_GRACE"  # seconds (tests shorten it)
 GRACE_S = 60.0  # the keeper stops the cluster once no fleet worker was up (and no run claimed it) this long
 START_TIMEOUT_S = 180.0
 TEMP_PREFIX = ray_temp.PREFIX  # the keeper's private folder for Ray's files, under the system temp dir
-LOCK_WAIT_S = 60.0  # the longest wait for the state folder's lock (held by a start, a stop or a claim)
+# the longest wait for the state folder's lock: held by a claim (moments), a stop (STOP_WAIT_S and a kill) or a
+# start (START_TIMEOUT_S at most), so more than the longest of these
+LOCK_WAIT_S = START_TIMEOUT_S + 60.0
 PROBE_S = 5.0  # the longest wait for the recorded Ray address to answer before it is joined
 STOP_WAIT_S = 30.0  # a stopped keeper that is not gone after this long is killed, with its process group
 
@@ -124,9 +126,9 @@ def _locked(folder: str, wait_s: float | None = None):
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise KeeperError(f"{path} stayed locked for {LOCK_WAIT_S if wait_s is None else wait_s:g} s "
-                                      "by another mcprm process of this machine (starting or stopping its warm "
-                                      "workers' Ray); try again once it is done") from None
+                    raise KeeperError(f"waited {LOCK_WAIT_S if wait_s is None else wait_s:g} s for {path}, held by "
+                                      "another mcprm process of this machine (starting or stopping its warm "
+                                      "workers' Ray, or stopped while it does); try again once it is done") from None
                 time.sleep(0.1)
         try:
             yield

@@ -145,3 +145,33 @@ def test_another_pid_namespace_with_the_same_home_neither_sees_nor_touches_it(fa
     assert seen["folder"] != folder and seen["running"] is None and seen["stopped"] is None
     assert {n: open(os.path.join(folder, n), "rb").read() for n in os.listdir(folder)} == before
     assert os.path.isdir(private) and p.poll() is None
+
+
+HOLD_LOCK = """
+import fcntl, os, sys, time
+f = open(sys.argv[1], "a+")
+fcntl.flock(f, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_held_state_lock_is_waited_for_within_a_bound_and_said(tmp_path):
+    """A process stopped while it holds the state folder's lock (SIGSTOP, a paused container) makes the next one
+    fail with a message naming the lock, never hang."""
+    d = str(tmp_path / "local-ray")
+    folder = local_head.machine_dir(d)
+    os.makedirs(folder)
+    lock = os.path.join(folder, "lock")
+    p = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, lock], stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        assert p.stdout.readline().strip() == "held"
+        with pytest.raises(local_head.KeeperError, match=r"waited 0\.5 s for .*lock, held by another mcprm"):
+            with local_head._locked(folder, wait_s=0.5):
+                pass
+    finally:
+        p.kill()  # the holder this test started
+        p.wait()
+    with local_head._locked(folder, wait_s=5):  # released with its holder
+        pass
