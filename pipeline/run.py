@@ -239,10 +239,13 @@ def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, star
     that the corpus does not, in which shards (``starter``: the executor to start as the first of them is read)."""
     identity = cfg.identity()
     manifest = current_manifest(store, repair=True)
-    if manifest is not None:  # a run killed after its commit, before it removed its staged input
+    if manifest is not None:  # a run killed after its commit, before it removed its staged input, plan, leftovers
         from pipeline.input.staging import STAGED
+        from pipeline.storage.leftovers import remove_after_commit
 
         store.delete(f"{store.version_dir(manifest['version'])}/{STAGED}", recursive=True)
+        below = [v for v in store.versions() if v < manifest["version"] and not store.is_fence(v)]
+        remove_after_commit(store, manifest, max(below, default=0))
     base = base_version(cfg, manifest, identity)  # the version whose shards the new one builds on (None: afresh)
     version = version or store.next_version()
 
