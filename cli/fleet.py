@@ -129,9 +129,9 @@ def down_cmd(fleet: Annotated[str | None, typer.Option(
         from pipeline.execution.kept import stop_local
 
         with user_errors():
-            n = stop_local(force=force)
-        echo("no warm workers are kept on this machine (nothing to stop)" if n is None else
-             f"this machine's warm workers: stopped {n} worker(s) and this machine's Ray for them")
+            got = stop_local(force=force)
+        echo("no warm workers are kept on this machine (nothing to stop)" if got is None else
+             f"this machine's warm workers: stopped {got[0]} worker(s); this machine's Ray for them: {got[1]}")
         return
     fleet = fleet or "default"
     with user_errors():

@@ -141,18 +141,22 @@ def label_cmd(**options: Any) -> None:
         preflight(cfg)  # a device this machine lacks, an output that is a file: said before any work
         res = label(cfg)
     m = res.manifest or {}
-    if res.added == 0:
+    if not res.committed:
         echo(f"{res.output}: up to date at version {res.version} ({res.reused} solutions already labeled, "
              f"{res.rejected} rejected)")
         _next_steps(res.output)
         return
     t = m.get("throughput", {})
     c = m.get("counts", {})
+    # rows in the version's new shards: a row a worker failed on (quarantined, --skip-bad) is rejected, not labeled
+    labeled = c.get("added", res.added)
     # this run's own rollouts and tokens beside its time (a resumed run did not label the shards it took over)
     resumed = f", {res.shards_resumed} finished shards taken over from the interrupted run" if res.shards_resumed else ""
     echo(
-        f"{res.output}: version {res.version}: labeled {res.added} solutions ({res.reused} reused, "
-        f"{res.rejected} rejected{resumed}); this run: {t.get('rollouts', c.get('rollouts', 0)):,} rollouts, "
+        f"{res.output}: version {res.version}: labeled {labeled} solutions ({res.reused} reused, "
+        f"{res.rejected} rejected{resumed}"
+        + (f", {c['dropped']} rows of damaged shards left out (--drop-damaged)" if c.get("dropped") else "")
+        + f"); this run: {t.get('rollouts', c.get('rollouts', 0)):,} rollouts, "
         f"{t.get('rollout_tokens', c.get('rollout_tokens', 0)):,} tokens in {res.seconds:.1f} s"
         + (f"; {c['reused_rollouts']:,} continuations also counted for a later step (rollout reuse)"
            if c.get("reused_rollouts") else "")

@@ -57,6 +57,7 @@ class RunResult:
     shards_run: int = 0
     shards_resumed: int = 0
     shard_results: list[dict] = field(default_factory=list)
+    committed: bool = False  # this run committed a new version (``version``), even one that labeled nothing new
 
 
 def input_spec(cfg: LabelConfig):
@@ -218,18 +219,26 @@ def _label(config: LabelConfig, executor=None) -> RunResult:
         # number its successor fenced (its folders), never the successor's
         version = store.next_version()
         fault_point("locked")
-        run = _plan(cfg, store, version, starter)
-        run.owner = lock.owner
-        run.events["run_started"] = t0_wall
-        if not run.added and run.base is not None and not run.base.get("_damaged"):
-            prev_version = run.manifest["version"] if run.manifest else 0
-            log.info("corpus %s is up to date (version %d): nothing new to label", cfg.output, prev_version)
-            return RunResult(cfg.output, prev_version, 0, run.counts.reused, run.counts.rejected, run.manifest,
-                             time.perf_counter() - t0)
-        lock.check()  # (a run frozen while it read the input must not clean up its successor's folder)
-        _resume(run)
-        results, facts = _execute(run, lock, executor)
-        return _commit(run, lock, results, facts, t0)
+        try:
+            run = _plan(cfg, store, version, starter)
+            run.owner = lock.owner
+            run.events["run_started"] = t0_wall
+            if not run.added and run.base is not None and not run.base.get("_damaged"):
+                prev_version = run.manifest["version"] if run.manifest else 0
+                log.info("corpus %s is up to date (version %d): nothing new to label", cfg.output, prev_version)
+                return RunResult(cfg.output, prev_version, 0, run.counts.reused, run.counts.rejected, run.manifest,
+                                 time.perf_counter() - t0)
+            lock.check()  # (a run frozen while it read the input must not clean up its successor's folder)
+            _resume(run)
+            results, facts = _execute(run, lock, executor)
+            return _commit(run, lock, results, facts, t0)
+        except BaseException as e:
+            from pipeline.storage.leftovers import after_lost_lock
+
+            lost = after_lost_lock(store, version, lock, e)  # (an error that comes of a takeover: said as one)
+            if lost is not None:
+                raise lost from e
+            raise
 
 
 def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, starter: EarlyStart | None = None
@@ -238,10 +247,13 @@ def _plan(cfg: LabelConfig, store: CorpusStore, version: int | None = None, star
     that the corpus does not, in which shards (``starter``: the executor to start as the first of them is read)."""
     identity = cfg.identity()
     manifest = current_manifest(store, repair=True)
-    if manifest is not None:  # a run killed after its commit, before it removed its staged input
+    if manifest is not None:  # a run killed after its commit, before it removed its staged input, plan, leftovers
         from pipeline.input.staging import STAGED
+        from pipeline.storage.leftovers import remove_after_commit
 
         store.delete(f"{store.version_dir(manifest['version'])}/{STAGED}", recursive=True)
+        below = [v for v in store.versions() if v < manifest["version"] and not store.is_fence(v)]
+        remove_after_commit(store, manifest, max(below, default=0))
     base = base_version(cfg, manifest, identity)  # the version whose shards the new one builds on (None: afresh)
     version = version or store.next_version()
 
@@ -468,10 +480,14 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
 
     store.delete(f"{run.vdir}/{STAGED}", recursive=True)  # the staged input is labeled and committed now
     store.delete(f"{run.vdir}/_plan.json")
+    if lock.still_held():  # the folder holds exactly what the version records (readers glob data/**/*.parquet)
+        from pipeline.storage.leftovers import remove_after_commit
+
+        remove_after_commit(store, new_manifest, run.manifest["version"] if run.manifest else 0)
     return RunResult(
         cfg.output, run.version, run.added, run.counts.reused, run.counts.rejected, new_manifest,
         time.perf_counter() - t0, shards_run=len(results) - len(run.done_shards),
-        shards_resumed=len(run.done_shards), shard_results=[results[i] for i in sorted(results)],
+        shards_resumed=len(run.done_shards), shard_results=[results[i] for i in sorted(results)], committed=True,
     )
 
 

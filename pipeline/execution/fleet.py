@@ -213,6 +213,10 @@ def connect(cfg: LabelConfig):
             raise FleetError("a fleet lives on a running Ray cluster: start one (`ray start --head`) and pass its "
                              "address with --ray-address ADDRESS (or set RAY_ADDRESS); no warm workers are kept "
                              "on this machine (--keep-warm) either")
+        why = local_head.answers(st["address"])
+        if why is not None:
+            raise FleetError(f"this machine's warm workers' Ray does not answer ({why}): stop it with `mcprm "
+                             "fleet down` (it stops its keeper without joining it)")
         local_head.use_auth()
         address = st["address"]
     _reachable(address)

@@ -125,6 +125,12 @@ def _join(st: dict, log_to_driver: bool = False) -> bool | None:
 
     if ray.is_initialized():
         return False if ray.get_runtime_context().gcs_address == st["address"] else None
+    why = local_head.answers(st["address"])
+    if why is not None:  # (Ray itself retries an address that does not answer for minutes)
+        from pipeline.execution.local_head import KeeperError
+
+        raise KeeperError(f"this machine's warm workers' Ray does not answer ({why}); stop it with "
+                          f"`{stop_command()}` and rerun")
     local_head.use_auth()
     init_ray(st["address"], log_to_driver=log_to_driver)
     return True
@@ -242,14 +248,20 @@ class KeptRayExecutor(Leases, RayExecutor):
                           f"s after the run (--keep-warm; `mcprm fleet down` stops them)"}
 
 
-def _connected_to_keeper():
-    """(ray, joined) connected to this machine's Ray with its token, or None when no keeper runs here or this
-    process is connected to another Ray. The caller shuts Ray down if ``joined`` (and the token variables are
-    put back by ``local_head.authenticated``)."""
+def _connected_to_keeper(what: str):
+    """(ray, joined, st) connected to this machine's Ray with its token, or None when no keeper runs here, its
+    Ray does not answer (:func:`pipeline.execution.local_head.answers`, a bounded probe: said, with ``what``
+    that is then skipped) or this process is connected to another Ray. The caller shuts Ray down if ``joined``
+    (and the token variables are put back by ``local_head.authenticated``)."""
     from pipeline.execution import local_head
 
     st = local_head.running()
     if st is None:
+        return None
+    why = local_head.answers(st["address"])
+    if why is not None:
+        log.warning("this machine's warm workers' Ray (keeper pid %s) does not answer: %s; %s", st.get("pid"), why,
+                    what)
         return None
     import ray
 
@@ -257,22 +269,24 @@ def _connected_to_keeper():
     if joined is None:
         log.warning("this process is connected to another Ray: this machine's warm workers were not checked")
         return None
-    return ray, joined
+    return ray, joined, st
 
 
 def free_local_workers(command: str) -> int:
-    """Stop this machine's idle warm workers before ``command`` uses its GPUs itself (train, score, a GPU generate,
-    a label run that keeps nothing): a kept vLLM engine holds most of a GPU's memory. Workers serving a run are left
-    alone (with a warning). Nothing is imported or started when no keeper runs here. Returns the workers stopped."""
+    """Stop this machine's idle warm workers before ``command`` uses its GPUs itself (score, a GPU train, generate
+    or judge, a label run that keeps nothing): a kept vLLM engine holds most of a GPU's memory. Workers serving a
+    run are left alone (with a warning). Nothing is imported or started, and Ray is never joined, when this
+    machine shows no GPU or no keeper runs here. Returns the workers stopped."""
     from pipeline.execution import local_head
+    from pipeline.execution.executors import gpu_count
 
-    if local_head.running() is None:
+    if not gpu_count() or local_head.running() is None:
         return 0
     with local_head.authenticated():
-        got = _connected_to_keeper()
+        got = _connected_to_keeper(f"{command} goes on without checking them")
         if got is None:
             return 0
-        ray, joined = got
+        ray, joined, _ = got
         try:
             workers = fleet_status(ray, LOCAL_FLEET)
             if any(s["lease"] for _, s in workers):
@@ -289,25 +303,35 @@ def free_local_workers(command: str) -> int:
                 ray.shutdown()
 
 
-def stop_local(force: bool = False) -> int | None:
+STOP_WORKERS_S = 60.0  # `mcprm fleet down`: the longest wait for the warm workers to be gone
+
+
+def stop_local(force: bool = False) -> tuple[int, str] | None:
     """``mcprm fleet down`` without a fleet name or cluster: stop this machine's warm workers now, then its Ray
-    (when no other fleet lives on it). None when no warm workers are kept here; else the workers stopped. Refused
-    while they serve a run, unless ``force``."""
+    (when no other fleet lives on it). None when no keeper runs here; else (workers stopped, what was done and
+    waited for). Refused while they serve a run, unless ``force``. Every wait has a bound: a Ray that does not
+    answer its probe is not joined, its keeper is stopped (killed if it does not stop in time)."""
     from pipeline.execution import local_head
 
-    if local_head.running() is None:
+    st = local_head.running()
+    if st is None:
         return None
+    n, others = 0, {}
     with local_head.authenticated():
-        got = _connected_to_keeper()
-        if got is None:
-            return None
-        ray, joined = got
-        try:
-            n = _stop_idle(ray, 60, force=force)
-            others = fleet_names(ray)
-        finally:
-            if joined:
-                ray.shutdown()
-    if not others:
-        local_head.stop()
-    return n
+        got = _connected_to_keeper("stopping its keeper without joining it")
+        if got is not None:
+            ray, joined, _ = got
+            try:
+                n = _stop_idle(ray, STOP_WORKERS_S, force=force)
+                others = fleet_names(ray)
+            finally:
+                if joined:
+                    ray.shutdown()
+    if others.get(LOCAL_FLEET):
+        said = (f"waited {STOP_WORKERS_S:g} s for {len(others[LOCAL_FLEET])} warm worker(s) to stop; they are "
+                "still stopping")
+    elif others:
+        said = f"left this machine's Ray up for the other fleet(s) on it ({', '.join(others)})"
+    else:
+        said = local_head.stop() or "its keeper was gone already"
+    return n, said

@@ -2,7 +2,7 @@
 :mod:`pipeline.execution.kept`): one run per worker at a time. A run renews its leases every :data:`RENEW_S` from a
 thread of its own; a lease lapses :data:`LEASE_TTL_S` after its last renewal, so a run killed with -9 frees its
 workers by itself. A run on the same machine as a lease's holder need not wait that long: a holder whose process
-is gone (:func:`holder_gone`) has its lease taken over at once."""
+is provably gone (:func:`holder_gone`: pid and start time, in this pid namespace) has its lease taken over at once."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 import socket
 import threading
 
-from pipeline.processes import machine_key, pid_alive
+from pipeline.processes import namespace_key, process_gone, this_process
 
 log = logging.getLogger("mcprm")
 
@@ -26,14 +26,16 @@ def control(handle, method: str, *args):
 
 
 def this_holder(output: str) -> dict:
-    """Who holds a lease: this process (host, machine: host and boot, pid) for a run writing ``output``."""
-    return {"host": socket.gethostname(), "machine": machine_key(), "pid": os.getpid(), "output": output}
+    """Who holds a lease: this process (host; machine: host, boot and pid namespace; pid and start time) for a run
+    writing ``output``."""
+    return {"host": socket.gethostname(), "machine": namespace_key(), "pid": os.getpid(),
+            "process": this_process(), "output": output}
 
 
 def holder_gone(holder: dict) -> bool:
-    """Whether a lease's holder is a process of this machine (this host, this boot) that no longer exists."""
-    pid = holder.get("pid")
-    return holder.get("machine") == machine_key() and isinstance(pid, int) and pid > 0 and not pid_alive(pid)
+    """Whether a lease's holder is provably gone: a process of this host, boot and pid namespace whose pid no
+    longer names it (gone, or reused by a process started since). A holder in another container is never."""
+    return holder.get("machine") == namespace_key() and process_gone(holder.get("process"))
 
 
 class Leases:

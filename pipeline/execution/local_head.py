@@ -10,15 +10,19 @@ keeper then stops Ray; nothing is left running. Ray's processes share the keeper
 fate-sharing on Linux), so a keeper killed with -9 takes them with it.
 
 State lives under :func:`state_dir` (``$MCPRM_LOCAL_RAY_DIR``, default ``~/.cache/mcprm/local-ray``), in a folder
-of this host and boot (:func:`pipeline.processes.machine_key`): a home folder that the nodes of a cluster share
-holds one folder per node, and no node reads, joins, deletes or overwrites another's. In it: ``state.json`` (the
-keeper's pid, host and boot, and the cluster's address), ``claim`` (touched by each run that is about to use the
-cluster, so the keeper does not stop it under the run), ``lock`` (``flock``: one keeper starts, a stop and a
-claim never cross), ``auth_token`` (mode 0600: Ray's token authentication, so no other user's process joins)
-and ``keeper.log``. Ray's own files go to a private folder (mode 0700, a fresh random name under the system temp
-dir: Ray's socket paths are limited to 107 bytes) that the keeper removes when it stops; Ray makes its own
-folders in it world-writable, but nobody else can reach them. Never ``/tmp/ray``: a plain ``ray.init()``
-elsewhere never joins this cluster.
+of this host, boot and pid namespace (:func:`pipeline.processes.namespace_key`): a home folder that the nodes of
+a cluster, or two containers on one host, share holds one folder per node and container, and none reads, joins,
+deletes or overwrites another's (a pid means something only in its own namespace). In it: ``state.json`` (the
+keeper's pid and start time, and the cluster's address), ``claim`` (touched by each run that is about to use the
+cluster, so the keeper does not stop it under the run), ``lock`` (``flock``, waited for at most
+:data:`LOCK_WAIT_S`: one keeper starts, a stop and a claim never cross), ``auth_token`` (mode 0600: Ray's token
+authentication, so no other user's process joins) and ``keeper.log``. Ray's own files go to a private folder
+(:mod:`pipeline.execution.ray_temp`) that the keeper removes when it stops. Never ``/tmp/ray``: a plain
+``ray.init()`` elsewhere never joins this cluster.
+
+A keeper counts as running only when its recorded pid still names the process recorded (its start time too: a
+pid is reused after a kill -9 or an OOM kill), and its cluster is joined only once its address answers
+(:func:`answers`, a bounded probe): a keeper that died, or whose Ray does not answer, never makes a command wait.
 """
 
 from __future__ import annotations
@@ -28,14 +32,14 @@ import fcntl
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
-from pipeline.processes import machine_key, pid_alive
+from pipeline.errors import FatalError
+from pipeline.execution import ray_temp
+from pipeline.processes import namespace_key, process_gone, same_process, this_process
 
 log = logging.getLogger("mcprm")
 
@@ -44,7 +48,16 @@ DIR_ENV = "MCPRM_LOCAL_RAY_DIR"
 GRACE_ENV = "MCPRM_LOCAL_RAY_GRACE"  # seconds (tests shorten it)
 GRACE_S = 60.0  # the keeper stops the cluster once no fleet worker was up (and no run claimed it) this long
 START_TIMEOUT_S = 180.0
-TEMP_PREFIX = "mcprm-ray-"  # the keeper's private folder for Ray's files, under the system temp dir
+TEMP_PREFIX = ray_temp.PREFIX  # the keeper's private folder for Ray's files, under the system temp dir
+# the longest wait for the state folder's lock: held by a claim (moments), a stop (STOP_WAIT_S and a kill) or a
+# start (START_TIMEOUT_S at most), so more than the longest of these
+LOCK_WAIT_S = START_TIMEOUT_S + 60.0
+PROBE_S = 5.0  # the longest wait for the recorded Ray address to answer before it is joined
+STOP_WAIT_S = 30.0  # a stopped keeper that is not gone after this long is killed, with its process group
+
+
+class KeeperError(FatalError, RuntimeError):
+    """This machine's keeper cannot be reached or stopped in time (the message says what was waited for)."""
 
 
 def state_dir() -> str:
@@ -53,8 +66,8 @@ def state_dir() -> str:
 
 
 def machine_dir(d: str | None = None) -> str:
-    """This host's and boot's own state folder under ``d`` (default :func:`state_dir`)."""
-    return os.path.join(d or state_dir(), machine_key())
+    """This host's, boot's and pid namespace's own state folder under ``d`` (default :func:`state_dir`)."""
+    return os.path.join(d or state_dir(), namespace_key())
 
 
 def _paths(folder: str) -> dict[str, str]:
@@ -100,10 +113,23 @@ def _refresh_ray_config() -> None:
 
 
 @contextlib.contextmanager
-def _locked(folder: str):
+def _locked(folder: str, wait_s: float | None = None):
+    """The state folder's lock, waited for at most ``wait_s`` (default :data:`LOCK_WAIT_S`): a process stopped
+    while it holds it (SIGSTOP, a paused container) makes others fail with a message, never hang."""
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    with open(_paths(folder)["lock"], "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+    path = _paths(folder)["lock"]
+    deadline = time.monotonic() + (LOCK_WAIT_S if wait_s is None else wait_s)
+    with open(path, "a+") as f:
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise KeeperError(f"waited {LOCK_WAIT_S if wait_s is None else wait_s:g} s for {path}, held by "
+                                      "another mcprm process of this machine (starting or stopping its warm "
+                                      "workers' Ray, or stopped while it does); try again once it is done") from None
+                time.sleep(0.1)
         try:
             yield
         finally:
@@ -120,16 +146,53 @@ def _load(folder: str) -> dict | None:
 
 
 def _live(st: dict | None) -> dict | None:
-    """``st`` if it is the state of a keeper of this host and boot that is alive, with its cluster's address."""
-    if not st or st.get("machine") != machine_key() or not st.get("address"):
+    """``st`` if it is the state of a keeper of this host, boot and pid namespace that still runs (its pid names
+    the very process recorded, start time and all), with its cluster's address."""
+    if not st or st.get("machine") != namespace_key() or not st.get("address"):
         return None
-    return st if pid_alive(int(st.get("pid", 0) or 0)) else None
+    return st if same_process(st.get("process")) else None
 
 
 def running(d: str | None = None) -> dict | None:
-    """The keeper's state (``pid``, ``machine``, ``address``, ``temp_dir``, ``started_at``) if this machine's
-    cluster is up."""
+    """The keeper's state (``pid``, ``process``, ``machine``, ``address``, ``temp_dir``, ``started_at``) if this
+    machine's keeper runs (its address not probed: :func:`answers`)."""
     return _live(_load(machine_dir(d)))
+
+
+# HTTP/2's client preface and an empty SETTINGS frame: Ray's GCS (a gRPC server) answers with a SETTINGS frame
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def answers(address: str, timeout_s: float = PROBE_S) -> str | None:
+    """Why the Ray at ``address`` (``host:port`` of its GCS) does not answer within ``timeout_s``, or None when
+    it does: a TCP connection and an HTTP/2 handshake, the first thing its gRPC server does. Ray itself retries an
+    address that does not answer for minutes; this is asked first, so that nothing waits on a dead cluster."""
+    import socket
+
+    host, sep, port = str(address).rpartition(":")
+    if not sep or not port.isdigit():
+        return None  # not host:port: left to Ray
+    deadline = time.monotonic() + timeout_s
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as s:
+            s.sendall(_H2_HELLO)
+            got = b""
+            while len(got) < 9:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                s.settimeout(left)
+                chunk = s.recv(9 - len(got))
+                if not chunk:
+                    return f"the Ray at {address} closed the connection without answering"
+                got += chunk
+    except TimeoutError:
+        return f"nothing answered at {address} within {timeout_s:g} s"
+    except OSError as e:
+        return f"nothing answers at {address} ({e.strerror or e})"
+    if got[3] != 0x4:
+        return f"what answers at {address} is not a Ray cluster (no HTTP/2 handshake)"
+    return None
 
 
 def _touch(path: str) -> None:
@@ -138,20 +201,20 @@ def _touch(path: str) -> None:
 
 
 def _remove_private(path: str | None) -> None:
-    """Remove a keeper's private Ray folder once its keeper is gone: only a folder of that name under the system
-    temp dir, owned by this user (never a link)."""
-    if not path or os.path.dirname(os.path.abspath(path)) != os.path.abspath(tempfile.gettempdir()):
-        return
-    if not os.path.basename(path).startswith(TEMP_PREFIX):
-        return
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return
-    import stat
+    """Remove a keeper's private Ray folder once its keeper is gone (:func:`pipeline.execution.ray_temp.remove`:
+    only such a folder under the system temp dir, owned by this user, never a link)."""
+    ray_temp.remove(path)
 
-    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
-        shutil.rmtree(path, ignore_errors=True)
+
+def _reap(folder: str, old: dict | None) -> None:
+    """Under the folder's lock, before a new keeper starts: the state of a keeper that is provably gone (killed
+    with -9, its pid reused since) removed with its private Ray folder. State of another host, boot or pid
+    namespace is never in this folder (:func:`machine_dir`); a record that cannot be proven gone keeps its
+    private folder (the new keeper's state replaces it)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(_paths(folder)["state"])
+    if old and old.get("machine") == namespace_key() and process_gone(old.get("process")):
+        _remove_private(old.get("temp_dir"))
 
 
 def ensure(d: str | None = None, timeout_s: float = START_TIMEOUT_S) -> dict:
@@ -170,11 +233,13 @@ def ensure(d: str | None = None, timeout_s: float = START_TIMEOUT_S) -> dict:
         old = _load(folder)
         st = _live(old)
         if st is not None:
-            return st
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(p["state"])
-        if old and old.get("machine") == machine_key():  # its keeper died without cleaning up (kill -9)
-            _remove_private(old.get("temp_dir"))
+            why = answers(st["address"])
+            if why is None:
+                return st
+            log.warning("this machine's warm workers' Ray does not answer (%s): stopping its keeper (pid %s) and "
+                        "starting a new one", why, st.get("pid"))
+            _end(st, STOP_WAIT_S)
+        _reap(folder, old)
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         with open(p["log"], "ab") as logf:
@@ -214,7 +279,7 @@ def _keep(folder: str) -> None:
     with open(os.open(p["token"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         f.write(secrets.token_hex(32))
     os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": p["token"]})
-    private = tempfile.mkdtemp(prefix=TEMP_PREFIX)  # mode 0700, a name nobody could take before
+    private = ray_temp.new()  # mode 0700, a name nobody could take before
     try:
         _serve(folder, private, grace, stop)
     finally:
@@ -234,7 +299,7 @@ def _serve(folder: str, private: str, grace: float, stop: list) -> None:
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
     import socket
 
-    st = {"pid": os.getpid(), "machine": machine_key(), "host": socket.gethostname(),
+    st = {"pid": os.getpid(), "process": this_process(), "machine": namespace_key(), "host": socket.gethostname(),
           "address": ray.get_runtime_context().gcs_address, "temp_dir": private, "started_at": time.time()}
     tmp = p["state"] + ".tmp"
     with open(tmp, "w") as f:
@@ -263,22 +328,54 @@ def _serve(folder: str, private: str, grace: float, stop: list) -> None:
     ray.shutdown()
 
 
-def stop(d: str | None = None, timeout_s: float = 60.0) -> bool:
-    """Stop this machine's keeper (and its cluster) now; False if none was up."""
-    st = running(d)
-    if st is None:
-        return False
+def _end(st: dict, timeout_s: float) -> str:
+    """Stop the keeper ``st`` (a running one: :func:`_live`): SIGTERM (it stops Ray and removes its folder), then,
+    if it is not gone within ``timeout_s``, SIGKILL to its process group (it leads a session of its own; Ray's
+    processes share its fate) and its private folder removed. Each signal only while its pid still names that
+    process. Returns what was done."""
     pid = int(st["pid"])
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    proc = st.get("process")
+
+    def gone() -> bool:
         with contextlib.suppress(ChildProcessError):  # a keeper this very process started: reaped here
             if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                break
-        if not pid_alive(pid):
-            break
+                return True
+        return not same_process(proc)
+
+    if gone():
+        return f"keeper {pid} was gone already"
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not gone():
         time.sleep(0.2)
-    return True
+    if gone():
+        _remove_private(st.get("temp_dir"))  # (a keeper removes it itself as it stops: this is for one that could not)
+        return f"stopped keeper {pid}"
+    if not gone():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and not gone():
+            time.sleep(0.1)
+    _remove_private(st.get("temp_dir"))
+    return f"keeper {pid} did not stop within {timeout_s:g} s of SIGTERM: killed it and its processes"
+
+
+def stop(d: str | None = None, timeout_s: float = STOP_WAIT_S) -> str | None:
+    """Stop this machine's keeper (and its cluster) now, within about ``timeout_s`` (then it is killed); what was
+    done, or None if none was running."""
+    folder = machine_dir(d)
+    st = running(d)
+    if st is None:
+        return None
+    said = _end(st, timeout_s)
+    with _locked(folder), contextlib.suppress(FileNotFoundError):
+        if (_load(folder) or {}).get("process") == st.get("process"):
+            os.remove(_paths(folder)["state"])
+    return said
 
 
 if __name__ == "__main__":  # pragma: no cover - run by ensure() in a process of its own

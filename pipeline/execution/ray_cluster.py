@@ -9,6 +9,7 @@ import os
 import time
 
 from pipeline.config import ConfigError, LabelConfig
+from pipeline.execution import ray_temp
 
 log = logging.getLogger("mcprm")
 
@@ -59,15 +60,41 @@ def init_ray(address: str | None = None, log_to_driver: bool = False) -> None:
     # Ray's own log lines (workers' output, ANSI colour) stay out of the user's terminal unless asked (-v).
     kwargs = dict(ignore_reinit_error=True, logging_level=logging.WARNING if log_to_driver else logging.ERROR,
                   log_to_driver=log_to_driver)
+    own = None
     if address is None:
         kwargs["include_dashboard"] = False
         # a Ray of our own: a bare ray.init() joins any cluster this machine's last `ray start` (or another job's
-        # test cluster) left in /tmp/ray, whose resources are not ours
+        # test cluster) left in /tmp/ray, whose resources are not ours; its files go to a folder of this run's own
+        # (never /tmp/ray, where every run would leave a world-writable session folder), removed at exit
         address = "local"
+        own = kwargs["_temp_dir"] = ray_temp.new()
     # Let actors find the top-level packages (pipeline, rollouts, graders) when running from a checkout.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}}
-    ray.init(address=address, runtime_env=env, **kwargs)
+    try:
+        ray.init(address=address, runtime_env=env, **kwargs)
+    except BaseException:
+        ray_temp.remove(own)
+        raise
+    if own is not None:
+        import atexit
+
+        atexit.register(_end_own_ray, own)
+
+
+def _end_own_ray(temp_dir: str) -> None:
+    """At exit of a process that started a Ray of its own: Ray stopped (its processes first: they write to the
+    folder until they are gone), then its folder removed. Ray's head processes share the driver's fate (Ray's
+    kernel fate-sharing on Linux), so a driver killed with -9 takes them with it; its folder is removed by the
+    next mcprm process that starts a Ray (:func:`pipeline.execution.ray_temp.sweep`)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    try:
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
+    finally:
+        ray_temp.remove(temp_dir)
 
 
 class ResourceError(ConfigError):

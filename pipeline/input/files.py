@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Iterator
 
-from pipeline.input.spec import InputError, InputSpec, RawRow, flag_name
+from pipeline.input.spec import MAX_LINE_BYTES, InputError, InputSpec, RawRow, flag_name
 
 _EXTENSIONS = {
     ".jsonl": "jsonl",
@@ -17,7 +17,6 @@ _EXTENSIONS = {
     ".pq": "parquet",
 }
 _COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
-MAX_LINE_BYTES = 64 << 20  # a JSON line longer than this is rejected without being held in memory
 _CHUNK = 1 << 20
 BATCH_ROWS = 1024  # rows per Parquet record batch and per gold/prompt check
 
@@ -149,14 +148,19 @@ def _iter_lines(f, max_bytes: int) -> Iterator[tuple[bytes | None, int]]:
         yield b"".join(parts), size
 
 
-def _read_jsonl(file: str, f, kind: str = "jsonl") -> Iterator[RawRow]:
+def _read_jsonl(file: str, f, kind: str = "jsonl", max_bytes: int | None = None) -> Iterator[RawRow]:
+    """``max_bytes``: the longest line decoded (default :data:`MAX_LINE_BYTES`; a run passes
+    :meth:`InputSpec.max_line_bytes`, what its row limits allow); a longer one is counted as it streams in and
+    rejected without being held in memory."""
+    limit = min(MAX_LINE_BYTES, max_bytes or MAX_LINE_BYTES)
     i = -1
-    for i, (line, nbytes) in enumerate(_iter_lines(f, MAX_LINE_BYTES)):
+    for i, (line, nbytes) in enumerate(_iter_lines(f, limit)):
         if line is None:
             yield RawRow(
                 file,
                 i,
-                error=f"line is {nbytes} bytes, over the {MAX_LINE_BYTES}-byte limit for one row",
+                error=f"line is {nbytes} bytes, over the {limit}-byte limit for one row (what --max-steps, "
+                      "--max-step-chars and the problem's limit allow)",
                 kind=kind,
             )
             continue
@@ -278,7 +282,7 @@ def _read_file(url: str, spec: InputSpec) -> Iterator[RawRow]:
                 if head.startswith(b"["):
                     yield from _read_json_array(url, f)
                     return
-            yield from _read_jsonl(url, f, kind="jsonl")
+            yield from _read_jsonl(url, f, kind="jsonl", max_bytes=spec.max_line_bytes())
     except (OSError, EOFError, ValueError) as e:  # unreadable or corrupt (e.g. truncated .gz) file
         yield RawRow(url, None, kind=kind, error=f"cannot read the file ({type(e).__name__}: {e})")
     except Exception as e:  # the storage itself (credentials, a missing bucket): a problem of the input, named

@@ -38,6 +38,9 @@ class InputError(FatalError, ValueError):
         self.rejects: list[Reject] = list(rejects)
 
 
+MAX_LINE_BYTES = 64 << 20  # a JSON line longer than this is rejected without being held in memory, whatever the limits
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """Where the solutions are and how to read them (see the module docstring)."""
@@ -52,6 +55,10 @@ class InputSpec:
     split_regex: str | None = None
     max_step_chars: int = 20000
     max_steps: int = 200
+    # the longest problem (and gold-answer field) taken, in characters: checked right after the row is decoded,
+    # before anything (the prompt check's tokenizer) makes copies of it; a math problem is far shorter, and the
+    # model's context far smaller, so a longer one is a broken row, not a problem to label
+    max_problem_chars: int = 100_000
     format: str | None = None  # None: by extension; "jsonl" | "json" | "parquet" forces one for all files
     # How to get the gold answer from the answer field: None (as is), "gsm8k" (text after the last "####"),
     # "boxed" (content of the last \boxed{...}).
@@ -85,9 +92,16 @@ class InputSpec:
             raise InputError(
                 f"unknown answer_extract {self.answer_extract!r}; choose one of {', '.join(ANSWER_EXTRACTORS)}"
             )
-        for name in ("max_step_chars", "max_steps"):
+        for name in ("max_step_chars", "max_steps", "max_problem_chars"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise InputError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+
+    def max_line_bytes(self) -> int:
+        """The longest JSON line a valid row can take with these limits (problem and answer field at their limit,
+        every step at its limit, each character as a 6-byte JSON escape, 64 KiB for the other fields), at most
+        :data:`MAX_LINE_BYTES`: a longer line is refused as it streams in, never decoded."""
+        chars = 2 * self.max_problem_chars + self.max_steps * (self.max_step_chars + 2)
+        return min(MAX_LINE_BYTES, 6 * chars + (64 << 10))
 
     @classmethod
     def preset(cls, name: str, paths, **overrides) -> InputSpec:

@@ -89,6 +89,8 @@ def validate(raw: RawRow, spec: InputSpec) -> Solution | Reject:
         return problem
     if not isinstance(problem, str):
         return reject(pf, f"expected the problem as text, got {_type_name(problem)}")
+    if len(problem) > spec.max_problem_chars:  # before any copy of it is made
+        return reject(pf, f"problem has {len(problem):,} characters, over the limit of {spec.max_problem_chars:,}")
     problem = problem.strip()
     if not problem:
         return reject(pf, "problem is empty")
@@ -105,6 +107,9 @@ def validate(raw: RawRow, spec: InputSpec) -> Solution | Reject:
         if num is None:
             return reject(af, f"expected the gold answer as text or a number, got {_type_name(answer)}")
         answer = num
+    if len(answer) > spec.max_problem_chars:
+        return reject(af, f"gold answer field has {len(answer):,} characters, over the limit of "
+                          f"{spec.max_problem_chars:,}")
     if spec.answer_extract == "gsm8k":
         answer = hash_answer(answer)
         if answer is None:
@@ -158,6 +163,10 @@ def validate(raw: RawRow, spec: InputSpec) -> Solution | Reject:
             )
         if not isinstance(text, str):
             return reject(tf, f"expected the solution as text, got {_type_name(text)}")
+        longest = spec.max_steps * (spec.max_step_chars + 2)  # every step at its limit, with its separator
+        if len(text) > longest:  # before it is split (a copy per step)
+            return reject(tf, f"the solution has {len(text):,} characters, more than {spec.max_steps} steps "
+                              f"(--max-steps) of {spec.max_step_chars} characters (--max-step-chars) can hold")
         try:
             steps = split_solution(text, spec.splitter, spec.split_regex)
         except SplitError as e:

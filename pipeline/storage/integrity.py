@@ -177,7 +177,7 @@ def kept_shard(store: CorpusStore, rel: str, keys: list[str], into: str | None =
     if into is not None and into != rel:
         store.write_shard_bytes(into, data, table.num_rows, side.get("counts"), keys=table.column("key").to_pylist(),
                                 extra={k: side[k] for k in ("rejects",) if k in side})
-        path = into  # the other owner's file stays as it is (it may still read it); `mcprm prune` removes it
+        path = into  # the other owner's file stays as it is until the commit removes it (that owner may still read it)
     return {**counts, "shard": None, "path": path, "rows": table.num_rows, "resumed": True,
             "bytes": int(side["bytes"]), "sha256": side["sha256"],
             **({"rejects": side["rejects"]} if side.get("rejects") else {})}
@@ -278,6 +278,18 @@ def current_manifest(store: CorpusStore, repair: bool = False, follow_newer: boo
     except RuntimeError as e:
         m, problem = None, f"unreadable ({e})"
     newest = newest_intact_version(store)
+    top = max(store.versions(), default=0)
+    vouched = problem is None and m is not None and m["version"] >= top
+    if top and (newest is None or newest["version"] < top) and not vouched and not store.is_fence(top):
+        # the newest version file is unreadable and manifest.json does not hold that version: falling back to an
+        # older version would pass it off as current (and a rerun would call the corpus up to date)
+        rel = f"versions/v{top:05d}.json"
+        said = "is unreadable" if problem else ("is missing" if m is None else f"is at version {m['version']}")
+        back = (f"; or, to go back to version {newest['version']} knowingly, move {store.uri(rel)} aside and run "
+                f"`mcprm verify {store.url} --repair`" if newest is not None else "")
+        raise ManifestError(f"{store.uri(rel)}, the newest committed version ({top}), is unreadable, and "
+                            f"{store.uri(MANIFEST)} {said}: the current version cannot be read. Restore either "
+                            f"file from a backup{back}")
     if problem is None and m is not None and (newest is None or newest["version"] <= m["version"]):
         if newest is None or m["version"] not in store.versions():
             if repair:  # the version file was lost: manifest.json is the same content
@@ -369,8 +381,12 @@ def verify_corpus(url: str, full: bool = True, repair: bool = False) -> tuple[li
     try:
         cur = current_manifest(store)
     except ManifestError as e:
-        problems.append(Problem(store.uri(MANIFEST), str(e).split(". Recover")[0],
-                                f"`mcprm verify {url} --repair` (restores it from the newest intact version)"))
+        what, sep, fix = str(e).partition(". Restore either file")
+        if sep:  # the newest version cannot be read: no repair from here, a backup
+            problems.append(Problem(store.uri(MANIFEST), what, "restore either file" + fix))
+        else:
+            problems.append(Problem(store.uri(MANIFEST), str(e).split(". Recover")[0],
+                                    f"`mcprm verify {url} --repair` (restores it from the newest intact version)"))
         cur = None
     versions = store.versions()
     if cur is None and not versions and not problems:
@@ -450,6 +466,15 @@ def verify_corpus(url: str, full: bool = True, repair: bool = False) -> tuple[li
                                     f"rows {rows}", "restore it from a backup"))
         if not ok:
             damaged_versions.append(v)
+    if cur is not None:
+        from pipeline.storage.leftovers import find, recorded_paths
+
+        extra = find(store, cur["version"], recorded_paths(store))
+        summary["uncommitted_files"] = extra
+        for rel in extra:
+            problems.append(Problem(store.uri(rel), "a file no committed version records (an uncommitted shard or "
+                                    "leftover of a killed, retried or fenced attempt): a reader that globs "
+                                    "data/**/*.parquet reads it too", f"`mcprm prune {url}` removes it"))
     summary["shards"] = len(checked)
     summary["rows"] = sum(int(s.get("rows", 0)) for s in (cur or {}).get("shards", []))
     summary["damaged_versions"] = damaged_versions

@@ -112,13 +112,15 @@ class OutputLock:
     replaced (a corpus passes :meth:`CorpusStore.fence_next_version`; see :func:`corpus_lock`)."""
 
     def __init__(self, store, stale_after_s: float | None = None, heartbeat_s: float = 30.0,
-                 fence: Callable[[dict], object] | None = None):
+                 fence: Callable[[dict], object] | None = None,
+                 unfence: Callable[[object, dict], object] | None = None):
         self.store = store
         self.rel = "_lock"
         self.stale_after_s = _default_stale_after() if stale_after_s is None else stale_after_s
         # at least four heartbeats per stale limit (a short MCPRM_LOCK_STALE_S must not make a live run stale)
         self.heartbeat_s = max(0.05, min(heartbeat_s, self.stale_after_s / 4))
         self.fence = fence
+        self.unfence = unfence  # undoes fence(stale) when the takeover loses the race (the owner proved alive)
         self.fenced: object = None  # what fence() returned at this lock's takeover (the fenced version)
         self.token = uuid.uuid4().hex
         self.started = time.time()
@@ -257,18 +259,27 @@ class OutputLock:
         if self.store.local or not self.store.conditional_replace:
             self.store.write_bytes(self.rel, data)
         elif not self.store.replace_if(self.rel, data, tag):  # the stale owner's heartbeat got through meanwhile
+            # it is alive and holds the lock: the fence made for it would stop its commit for nothing
+            if self.fenced is not None and self.unfence is not None:
+                try:
+                    self.unfence(self.fenced, stale)
+                except Exception as e:  # noqa: BLE001 - its commit then names the fence (and this run)
+                    log.warning("could not remove the fence this run made (version %s): %s", self.fenced, e)
+                self.fenced = None
             self.store.delete(claim)
-            raise LockError(self._busy_message(self._read() or {}, taking_over=True))
+            raise LockError(self._busy_message(self._read() or {}, lost_race=True))
         log.warning("took over the stale lock %s (host %s, pid %s, last heartbeat %.0f s ago)",
                     self.store.uri(self.rel), stale.get("host"), stale.get("pid"),
                     time.time() - float(stale.get("heartbeat", 0) or 0))
 
-    def _busy_message(self, rec: dict, taking_over: bool = False) -> str:
+    def _busy_message(self, rec: dict, taking_over: bool = False, lost_race: bool = False) -> str:
         try:
             age = f"{time.time() - float(rec.get('heartbeat', 0) or 0):.0f} s ago"
         except (TypeError, ValueError):
             age = "unknown"
-        extra = " (another run is taking over its stale lock right now)" if taking_over else ""
+        extra = (" (another run is taking over its stale lock right now)" if taking_over else
+                 " (it looked stale, but its heartbeat got through while this run tried to take it over: it is "
+                 "alive, and keeps the lock)" if lost_race else "")
         return (
             f"{self.store.uri(self.rel)} is held by another mcprm run (host {rec.get('host')}, pid {rec.get('pid')}, "
             f"last heartbeat {age}){extra}. Only one run may write an output at a time: wait for it to finish. "
@@ -399,5 +410,6 @@ class OutputLock:
 
 def corpus_lock(store, **kw) -> OutputLock:
     """The lock of a corpus output: a takeover from an owner that may still be running fences the next
-    version number (:meth:`CorpusStore.fence_next_version`) before the lock changes hands."""
-    return OutputLock(store, fence=store.fence_next_version, **kw)
+    version number (:meth:`CorpusStore.fence_next_version`) before the lock changes hands, and removes that
+    fence again when the takeover loses the race to the owner's heartbeat (:meth:`CorpusStore.unfence_version`)."""
+    return OutputLock(store, fence=store.fence_next_version, unfence=store.unfence_version, **kw)

@@ -104,9 +104,11 @@ def test_kept_workers_serve_the_next_run_and_stop_with_the_machines_ray(small_in
 
     keeper = local_head.running(d)
     assert keeper is not None
-    # a command that needs the GPUs itself (train, score, ...) stops the idle warm workers first
+    # a command that needs the GPUs itself (train, score, ...) stops the idle warm workers first (on a machine that
+    # shows a GPU: CUDA_VISIBLE_DEVICES; without one, nothing looks for warm workers at all)
     free = subprocess.run([sys.executable, "-c", "from cli.common import free_gpus; free_gpus('mcprm train')"],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, **env})
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, **env, "CUDA_VISIBLE_DEVICES": "0"})
     assert free.returncode == 0 and "stopped this machine's 1 warm worker(s)" in free.stderr, free.stderr
     assert _status(env) == []
     deadline = time.monotonic() + 120

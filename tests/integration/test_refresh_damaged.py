@@ -16,7 +16,7 @@ from pipeline.storage.corpus import read_corpus
 from pipeline.storage.integrity import verify_corpus
 from pipeline.storage.store import CorpusStore, ShardError, sidecar_rel
 
-from .conftest import N_ROWS, make_cfg
+from .conftest import N_ROWS, make_cfg, run_mcprm
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +94,23 @@ def test_verify_finds_a_solution_held_by_two_shards(committed, tmp_path):
     p = problems[0]
     assert p.where == "version 1" and "2 solution keys are held more than once" in p.what
     assert src["path"] in p.what and copy in p.what and "--output NEW" in p.fix
+
+
+def test_a_drop_damaged_version_with_nothing_new_is_said_as_committed(committed, small_input, tmp_path):
+    """A --drop-damaged refresh whose input holds no new row still commits a version (without the damaged rows):
+    the summary says so, never "up to date"."""
+    out = _copy(committed, tmp_path)
+    store = CorpusStore(out)
+    damaged = store.version_manifest(1)["shards"][1]
+    full = os.path.join(out, damaged["path"])
+    data = open(full, "rb").read()
+    open(full, "wb").write(data[: len(data) // 2])
+    rows = [json.loads(x) for x in open(small_input).read().splitlines()]
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(json.dumps(r) + "\n" for i, r in enumerate(rows) if i not in (2, 3)))
+    r = run_mcprm("label", "--input", str(inp), "--output", out, "--k", "2", "--strategy", "per-step",
+                  "--max-new-tokens", "16", "--shard-size", "2", "--executor", "local", "--drop-damaged")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert store.manifest()["version"] == 2 and store.manifest()["counts"]["dropped"] == 2
+    assert "up to date" not in r.stdout and "version 2: labeled 0 solutions" in r.stdout, r.stdout
+    assert "2 rows of damaged shards left out (--drop-damaged)" in r.stdout, r.stdout

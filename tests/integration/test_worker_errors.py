@@ -85,6 +85,7 @@ def test_skip_bad_quarantines_a_row_a_worker_fails_on(small_input, tmp_path):
     assert "ValueError: injected fault" in rej["reason"] and rej["stage"] == "labeling"
     m = json.load(open(f"{out}/manifest.json"))
     assert m["counts"]["rejected"] == 1 and m["counts"]["solutions"] == 4 and m["counts"]["added"] == 4
+    assert "version 1: labeled 4 solutions (0 reused, 1 rejected" in r.stdout, r.stdout  # the quarantined row is no label
     assert bad_id not in read_corpus(out, verify=True).column("id").to_pylist()
     r = _label(inp, out, "--executor", "local", "--skip-bad")  # the cause is gone: the row is labeled now
     assert r.returncode == 0, r.stdout + r.stderr

@@ -113,8 +113,10 @@ def test_a_lease_whose_process_is_gone_is_taken_over_at_once():
 
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
-    dead = dict(this_holder("/a"), pid=p.pid)
-    assert holder_gone(dead) and not holder_gone(this_holder("/a"))
+    me = this_holder("/a")
+    dead = dict(me, pid=p.pid, process=dict(me["process"], pid=p.pid))
+    assert holder_gone(dead) and not holder_gone(me)
+    assert holder_gone(dict(me, process=dict(me["process"], start="1")))  # this pid, reused by another process
     assert not holder_gone(dict(dead, machine="node-2-0000"))
 
     a = object.__new__(_FleetActor)  # the lease state only, without a backend

@@ -36,6 +36,12 @@ def _files(d: str) -> dict[str, bytes]:
     return out
 
 
+def test_its_ray_answers_the_probe_and_its_keeper_is_recorded_by_identity(keeper):
+    d, st = keeper
+    assert local_head.answers(st["address"]) is None  # the HTTP/2 handshake of Ray's GCS
+    assert st["process"]["pid"] == st["pid"] and st["process"]["start"] == processes.process_start(st["pid"])
+
+
 def test_rays_files_are_in_a_private_folder(keeper):
     d, st = keeper
     private = st["temp_dir"]
@@ -49,7 +55,7 @@ def test_another_host_with_the_same_home_neither_sees_nor_touches_it(keeper, mon
     before = _files(d)
     monkeypatch.setattr(socket, "gethostname", lambda: "node-2")
     assert local_head.running(d) is None  # never node 1's Ray, though node 1's keeper pid is alive here
-    assert local_head.stop(d) is False
+    assert local_head.stop(d) is None
     assert local_head.auth_env(d)["RAY_AUTH_TOKEN_PATH"] not in {os.path.join(d, p) for p in before}
     monkeypatch.undo()
     assert _files(d) == before  # node 1's state and token as they were
@@ -69,7 +75,7 @@ def test_another_boot_of_this_host_does_not_take_its_pid_for_a_live_keeper(keepe
 def test_the_state_names_its_host_and_boot(keeper):
     d, st = keeper
     (folder,) = [n for n in os.listdir(d)]
-    assert folder == processes.machine_key() and folder.startswith(socket.gethostname()[:8])
+    assert folder == processes.namespace_key() and folder.startswith(socket.gethostname()[:8])
     with open(os.path.join(d, folder, "state.json")) as f:
         assert json.load(f)["machine"] == folder
     assert stat.S_IMODE(os.stat(os.path.join(d, folder, "auth_token")).st_mode) == 0o600

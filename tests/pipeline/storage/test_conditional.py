@@ -128,7 +128,7 @@ def test_takeover_never_replaces_a_lock_that_changed_after_its_check(kind, tmp_p
     new = _successor(store)
     new.fence = lambda stale: old._beat_once()  # the "stale" owner refreshes its lock just now
     if kind == "memory":
-        with pytest.raises(LockError, match="taking over"):
+        with pytest.raises(LockError, match="heartbeat got through while this run tried to take it over"):
             new.acquire()
         assert json.loads(store.read_bytes("_lock"))["token"] == old.token
         old.check()
@@ -228,3 +228,28 @@ def test_s3_lock_and_manifest_are_conditional(s3_url):
     assert a.manifest()["version"] == 3
     with corpus_lock(CorpusStore(store.url), heartbeat_s=3600):
         pass
+
+
+def test_s3_a_takeover_that_loses_the_race_does_not_block_the_owners_commit(s3_url):
+    """A contender finds the owner's lock stale and fences the next number; the owner's heartbeat gets through
+    before the contender's conditional replace, which fails: the contender removes its fence again and says the
+    owner is alive, and the owner, which never lost its lock, commits that number."""
+    from pipeline.storage.lock import LockError
+
+    store = CorpusStore(f"{s3_url}/{uuid.uuid4().hex[:8]}")
+    owner = corpus_lock(store, heartbeat_s=3600).acquire()
+    try:
+        def fence(stale):  # the owner's heartbeat lands right after the contender's fence
+            n = store.fence_next_version(stale)
+            assert owner._beat_once()
+            return n
+
+        contender = OutputLock(CorpusStore(store.url), stale_after_s=0, fence=fence,
+                               unfence=CorpusStore(store.url).unfence_version)
+        with pytest.raises(LockError, match="heartbeat got through"):
+            contender.acquire()
+        assert store.versions() == []  # no fence left
+        store.commit(_manifest(1), fence=owner.check)
+        assert store.manifest()["version"] == 1 and store.version_manifest(1)["format"] == "mcprm-corpus"
+    finally:
+        owner.release()
