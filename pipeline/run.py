@@ -472,8 +472,10 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
         reason = run.fleet["reason"] if run.fleet["borrowed"] else f"{ex.get('reason')}; {run.fleet['reason']}"
         new_manifest["execution"] = {**ex, "reason": reason, "fleet": run.fleet}
     new_manifest["throughput"].update(startup_facts(run.events))  # input reading and engine start
-    new_manifest["first_error_model"] = _first_error_model(store, new_manifest["shards"])
-    _write_confidence(run, lock, new_manifest)
+    from pipeline.storage.confidence import fit_version_model, write_version_confidence
+
+    new_manifest["first_error_model"] = fit_version_model(store, new_manifest["shards"])
+    write_version_confidence(store, run.version, new_manifest, fence=lock.check)
     record_dropped(new_manifest, run.dropped)  # rows of damaged shards left out (--drop-damaged): said, never silent
     store.commit(new_manifest, fence=lock.check)
     from pipeline.input.staging import STAGED
@@ -489,23 +491,3 @@ def _commit(run: _Run, lock: OutputLock, results: dict[int, dict], facts: Execut
         time.perf_counter() - t0, shards_run=len(results) - len(run.done_shards),
         shards_resumed=len(run.done_shards), shard_results=[results[i] for i in sorted(results)], committed=True,
     )
-
-
-def _write_confidence(run: _Run, lock: OutputLock, manifest: dict) -> None:
-    """Fill the confidence columns into the shards this run wrote (readers outside mcprm see them too) and
-    record the rewritten files' checksums in ``manifest``."""
-    from pipeline.storage.confidence import write_filled
-
-    lock.check()  # the shards are rewritten only while this run still holds the output
-    ours = [s for s in manifest["shards"] if s.get("version") == run.version]
-    written = write_filled(run.store, [s["path"] for s in ours], manifest.get("first_error_model"))
-    for s in ours:
-        if s["path"] in written:
-            s.update(written[s["path"]])
-
-
-def _first_error_model(store, shards: list[dict]) -> dict | None:
-    """The version's first-error model, fitted to its stored counts (pipeline.storage.confidence)."""
-    from pipeline.storage.confidence import FIT_COLUMNS, fit_model
-
-    return fit_model(store.read_table(s["path"], columns=FIT_COLUMNS) for s in shards)

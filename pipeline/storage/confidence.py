@@ -165,3 +165,20 @@ def write_filled(store, rels: list[str], model: dict | None, threads: int = 8) -
 
     with ThreadPoolExecutor(max(1, min(threads, len(rels)))) as pool:
         return dict(pool.map(one, rels))
+
+
+def fit_version_model(store, shards: list[dict]) -> dict | None:
+    """A version's first-error model, fitted to the stored counts of all its shards."""
+    return fit_model(store.read_table(s["path"], columns=FIT_COLUMNS) for s in shards)
+
+
+def write_version_confidence(store, version: int, manifest: dict, fence) -> None:
+    """Fill the confidence columns into the shards ``version`` wrote (readers outside mcprm see them too) and
+    record the rewritten files' checksums in ``manifest``. ``fence()`` raises when the writer lost the output:
+    the shards are rewritten only while it still holds it."""
+    fence()
+    ours = [s for s in manifest["shards"] if s.get("version") == version]
+    written = write_filled(store, [s["path"] for s in ours], manifest.get("first_error_model"))
+    for s in ours:
+        if s["path"] in written:
+            s.update(written[s["path"]])
