@@ -52,9 +52,15 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-for _k, _v in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-               "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}.items():
-    os.environ.setdefault(_k, _v)
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+               "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+
+
+def set_offline_env() -> None:
+    """The GPU machine reaches no network: every engine process (they inherit this environment) stays offline.
+    Set when the script runs, never at import, so a process that imports the module keeps its own environment."""
+    for k, v in OFFLINE_ENV.items():
+        os.environ.setdefault(k, v)
 
 # Three calls' worth of levers (a lever takes 45-110 s: its engines' start, a warm-up, the work; the first start of
 # a call pays the compile and model probing), most telling first: a call cut short loses the least.
@@ -632,6 +638,7 @@ def table(out: Path) -> None:
 
 
 def main():
+    set_offline_env()
     if len(sys.argv) > 1 and sys.argv[1] == "_child":
         ap = argparse.ArgumentParser()
         ap.add_argument("_child")

@@ -92,7 +92,7 @@ class InputConfig:
     max_steps: int = option(200, "Reject solutions with more steps.")
     skip_bad: bool = option(False, "Write bad rows (invalid, too long for the model) to rejects/ and label the "
                                    "rest.", shown="off: a bad row stops the run")
-    limit: int | None = option(None, "Label only the first N valid solutions.", shown="all")
+    limit: int | None = option(None, "Label the first N valid solutions.", shown="all")
 
     def spec(self, **checks: Any) -> InputSpec:
         """What the reader needs (:class:`pipeline.input.InputSpec`): this section's fields of the same name, the
@@ -117,7 +117,7 @@ class OutputConfig:
     overwrite: bool = option(False, "Start a new corpus version with other settings on an existing output.")
     drop_damaged: bool = option(False, "Let a refresh drop the rows of damaged shards the input no longer holds "
                                        "(recorded in the manifest).", shown="off: refused")
-    shard_size: int = option(DEFAULT_SHARD_SIZE, "Solutions per shard (the unit of work, resume and balance).")
+    shard_size: int = option(DEFAULT_SHARD_SIZE, "Solutions per shard (the unit of work and resume).")
 
     def problems(self) -> list[str]:
         out: list[str] = []
@@ -129,8 +129,7 @@ class OutputConfig:
 class ModelConfig:
     """The model, the prompt it is given, and the backend that runs it."""
 
-    model: str = option("", "Model folder or hub name; for --backend openai, the model name the server serves "
-                            "(GET /v1/models).", identity=True, shown="the bundled model")
+    model: str = option("", "Model folder or hub name (--backend openai: the name the server serves).", identity=True, shown="the bundled model")
     tokenizer: str | None = option(None, "Tokenizer folder or name, if not the model's.", identity=True,
                                    shown="the model's")
     backend: str = option("hf", "Rollout engine: " + ", ".join(f"{s.name} ({s.summary})"
@@ -162,7 +161,7 @@ class SamplingOptions:
     top_p: float = option(1.0, "Nucleus sampling top-p of the continuations.", identity=True)
     max_new_tokens: int = option(256, "Most tokens a continuation may generate (one that ends without an answer "
                                       "counts as incorrect).", identity=True)
-    seed: int = option(0, "Run seed; every request's seed derives from it (same labels under any sharding).",
+    seed: int = option(0, "Run seed (every request's derives from it).",
                        identity=True)
     ignore_eos: bool = option(False, "Benchmarks only: generate exactly max_new_tokens.", identity=True, cli=False)
 
@@ -198,23 +197,20 @@ class StrategyConfig:
     early_stop: bool = option(True, "binary-search: stop a probe at its first success (off = K per probe, "
                                     "OmegaPRM's original).", identity=True,
                             strategies=("binary-search",))
-    bisect_fraction: float = option(DEFAULT_BISECT_FRACTION, "binary-search: where the next probe goes between the last live and the "
-                                         "first dead prefix (0.5 = the midpoint; larger = later prefixes first).",
+    bisect_fraction: float = option(DEFAULT_BISECT_FRACTION, "binary-search: the next probe's place between the last live and first "
+                                         "dead prefix (0.5 = midpoint).",
                                     identity="non-default", legacy=0.5, strategies=("binary-search",))
-    relative_drop: float = option(DEFAULT_RELATIVE_DROP, "binary-search: a prefix whose success rate is under this fraction "
-                                               "of the last live prefix's is dead (a wrong step the model recovers "
-                                               "from now and then); 0 = any success is alive.",
+    relative_drop: float = option(DEFAULT_RELATIVE_DROP, "binary-search: a prefix under this fraction of the last live "
+                                               "prefix's success rate is dead; 0 = any success is alive.",
                                          identity="non-default", legacy=0.0, strategies=("binary-search",))
-    reach_gate: bool = option(False, "binary-search: first sample the bare problem (shared by its solutions) and "
-                                     "the first step; a solution neither reaches gets no claim about its steps "
-                                     "(label_status unreached) and a right answer is trusted only at a high "
-                                     "enough pass rate (docs/labels.md, \"Reach gating\").",
+    reach_gate: bool = option(False, "binary-search: probe the bare problem and step 1 first; no claim on a "
+                                     "solution neither reaches (docs/labels.md).",
                               identity="non-default", legacy=False, strategies=("binary-search",))
-    trust_pass_rate: float = option(DEFAULT_TRUST_PASS_RATE, "--reach-gate: trust a right final answer only when "
-                                                             "the bare problem's pass rate is at least this.",
+    trust_pass_rate: float = option(DEFAULT_TRUST_PASS_RATE, "--reach-gate: trust a right answer from this pass "
+                                                             "rate up.",
                                     identity="non-default", strategies=("binary-search",))
-    unreached_claim: str = option(DEFAULT_UNREACHED_CLAIM, "--reach-gate: an unreached solution's first error: answer (step 1 on "
-                                            "a wrong answer, none on a right one) or step1 (step 1 on both).",
+    unreached_claim: str = option(DEFAULT_UNREACHED_CLAIM, "--reach-gate: an unreached solution's first error "
+                                                             "(docs/labels.md).",
                                   identity="non-default", choices=UNREACHED_CLAIMS, strategies=("binary-search",))
     reuse_rollouts: bool = option(True, "Count a continuation that writes the solution's next steps verbatim as a "
                                         "draw of those later prefixes too (no extra tokens; docs/labels.md).",
@@ -223,8 +219,7 @@ class StrategyConfig:
     target_confidence: float = option(DEFAULT_TARGET_CONFIDENCE, "sequential: stop when the first error's posterior probability "
                                            "reaches this.", identity="non-default",
                                       strategies=("sequential",))
-    max_tokens_per_solution: int | None = option(None, "sequential: stop sampling a solution once its "
-                                                       "continuations generated this many tokens.",
+    max_tokens_per_solution: int | None = option(None, "sequential: a solution's token budget.",
                                                  identity="non-default",
                                                  shown="off", strategies=("sequential",))
 
@@ -262,9 +257,8 @@ class GraderOptions:
                          identity=True)
     grader_timeout: float = option(DEFAULT_TIMEOUT_S, "Seconds one answer comparison may take (then ungradable).",
                                    identity=True)
-    unreadable: str = option("failure", "A continuation whose answer the grader cannot read: failure (did not "
-                                        "reach the gold answer, Math-Shepherd) or exclude (left out of the "
-                                        "counts; schema 3's rule).", identity="non-default", legacy="exclude",
+    unreadable: str = option("failure", "A continuation whose answer the grader cannot read: failure "
+                                        "(Math-Shepherd's) or exclude (left out of the counts).", identity="non-default", legacy="exclude",
                         choices=UNREADABLE_POLICIES)
 
     def problems(self) -> list[str]:
@@ -306,12 +300,11 @@ class ExecutorConfig:
                                          "labels).",
                                    shown="vllm 256, else 0")
     # a warm fleet of named detached Ray actors kept between runs (pipeline/execution/fleet.py)
-    fleet: str | None = option(None, "ray: borrow the workers of the warm fleet NAME (`mcprm fleet up`) instead of "
-                                     "starting new ones: no engine start; its engine options (backend, model, "
-                                     "dtype, seed, backend options) must be this run's (docs/refresh.md).",
-                               shown="off: workers started for this run")
-    keep_warm: str | None = option(None, "How long workers stay warm after a run (90s, 30m, 2h; 0: stop), for "
-                                         "the next run to borrow (`mcprm fleet down` stops them).",
+    fleet: str | None = option(None, "ray: borrow the warm fleet NAME's workers (`mcprm fleet up`): no engine "
+                                     "start; its engine options must be this run's (docs/refresh.md).",
+                               shown="off")
+    keep_warm: str | None = option(None, "How long workers stay warm for the next run (90s, 30m, 2h; 0: stop; "
+                                         "`mcprm fleet down` stops them).",
                                    shown=f"label: {DEFAULT_LOCAL_KEEP_WARM}; fleet up: {DEFAULT_KEEP_WARM}")
     max_batch_requests: int = option(DEFAULT_MAX_BATCH_REQUESTS, "Requests handed to the backend per generate() call.", cli=False)
     progress: bool = option(True, "Live progress (the CLI: --progress / --quiet).", cli=False)

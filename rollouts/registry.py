@@ -65,18 +65,16 @@ class VLLMOptions:
     deterministic: bool = option(False, "A request's text does not depend on the rest of the batch. vllm: "
                                         "batch-invariant kernels, prefix cache off (0.39x the tokens/s at 7B); "
                                         "sglang: also seeds samples.")
-    compile_cache: str | None = option(None, "vllm: folder for vLLM's caches (torch.compile artifacts, model "
-                                             "info), shared by a run's workers and by later runs; a local path "
-                                             "on each node.", shown="~/.cache/vllm (VLLM_CACHE_ROOT)")
-    vllm_inproc: bool = option(False, "vllm (loop/offline engines): the engine core in the worker's process: "
-                                      "faster starts, 0.76x the tokens/s at 1.5B (BENCHMARKS.md).")
-    engines_per_gpu: int = option(DEFAULT_ENGINES_PER_GPU, "vllm: engines sharing each GPU, each with 1/N of "
-                                                         "gpu_memory_utilization (Ray: a worker per engine with "
-                                                         "1/N GPU; in-process: N engines in the one worker).")
-    max_num_seqs: int | None = option(None, "vllm: sequences each engine runs at once.",
-                                      shown="vLLM's: 1024 on a GPU of >= 70 GiB, else 256")
-    max_num_batched_tokens: int | None = option(None, "vllm: tokens each engine computes per step.",
-                                                shown="vLLM's: 16384 on a GPU of >= 70 GiB, else 8192")
+    compile_cache: str | None = option(None, "vllm: vLLM's cache folder (compiled graphs), shared by workers and runs; "
+                                             "local to each node.", shown="~/.cache/vllm (VLLM_CACHE_ROOT)")
+    vllm_inproc: bool = option(False, "vllm: the engine core in the worker's process: faster starts, "
+                                      "fewer tokens/s (BENCHMARKS.md).")
+    engines_per_gpu: int = option(DEFAULT_ENGINES_PER_GPU, "vllm: engines sharing each GPU, 1/N of its memory "
+                                                         "each (docs/gpus.md).")
+    max_num_seqs: int | None = option(None, "vllm: sequences an engine runs at once.",
+                                      shown="vLLM's")
+    max_num_batched_tokens: int | None = option(None, "vllm: tokens an engine computes a step.",
+                                                shown="vLLM's")
 
     def problems(self, active: bool) -> list[str]:
         out = []

@@ -18,7 +18,8 @@ def mcprm(tmp_path, *args, **env):
              HF_HOME=str(tmp_path / "hf-home"),  # an empty cache
              HF_ENDPOINT="http://127.0.0.1:9",  # the discard port: nothing answers, the connection is refused
              OMP_NUM_THREADS="1", **env)
-    e.pop("HF_HUB_OFFLINE", None)
+    for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # either turns the hub client offline
+        e.pop(k, None)
     e.update(env)
     return subprocess.run([sys.executable, "-m", "cli.main", *map(str, args)], capture_output=True, text=True,
                           cwd=ROOT, env=e, timeout=300)

@@ -29,7 +29,7 @@ def _shell(tmp_path, label_limit=None):
     work = tmp_path / "work"
     work.mkdir()
     env = doc_paths.shell_env(tmp_path, label_limit=label_limit)
-    return doc_paths.make_shell(work, env, timeout=lambda: budget(1800)), work
+    return doc_paths.make_shell(work, env, timeout=lambda: budget(1200)), work
 
 
 @pytest.mark.timeout(900)  # a few small runs on a loaded 2-core machine
@@ -44,6 +44,7 @@ def test_training_quick_path(tmp_path):
     doc_paths.run_training_quick_path(shell, work)
 
 
+@pytest.mark.timeout(60)  # runs no command: the scaled checks alone
 def test_refresh_example_fails_when_a_command_does_not_print_its_comment():
     """The scaled example's checks can fail: a run that prints other counts than the scaled comment is caught,
     and the ``head`` lines run are the doc's, a tenth as large."""
