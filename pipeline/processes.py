@@ -104,19 +104,26 @@ def this_process() -> dict:
     return {"pid": os.getpid(), "start": process_start(os.getpid()), "namespace": namespace_key()}
 
 
+def _recorded_pid(rec: dict | None) -> int | None:
+    """The pid a process record names, when it was recorded in this very pid namespace of this boot (a pid from
+    elsewhere says nothing about the processes here), else None."""
+    if not isinstance(rec, dict) or rec.get("namespace") != namespace_key():
+        return None
+    try:
+        pid = int(rec.get("pid", 0) or 0)
+    except (TypeError, ValueError):
+        return None
+    return pid if pid > 0 else None
+
+
 def same_process(rec: dict | None) -> bool:
     """Whether the process ``rec`` (:func:`this_process` of some process) still runs: recorded in this very pid
     namespace of this boot, its pid alive and started when it was recorded. Never just "some process has this
     pid": a pid is reused after its process dies (an OOM kill, kill -9). A record without a start time (written
     by an older mcprm) cannot be told from a reused pid and does not count as running."""
-    if not isinstance(rec, dict) or rec.get("namespace") != namespace_key():
-        return False
-    try:
-        pid = int(rec.get("pid", 0) or 0)
-    except (TypeError, ValueError):
-        return False
-    start = rec.get("start")
-    if pid <= 0 or not start or not pid_alive(pid) or _exited(pid):
+    pid = _recorded_pid(rec)
+    start = rec.get("start") if pid else None
+    if not pid or not start or not pid_alive(pid) or _exited(pid):
         return False
     now = process_start(pid)
     return now is not None and now == str(start)
@@ -126,13 +133,8 @@ def process_gone(rec: dict | None) -> bool:
     """Whether the process ``rec`` is provably gone: recorded in this very pid namespace of this boot, and its pid
     no longer names it (no such process, or one started at another time). A record from elsewhere is never
     provably gone."""
-    if not isinstance(rec, dict) or rec.get("namespace") != namespace_key():
-        return False
-    try:
-        pid = int(rec.get("pid", 0) or 0)
-    except (TypeError, ValueError):
-        return False
-    if pid <= 0:
+    pid = _recorded_pid(rec)
+    if not pid:
         return False
     if not pid_alive(pid) or _exited(pid):
         return True
