@@ -23,7 +23,8 @@ import logging
 from dataclasses import dataclass
 
 from pipeline.errors import FatalError
-from pipeline.storage.store import MANIFEST, CorpusStore, ShardError, is_fenced, sidecar_rel
+from pipeline.storage.store import MANIFEST, CorpusStore, ShardError, sidecar_rel
+from pipeline.storage.versions import read_version
 
 log = logging.getLogger("mcprm")
 
@@ -245,16 +246,6 @@ def verified_base(store: CorpusStore, base: dict | None):
 
 
 # ------------------------------------------------------------------ manifests
-def read_version(store: CorpusStore, v: int) -> dict | None:
-    """Version ``v``'s manifest, or None when it is missing, unreadable or a fence (never a version)."""
-    try:
-        m = store.version_manifest(v)
-    except RuntimeError:
-        return None
-    if is_fenced(m) or not isinstance(m, dict) or m.get("version") != v or not isinstance(m.get("shards"), list):
-        return None
-    return m
-
 
 def newest_intact_version(store: CorpusStore) -> dict | None:
     for v in reversed(store.versions()):

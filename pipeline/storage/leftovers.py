@@ -15,25 +15,15 @@ from __future__ import annotations
 import contextlib
 import posixpath
 
-from pipeline.storage.store import STAGED, CorpusStore, is_fenced, sidecar_rel
-
-
-def _version(store: CorpusStore, v: int) -> dict | None:
-    """Version ``v``'s manifest, or None (missing, unreadable, a fence)."""
-    try:
-        m = store.version_manifest(v)
-    except RuntimeError:
-        return None
-    if is_fenced(m) or not isinstance(m, dict) or m.get("version") != v or not isinstance(m.get("shards"), list):
-        return None
-    return m
+from pipeline.storage.store import STAGED, CorpusStore, sidecar_rel
+from pipeline.storage.versions import read_version
 
 
 def recorded_paths(store: CorpusStore, versions: list[int] | None = None) -> set[str]:
     """The shard files (and their sidecars) that the intact version files ``versions`` (default: all) record."""
     out: set[str] = set()
     for v in store.versions() if versions is None else versions:
-        m = _version(store, v)
+        m = read_version(store, v)
         for sh in (m or {}).get("shards", []):
             out.add(sh["path"])
             out.add(sidecar_rel(sh["path"]))
@@ -116,7 +106,7 @@ def remove_after_lost_lock(store: CorpusStore, number: int, owner: str) -> list[
     committed number everything the version does not record. Otherwise (a successor resuming this very number,
     this run having looked dead) the plan and staged input are the successor's now and stay."""
     taken = store.exists(f"versions/v{number:05d}.json")
-    committed = _version(store, number) if taken else None
+    committed = read_version(store, number) if taken else None
     recorded = {p for sh in (committed or {}).get("shards", []) for p in (sh["path"], sidecar_rel(sh["path"]))}
     gone = []
     for rel in _folder_files(store, number):

@@ -34,6 +34,17 @@ def is_fenced(m: Any) -> bool:
     return isinstance(m, dict) and m.get("format") == FENCED_FORMAT
 
 
+def read_version(store, v: int) -> dict | None:
+    """Version ``v``'s manifest, or None when it is missing, unreadable or a fence (never a version)."""
+    try:
+        m = store.version_manifest(v)
+    except RuntimeError:
+        return None
+    if is_fenced(m) or not isinstance(m, dict) or m.get("version") != v or not isinstance(m.get("shards"), list):
+        return None
+    return m
+
+
 def _newer(raw: bytes | None, version: int) -> bool:
     """Whether ``version`` is newer than the manifest copy ``raw`` (True when missing or unreadable)."""
     try:
