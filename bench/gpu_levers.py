@@ -36,9 +36,11 @@ ready, the slowest engine; with ``stagger`` the sum), and errors. Results: OUT/l
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -450,8 +452,15 @@ print("LABEL " + json.dumps({"throughput": res.manifest["throughput"], "counts":
 
 
 def run_label(spec: dict, a, out: Path, budget_s: float) -> dict:
-    """``mcprm label`` in a process of its own (its Ray and engines end with it)."""
+    """``mcprm label`` in a process of its own (its Ray and engines end with it), in a folder removed after it."""
     d = Path(tempfile.mkdtemp(prefix="mcprm-lever-label-"))
+    try:
+        return _run_label(spec, a, out, budget_s, d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _run_label(spec: dict, a, out: Path, budget_s: float, d: Path) -> dict:
     # new tokens: the raw levers' mean length (a label run has one max_new_tokens; random weights never stop)
     args = [spec, str(d / "in.jsonl"), str(d / "out"), a.model, a.tokenizer or "", a.n, a.label_solutions,
             (a.min_tokens + a.max_tokens) // 2, a.solutions]
@@ -593,6 +602,7 @@ def run_lever(lever: str, a, work, out: Path, budget_s: float) -> dict:
                 p.wait(timeout=10)
         rec["lever_wall_s"] = round(time.time() - t_start, 1)
         log.close()
+        shutil.rmtree(d, ignore_errors=True)  # the engines' hand-off files: nothing of a lever outlives it
     rec["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with open(out / "levers.jsonl", "a") as f:
         f.write(json.dumps(rec) + "\n")
@@ -687,6 +697,7 @@ def main():
                 "intermediate_size": 8960, "num_hidden_layers": 28, "num_attention_heads": 12,
                 "num_key_value_heads": 2, "tie_word_embeddings": True})
         a.model, a.tokenizer = make_model_dir(a.shape)
+        atexit.register(shutil.rmtree, a.model, True)  # the random-weights model folder goes with this run
         a.model_label = f"random weights, {a.shape} shape"
         work = make_work(a.prompts, a.n, a.min_tokens, a.max_tokens)
     else:
