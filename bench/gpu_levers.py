@@ -441,6 +441,9 @@ with open(inp, "w") as f:
     else:  # a real model: the first real solutions, mcprm's own prompt format
         f.writelines(open(real).readlines()[:solutions])
 kw = {k: v for k, v in spec["kwargs"].items() if k in ("max_num_seqs", "max_num_batched_tokens")}
+graphs = spec["kwargs"].get("compilation_config", {}).get("max_cudagraph_capture_size")
+if graphs is not None:
+    kw["cuda_graph_max"] = graphs
 if tok:
     kw.update(load_format="dummy", prompt_template="{problem} ", step_separator=" ", ignore_eos=True)
 cfg = LabelConfig(input=[inp], output=out, model=model, tokenizer=tok or None, backend="vllm", executor="ray",
@@ -710,7 +713,11 @@ def main():
         if left < 45:
             print(f"skipped {lv}: {left:.0f} s left in this call", flush=True)
             continue
-        run_lever(lv, a, work, out, min(a.lever_s, left))
+        # a lever whose engines start one after another (mcprm label's per-GPU lock, `stagger`) gets each
+        # further engine's start (~75 s measured) on top of --lever-s
+        spec = parse(lv)
+        extra = 90 * (spec["engines"] - 1) if spec["stagger"] or spec["mode"] == "label" else 0
+        run_lever(lv, a, work, out, min(a.lever_s + extra, left))
     table(out)
 
 

@@ -11,8 +11,10 @@ if [ ! -d /tmp/site/vllm ]; then
   # shellcheck source=bench/gpu_setup.sh
   source bench/gpu_setup.sh "$chunk" || { echo "setup failed"; exit 3; }
 else
-  export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 \
-    RAY_USAGE_STATS_ENABLED=0
+  # the same environment as bench/gpu_setup.sh's: without VLLM_USE_FLASHINFER_SAMPLER=0 every engine that mcprm's
+  # Ray workers start dies importing flashinfer (the raw levers' children set it themselves)
+  export PYTHONPATH=/tmp/site:$PWD VLLM_USE_FLASHINFER_SAMPLER=${VLLM_USE_FLASHINFER_SAMPLER:-0} PYTHONUNBUFFERED=1 \
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 RAY_USAGE_STATS_ENABLED=0
 fi
 if [ -d .xfer/flashinfer ] && [ ! -d /tmp/site/flashinfer ]; then bash bench/prepare_flashinfer_wheels.sh install; fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpus.txt"

@@ -1,12 +1,19 @@
 """How a vLLM engine is sized from the model and the GPU: how many engines share one GPU, each one's share of the
-GPU's memory, its sequence limit (``max_num_seqs``) and its token budget per step (``max_num_batched_tokens``).
+GPU's memory, its sequence limit (``max_num_seqs``), its token budget per step (``max_num_batched_tokens``) and the
+largest batch its CUDA graphs are captured for.
+
+Why the CUDA graphs are captured up to the sequence limit: vLLM 0.26 captures decode graphs for batches of at most
+512 sequences while it runs up to 1,024 on a large GPU, so every step of a labeling run's full batch ran without
+graphs, launching each kernel from Python. Capturing up to the limit doubled one engine's tokens/s at 1.5B on an
+H200 at no measurable start cost (BENCHMARKS.md, "Engine levers on one H200").
 
 Why several engines on one GPU: at 1.5B on an H200 one vLLM engine keeps the GPU idle most of the time. Its host
 side (scheduling, input preparation, output processing, about 40 us per sequence per step, in Python) is longer
 than the forward pass, and more sequences per engine only lengthen each step (measured: 26-39 k tokens/s at 512
 sequences, 18-25 k at 2,048-4,096), while the KV cache stays 1-2 % used. N engine processes each with 1/N of
 the memory share run their host work on N cores and interleave their forward passes on the one GPU. How many is
-best is a measurement (bench/gpu_levers.py); ``engines_per_gpu`` defaults to one, today's behaviour.
+best is a measurement (bench/gpu_levers.py); ``engines_per_gpu`` defaults to one until ``mcprm label`` with two
+is measured beside the raw engine's two.
 
 :func:`engine_settings` is pure arithmetic on numbers (tested on CPU); :func:`model_shape` reads a local model's
 ``config.json`` and :func:`gpu_memory_bytes` asks the NVIDIA driver (NVML, if installed) without initialising
@@ -32,6 +39,8 @@ GiB = 1024**3
 VLLM_BIG_GPU_BYTES = 70 * GiB
 VLLM_SEQS = {True: 1024, False: 256}
 VLLM_BATCHED_TOKENS = {True: 16384, False: 8192}
+# vLLM 0.26 captures CUDA graphs for decode batches up to this many sequences unless told otherwise
+VLLM_CUDA_GRAPH_MAX = 512
 # What one engine holds besides weights and KV cache: the CUDA context, torch's allocator slack and the CUDA
 # graphs (about 1 GiB at 1.5B), plus the step's activations and the sampler's float32 logits (counted below).
 ENGINE_FIXED_BYTES = 1 * GiB
@@ -96,6 +105,7 @@ class EngineSettings:
     kv_cache_tokens: int | None = None  # each engine's KV cache, in tokens (an estimate)
     sequences_kv_holds: int | None = None  # sequences of ``seq_tokens`` each engine's KV cache holds at once
     seqs_limit: int | None = None  # the sequence limit each engine will run with (given or vLLM's)
+    cuda_graph_max: int | None = None  # the largest batch CUDA graphs are captured for; None: vLLM's own
 
     def engine_kwargs(self) -> dict:
         """Arguments for ``vllm.LLM`` / ``AsyncEngineArgs``: only those mcprm sets."""
@@ -104,12 +114,16 @@ class EngineSettings:
             kw["max_num_seqs"] = self.max_num_seqs
         if self.max_num_batched_tokens is not None:
             kw["max_num_batched_tokens"] = self.max_num_batched_tokens
+        if self.cuda_graph_max is not None:
+            kw["compilation_config"] = {"max_cudagraph_capture_size": self.cuda_graph_max}
         return kw
 
     def describe(self) -> str:
         parts = [f"{self.engines_per_gpu} engine(s) per GPU, {self.gpu_memory_utilization:.3f} of its memory each"]
         if self.seqs_limit:
             parts.append(f"up to {self.seqs_limit} sequences each")
+        if self.cuda_graph_max:
+            parts.append(f"CUDA graphs up to {self.cuda_graph_max} sequences")
         if self.kv_cache_tokens is not None:
             parts.append(f"KV cache ~{self.kv_cache_tokens:,} tokens each (~{self.sequences_kv_holds:,} sequences "
                          "at full context)")
@@ -118,15 +132,17 @@ class EngineSettings:
 
 def engine_settings(shape: ModelShape | None, gpu_bytes: int | None, *, engines_per_gpu: int = 1,
                     gpu_memory_utilization: float = 0.85, seq_tokens: int = 4096, max_num_seqs: int | None = None,
-                    max_num_batched_tokens: int | None = None, gpu_name: str = "") -> EngineSettings:
+                    max_num_batched_tokens: int | None = None, gpu_name: str = "",
+                    cuda_graph_max: int | None = None) -> EngineSettings:
     """Each engine's settings when ``engines_per_gpu`` engines share a GPU of ``gpu_bytes`` with the model
     ``shape`` (either None: not known, vLLM's defaults apply and nothing is checked).
 
     ``gpu_memory_utilization`` is what all the GPU's engines take together; each takes its 1/N (vLLM's share is
     per engine). ``seq_tokens``: one sequence's context at most (prompt and new tokens). ``max_num_seqs`` /
     ``max_num_batched_tokens``: the user's, kept as given; left None, vLLM picks its own (the same for every
-    engine count: it goes by the GPU, not by the engine's share). Raises ValueError when an engine's share
-    cannot hold the model's weights and one sequence's KV cache."""
+    engine count: it goes by the GPU, not by the engine's share). ``cuda_graph_max``: the user's (0: vLLM's own
+    512); left None, the sequence limit when it is known and above vLLM's, else vLLM's own. Raises ValueError when
+    an engine's share cannot hold the model's weights and one sequence's KV cache."""
     n = int(engines_per_gpu)
     if n < 1:
         raise ValueError(f"engines_per_gpu must be at least 1, got {engines_per_gpu}")
@@ -153,9 +169,15 @@ def engine_settings(shape: ModelShape | None, gpu_bytes: int | None, *, engines_
                 f"for the model's {shape.weight_bytes() / GiB:.1f} GiB of weights, the engine's own memory and one "
                 f"sequence of {seq_tokens} tokens (each needs ~{need:.2f} of the GPU): use fewer engines per GPU "
                 "(--engines-per-gpu), a shorter --max-model-len or a GPU with more memory")
+    if cuda_graph_max is not None and cuda_graph_max < 0:
+        raise ValueError(f"cuda_graph_max must be 0 (vLLM's own) or more, got {cuda_graph_max}")
+    if cuda_graph_max is None:
+        graphs = seqs if seqs is not None and seqs > VLLM_CUDA_GRAPH_MAX else None
+    else:
+        graphs = cuda_graph_max or None
     return EngineSettings(engines_per_gpu=n, gpu_memory_utilization=round(share, 4), max_num_seqs=max_num_seqs,
                           max_num_batched_tokens=max_num_batched_tokens, kv_cache_tokens=kv_tokens,
-                          sequences_kv_holds=holds, seqs_limit=seqs)
+                          sequences_kv_holds=holds, seqs_limit=seqs, cuda_graph_max=graphs)
 
 
 def model_shape(model: str, dtype: str | None = None) -> ModelShape | None:

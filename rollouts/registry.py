@@ -69,12 +69,13 @@ class VLLMOptions:
                                              "local to each node.", shown="~/.cache/vllm (VLLM_CACHE_ROOT)")
     vllm_inproc: bool = option(False, "vllm: the engine core in the worker's process: faster starts, "
                                       "fewer tokens/s (BENCHMARKS.md).")
-    engines_per_gpu: int = option(DEFAULT_ENGINES_PER_GPU, "vllm: engines sharing each GPU, 1/N of its memory "
-                                                         "each (docs/gpus.md).")
-    max_num_seqs: int | None = option(None, "vllm: sequences an engine runs at once.",
+    engines_per_gpu: int = option(DEFAULT_ENGINES_PER_GPU, "vllm: engines per GPU (docs/gpus.md).")
+    max_num_seqs: int | None = option(None, "vllm: sequences per engine step.",
                                       shown="vLLM's")
-    max_num_batched_tokens: int | None = option(None, "vllm: tokens an engine computes a step.",
+    max_num_batched_tokens: int | None = option(None, "vllm: tokens per engine step.",
                                                 shown="vLLM's")
+    cuda_graph_max: int | None = option(None, "vllm: CUDA graphs up to this batch; 0: vLLM's 512.",
+                                        shown="the sequence limit")
 
     def problems(self, active: bool) -> list[str]:
         out = []
@@ -99,6 +100,8 @@ class VLLMOptions:
             v = getattr(self, name)
             if v is not None and v < 1:
                 out.append(f"--{name.replace('_', '-')} must be at least 1, got {v}")
+        if self.cuda_graph_max is not None and self.cuda_graph_max < 0:
+            out.append(f"--cuda-graph-max must be 0 (vLLM's own) or more, got {self.cuda_graph_max}")
         return out
 
     def worker_gpus(self) -> float:
@@ -244,7 +247,9 @@ def vllm_engine_settings(m: ModelRef, o: VLLMOptions):
     return engine_settings(model_shape(m.model, m.dtype), gpu[0] if gpu else None,
                            engines_per_gpu=o.engines_per_gpu, gpu_memory_utilization=o.gpu_memory_utilization,
                            seq_tokens=o.max_model_len or DEFAULT_MAX_MODEL_LEN, max_num_seqs=o.max_num_seqs,
-                           max_num_batched_tokens=o.max_num_batched_tokens, gpu_name=gpu[1] if gpu else "")
+                           max_num_batched_tokens=o.max_num_batched_tokens, gpu_name=gpu[1] if gpu else "",
+                           # the deterministic mode keeps the capture sizes its batch invariance was measured with
+                           cuda_graph_max=0 if o.deterministic and o.cuda_graph_max is None else o.cuda_graph_max)
 
 
 def _vllm_build(m: ModelRef, o: VLLMOptions):

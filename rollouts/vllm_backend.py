@@ -294,6 +294,11 @@ class AsyncVLLMBackend(VLLMBackend):
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcprm-vllm-loop", daemon=True)
         self._thread.start()
 
+        if isinstance(args.get("compilation_config"), dict):  # vllm.LLM takes a dict; the engine args want the class
+            from vllm.config import CompilationConfig
+
+            args = {**args, "compilation_config": CompilationConfig(**args["compilation_config"])}
+
         async def _make():
             return AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
 

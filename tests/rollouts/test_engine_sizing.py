@@ -46,10 +46,27 @@ def test_kv_cache_estimate_matches_what_vllm_allocated_on_an_h200():
     assert kv_gib == pytest.approx(117, rel=0.03)
 
 
-def test_one_engine_keeps_vllms_defaults():
+def test_one_engine_keeps_vllms_limits_and_captures_graphs_up_to_them():
     s = engine_settings(ModelShape.from_config(QWEN_1_5B), H200, gpu_name="NVIDIA H200")
-    assert s.engine_kwargs() == {"gpu_memory_utilization": 0.85}  # what mcprm passed before the sizing existed
+    # vLLM's own memory share and sequence limit; its CUDA graphs stop at 512 of the 1,024 sequences it runs
+    assert s.engine_kwargs() == {"gpu_memory_utilization": 0.85,
+                                 "compilation_config": {"max_cudagraph_capture_size": 1024}}
     assert s.seqs_limit == 1024 and s.sequences_kv_holds > 1024  # KV for ~1,000 full 4k-token sequences and more
+    assert "CUDA graphs up to 1024" in s.describe()
+
+
+def test_graphs_follow_the_sequence_limit_and_the_user():
+    shape = ModelShape.from_config(QWEN_1_5B)
+    # a GPU whose limit (256) is under vLLM's own capture size: nothing to change
+    assert "compilation_config" not in engine_settings(shape, 24 * GiB, gpu_name="NVIDIA L4").engine_kwargs()
+    # no NVML: the limit is not known, vLLM decides
+    assert engine_settings(shape, None).cuda_graph_max is None
+    assert engine_settings(shape, H200, max_num_seqs=768).cuda_graph_max == 768
+    assert engine_settings(shape, H200, cuda_graph_max=256).engine_kwargs()["compilation_config"] == {
+        "max_cudagraph_capture_size": 256}
+    assert "compilation_config" not in engine_settings(shape, H200, cuda_graph_max=0).engine_kwargs()
+    with pytest.raises(ValueError, match="cuda_graph_max"):
+        engine_settings(shape, H200, cuda_graph_max=-1)
 
 
 def test_engines_split_the_memory_share_and_each_keeps_the_sequence_limit():
@@ -74,7 +91,8 @@ def test_overrides_are_kept():
     s = engine_settings(ModelShape.from_config(QWEN_1_5B), H200, engines_per_gpu=2, max_num_seqs=2048,
                         max_num_batched_tokens=32768)
     assert s.engine_kwargs() == {"gpu_memory_utilization": 0.425, "max_num_seqs": 2048,
-                                 "max_num_batched_tokens": 32768}
+                                 "max_num_batched_tokens": 32768,
+                                 "compilation_config": {"max_cudagraph_capture_size": 2048}}
 
 
 def test_too_many_engines_for_the_gpu_is_refused_with_what_to_do():
