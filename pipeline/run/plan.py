@@ -27,7 +27,8 @@ log = logging.getLogger("mcprm")
 
 @dataclass
 class Run:
-    """What one ``label()`` call knows as it goes: plan, resume, execute, commit."""
+    """What one ``label()`` call knows as it goes, handed from phase to phase: made here, then completed by
+    resume (``done_shards``), execute (``fleet``, ``events``) and read by commit."""
 
     cfg: LabelConfig
     store: CorpusStore
