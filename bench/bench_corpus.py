@@ -222,10 +222,10 @@ def child(spec: dict) -> dict:
         res = mod.sample_solutions(LabelConfig(input=[corpus]).resolved(), 32)[0]
     elif cmd == "label-plan":  # label's plan step alone: the one pass that validates, de-duplicates and shards
         from pipeline.config import LabelConfig
-        from pipeline.run import _plan
+        from pipeline.run.plan import plan_run
         from pipeline.storage.store import CorpusStore
 
-        shards = _plan(LabelConfig(input=[corpus], output=out).resolved(), CorpusStore(out)).plan["shards"]
+        shards = plan_run(LabelConfig(input=[corpus], output=out).resolved(), CorpusStore(out)).plan["shards"]
         res = sum(sh["rows"] if "rows" in sh else len(sh["keys"]) for sh in shards)
     else:
         raise SystemExit(f"unknown command {cmd}")

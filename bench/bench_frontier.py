@@ -70,15 +70,16 @@ def replay(sd: Seed, strategy: str, k: int, backend=None, sols=None, strategy_ov
     (or on ``backend``); ``strategy_overrides``: StrategyParams fields that have no CLI option."""
     import dataclasses
 
-    from pipeline.labeling.scheduler import Scheduler
-    from pipeline.labeling.worker import build_prompt_format, sampling_config, strategy_params
+    from pipeline.labeling.scheduler import Scheduler, SchedulerSettings
+    from pipeline.labeling.worker import strategy_params
 
     cfg = make_cfg(sd.path, DATA / "scratch", strategy=strategy, k=k, **params)
-    prompt = build_prompt_format(cfg)
+    prompt = cfg.prompt_builder()
     sp = dataclasses.replace(strategy_params(cfg), **(strategy_overrides or {}))
-    sched = Scheduler(backend or ReplayBackend(sd.cache), grader or memo_grader(cfg), prompt, sampling_config(cfg, prompt),
-                      cfg.strategy, sp, seed=cfg.seed, max_batch_requests=cfg.max_batch_requests,
-                      reuse=cfg.reuse_rollouts if reuse is None else reuse)
+    settings = SchedulerSettings(cfg.strategy, sp, sampling=cfg.sampling_config(prompt), seed=cfg.seed,
+                                 max_batch_requests=cfg.max_batch_requests,
+                                 reuse=cfg.reuse_rollouts if reuse is None else reuse)
+    sched = Scheduler(backend or ReplayBackend(sd.cache), grader or memo_grader(cfg), prompt, settings)
     return sched.label(sd.sols if sols is None else sols)
 
 

@@ -3,9 +3,9 @@
 The real code path of ``mcprm label`` up to the first worker ready (no labeling), on a generated N-row input (the
 bundled sample's rows, each problem made unique), each measurement in a fresh process (its own Ray start):
 
-* ``sequential``: the input pass (``pipeline.run._plan``: read, validate, stage), then the executor's start
+* ``sequential``: the input pass (``pipeline.run.plan.plan_run``: read, validate, stage), then the executor's start
   (``RayExecutor``: Ray, then the actors' model load) until the first worker is ready: what a run did before.
-* ``overlapped``: the same pass with the early start (``pipeline.run._EarlyStart``: Ray and the actors started at
+* ``overlapped``: the same pass with the early start (``pipeline.run.execute.EarlyStart``: Ray and the actors started at
   the input pass: a new corpus), then the wait for the first ready worker.
 
     python bench/bench_start_overlap.py --rows 20000 --reps 2
@@ -45,14 +45,15 @@ def make_input(path: Path, n: int) -> None:
 def child(mode: str, inp: str, out: str, workers: int) -> dict:
     from pipeline.config import LabelConfig
     from pipeline.execution.executors import RayExecutor
-    from pipeline.run import _EarlyStart, _plan
+    from pipeline.run.execute import EarlyStart
+    from pipeline.run.plan import plan_run
     from pipeline.storage.store import CorpusStore
 
     cfg = LabelConfig(input=[inp], output=out, executor="ray", num_workers=workers, progress=False).resolved()
     store = CorpusStore(out)
-    starter = _EarlyStart(cfg) if mode == "overlapped" else None
+    starter = EarlyStart(cfg) if mode == "overlapped" else None
     t0, w0 = time.perf_counter(), time.time()
-    run = _plan(cfg, store, 1, starter)
+    run = plan_run(cfg, store, 1, starter)
     t1 = time.perf_counter()
     shards = len(run.plan["shards"])
     ex = starter.take(shards) if starter is not None else RayExecutor(cfg, shards_hint=shards)

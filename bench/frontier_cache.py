@@ -161,7 +161,7 @@ def record(a) -> None:
 
     from pipeline import bundled
     from pipeline.config import LabelConfig
-    from pipeline.labeling.scheduler import Scheduler
+    from pipeline.labeling.scheduler import Scheduler, SchedulerSettings
     from pipeline.labeling.strategies import StrategyParams
     from rollouts.base import SamplingConfig
     from rollouts.hf import HFBackend
@@ -184,8 +184,9 @@ def record(a) -> None:
         def no_grade(pairs):
             return [types.SimpleNamespace(correct=None) for _ in pairs]
 
-        sched = Scheduler(rec, no_grade, prompt, sampling, "per-step", StrategyParams(k=a.k), seed=a.run_seed,
-                          max_batch_requests=a.max_batch_requests)
+        sched = Scheduler(rec, no_grade, prompt, SchedulerSettings(
+            "per-step", StrategyParams(k=a.k), sampling=sampling, seed=a.run_seed,
+            max_batch_requests=a.max_batch_requests))
         t = time.perf_counter()
         labeled = sched.label(sols)
         data["seconds"] = time.perf_counter() - t
@@ -223,7 +224,7 @@ def live(a) -> None:
     from graders import GraderConfig, grade_batch
     from pipeline import bundled
     from pipeline.config import LabelConfig
-    from pipeline.labeling.scheduler import ProblemGrader, Scheduler
+    from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SchedulerSettings
     from pipeline.labeling.strategies import StrategyParams
     from rollouts.base import SamplingConfig
     from rollouts.hf import HFBackend
@@ -245,8 +246,8 @@ def live(a) -> None:
         sp = StrategyParams(k=c.k, wave_size=c.wave_size, confidence_width=c.confidence_width,
                             trust_correct=c.effective_trust_correct(), early_stop=c.early_stop,
                             target_confidence=c.target_confidence, max_tokens_per_solution=c.max_tokens_per_solution)
-        sched = Scheduler(hf, grade, prompt, sampling, strategy, sp, seed=a.run_seed,
-                          max_batch_requests=a.max_batch_requests)
+        sched = Scheduler(hf, grade, prompt, SchedulerSettings(strategy, sp, sampling=sampling, seed=a.run_seed,
+                                                               max_batch_requests=a.max_batch_requests))
         t = time.perf_counter()
         labeled = sched.label(sols)
         out[spec] = [{"id": x.solution.id, "labels": x.labels, "first_error": x.first_error, "rollouts": x.rollouts,

@@ -71,7 +71,7 @@ def part_throughput(a):
     import vllm
 
     from graders import grade_batch
-    from pipeline.labeling.scheduler import ProblemGrader, Scheduler
+    from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SchedulerSettings
     from pipeline.labeling.strategies import StrategyParams
     from rollouts.vllm_backend import VLLMBackend
 
@@ -127,8 +127,9 @@ def part_throughput(a):
 
     def mcprm(strategy, backend, tag, streaming=None):
         g0 = backend.stats.generated_tokens
-        sched = Scheduler(backend, ProblemGrader(grade_batch), prompt_format(), sc, strategy, StrategyParams(k=K), seed=0,
-                          streaming=backend.streaming if streaming is None else streaming)
+        settings = SchedulerSettings(strategy, StrategyParams(k=K), sampling=sc, seed=0,
+                                     streaming=backend.streaming if streaming is None else streaming)
+        sched = Scheduler(backend, ProblemGrader(grade_batch), prompt_format(), settings)
         with GpuUtil() as u:
             t = time.time()
             sched.label(sols)

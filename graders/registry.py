@@ -184,7 +184,7 @@ def _degrees_as_radians(gold: str, answer: str, g_norm: str, a_norm: str) -> tup
 @runtime_checkable
 class ChecksGolds(Protocol):
     """A grader that can say, before any rollout, which gold answers it cannot read (the sympy grader:
-    :func:`check_golds`). Input validation runs it on every row's gold (pipeline.run.gold_check)."""
+    :func:`check_golds`). Input validation runs it on every row's gold (pipeline.run.plan.gold_check)."""
 
     def check_golds(self, golds: Sequence[str], config: GraderConfig | None = None) -> list[str | None]: ...
 

@@ -22,7 +22,7 @@ import hashlib
 import json
 import typing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.options import (
     ConfigError,
@@ -42,6 +42,10 @@ from rollouts.registry import (
     OpenAIOptions,
     VLLMOptions,
 )
+
+if TYPE_CHECKING:
+    from rollouts.base import SamplingConfig
+    from rollouts.prompts import PromptFormat
 
 # The tree: section attribute -> its class, in the order of `mcprm label --help`. Sections are named for what they
 # decide (the options' own names -- input, output, model, strategy, grader, executor -- are taken by options); a
@@ -249,9 +253,29 @@ class LabelConfig:
             return float(CPU_WORKER_THREADS)
         return float(max(1, min(8, int(cpus_per_gpu * gpus) - 1)))
 
+    # -------------------------------------------------------------- the settings of the stages outside pipeline/
+    # Each built from its sections when a stage is made (the labeling worker, once per run), never copied field
+    # by field elsewhere: the backend's ModelRef, the prompt format, the sampling, the grader's GraderConfig.
     def model_ref(self) -> ModelRef:
         return ModelRef(model=self.prompting.model, tokenizer=self.prompting.tokenizer, dtype=self.prompting.dtype,
                         seed=self.sampling.seed)
+
+    def prompt_builder(self) -> PromptFormat:
+        """The run's prompt format (``--prompt-format``, its template and step separator; a chat format reads
+        the tokenizer's template)."""
+        from rollouts.prompts import make_prompt_format
+
+        p = self.prompting
+        return make_prompt_format(p.prompt_format, (p.tokenizer or p.model) if p.prompt_format == "chat" else None,
+                                  template=p.prompt_template, separator=p.step_separator)
+
+    def sampling_config(self, prompt: PromptFormat | None = None) -> SamplingConfig:
+        """How continuations are sampled, stopping where ``prompt``'s format says a step ends."""
+        from rollouts.base import SamplingConfig
+
+        s = self.sampling
+        return SamplingConfig(temperature=s.temperature, top_p=s.top_p, max_new_tokens=s.max_new_tokens,
+                              stop=prompt.stop if prompt is not None else (), ignore_eos=s.ignore_eos)
 
     def resolved(self) -> LabelConfig:
         """Fill in defaults that depend on the machine (bundled model and sample)."""

@@ -1,6 +1,6 @@
 """The import graph of the product code (pipeline/, graders/, rollouts/, cli/), drawn from the AST.
 
-    python tests/import_graph.py            # print the cycles and the forbidden arrows, exit 1 if any
+    python tests/import_graph.py            # print the cycles, forbidden arrows and folder ties, exit 1 if any
     python tests/import_graph.py --edges    # print every edge as "a -> b"
 
 Every import counts, including those inside functions (a lazy import is still an arrow between rooms).
@@ -30,7 +30,29 @@ FORBIDDEN = (
     ("rollouts", "pipeline"),
     ("rollouts", "cli"),
     ("pipeline", "cli"),
+    # folders of pipeline/ that a folder must never reach into, whatever the floors below say
+    ("pipeline.run", "pipeline.commands"),  # commands call label(), never the other way round
+    ("pipeline.input", "pipeline.labeling"),  # reading the input knows nothing of labels
+    ("pipeline.input", "pipeline.execution"),  # nor of where shards run
+    ("pipeline.training", "pipeline.commands"),  # the commands drive training, never the other way round
 )
+
+# The floors of pipeline/'s folders, top first: a module may import its own folder, any folder below it, and the
+# modules at pipeline/'s root (config, options, errors, ...: the ground every floor stands on, checked by the
+# circle and two-way rules); an arrow to a folder above its own runs back up. pipeline/bundled/ (the bundled
+# sample and model, and a corpus maker for tests) has no floor yet: it reads the data model from labeling/ while
+# input/ reads its advice, which the circle and two-way rules still check.
+FLOORS = (
+    "pipeline.commands",
+    "pipeline.training",
+    "pipeline.run",
+    "pipeline.execution",
+    "pipeline.labeling",
+    "pipeline.input",
+    "pipeline.storage",
+    "pipeline.stats",
+)
+UNFLOORED = {"pipeline.bundled"}
 
 
 def module_name(path: Path) -> str:
@@ -148,6 +170,40 @@ def forbidden(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
     return bad
 
 
+def folder(module: str) -> str:
+    """The room a module belongs to for the folder rules: a folder of pipeline/ (``pipeline.run``), a module at
+    pipeline/'s root (``pipeline.config``: a room of its own), or a top-level package (``graders``)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "pipeline" and len(parts) > 1 else parts[0]
+
+
+def folder_edges(edges: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """(folder, folder) -> the module arrows that make it ("a -> b"), between different folders only."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for source, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            pair = (folder(source), folder(target))
+            if pair[0] != pair[1]:
+                out.setdefault(pair, []).append(f"{source} -> {target}")
+    return out
+
+
+def upward(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Arrows from a folder of :data:`FLOORS` to a folder above it."""
+    floor = {f: i for i, f in enumerate(FLOORS)}
+    bad = []
+    for (a, b), arrows in folder_edges(edges).items():
+        if a in floor and b in floor and floor[b] < floor[a]:
+            bad += [tuple(arrow.split(" -> ")) for arrow in arrows]
+    return sorted(bad)
+
+
+def two_way(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Pairs of folders (or root modules) that import each other, each pair once, in name order."""
+    pairs = folder_edges(edges)
+    return sorted((a, b) for a, b in pairs if a < b and (b, a) in pairs)
+
+
 def main(argv: list[str]) -> int:
     edges = graph()
     if "--edges" in argv:
@@ -157,13 +213,20 @@ def main(argv: list[str]) -> int:
         return 0
     found = cycles(edges)
     bad = forbidden(edges)
+    up = upward(edges)
+    ties = two_way(edges)
+    pairs = folder_edges(edges)
     for component in found:
         print("cycle:", " <-> ".join(component))
     for source, target in bad:
         print(f"forbidden: {source} -> {target}")
-    if not found and not bad:
-        print(f"{len(edges)} modules, no cycles, no forbidden arrows")
-    return 1 if found or bad else 0
+    for source, target in up:
+        print(f"runs back up: {source} -> {target}")
+    for a, b in ties:
+        print(f"two-way: {a} <-> {b}: {'; '.join(pairs[(a, b)][:3])} / {'; '.join(pairs[(b, a)][:3])}")
+    if not (found or bad or up or ties):
+        print(f"{len(edges)} modules, no cycles, no forbidden arrows, no arrow back up, no two-way folder tie")
+    return 1 if found or bad or up or ties else 0
 
 
 if __name__ == "__main__":

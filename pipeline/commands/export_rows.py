@@ -95,7 +95,7 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
         raise ExportError(f"--reward-tokens must differ, got {r.reward_tokens}")
     opts = ExportOptions(fmt, "hard" if r.label_rule in COUNT_RULES else r.label_rule, r.threshold, tag or "",
                          tuple(r.reward_tokens), r.system_prompt)  # COUNT_RULES: relabeled in stream(), then "hard"
-    from pipeline.commands.outputs import check_output_folder
+    from pipeline.storage.output import check_output_folder
 
     check_output_folder(output_url)  # before anything is written (a staging folder beside it)
     tok = load_tokenizer(r.tokenizer)

@@ -98,7 +98,7 @@ def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answe
     import time
 
     from pipeline.labeling.scheduler import derive_seed
-    from pipeline.labeling.worker import build_backend, build_prompt_format, sampling_config
+    from pipeline.labeling.worker import build_backend
     from pipeline.storage.store import CorpusStore
     from rollouts.base import GenRequest
 
@@ -125,9 +125,9 @@ def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answe
         batch_problems = max(1, min(64, rows // n)) if isinstance(rows, int) and rows > 0 else 64
     if on_batch is not None:
         on_batch(0, len(problems), 0, 0, time.perf_counter() - t0)  # the model is loaded: said at once
-    fmt = build_prompt_format(cfg)
+    fmt = cfg.prompt_builder()
     sep = fmt.separator
-    sampling = sampling_config(cfg, fmt)
+    sampling = cfg.sampling_config(fmt)
     lines: list[str] = []
     empty = 0
 

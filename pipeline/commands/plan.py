@@ -90,7 +90,7 @@ def sample_solutions(cfg: LabelConfig, pilot: int, seed: int = 0):
     that a run makes (:func:`pipeline.input.iter_keyed_solutions`: repeated contents skipped there, with
     compact indexes, so nothing here grows with the input but the ``pilot`` sampled solutions)."""
     from pipeline.input import IngestStats, iter_keyed_solutions
-    from pipeline.run import input_spec
+    from pipeline.run.plan import input_spec
 
     stats = IngestStats()
     heap: list[tuple[int, int, object]] = []  # max-heap on hash via negation: keeps the `pilot` smallest

@@ -346,9 +346,9 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
                  reference: str | None = None) -> ReportResult:
     """Draw the figures of corpus ``out_url`` into ``output_dir`` (any fsspec URL): ``report.html`` + PNGs."""
     from pipeline.commands.advice import brier_advice, right_answer_wrong_process_reading, uncertainty_advice
-    from pipeline.commands.outputs import check_output_folder
     from pipeline.labeling.rules import corpus_uncertainty
     from pipeline.storage.corpus import corpus_stats, iter_corpus
+    from pipeline.storage.output import check_output_folder
     from pipeline.storage.store import CorpusStore
 
     check_output_folder(output_dir)  # a file there is named as such, before any figure is drawn

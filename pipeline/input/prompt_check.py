@@ -65,7 +65,6 @@ def model_context(cfg) -> int | None:
 @functools.lru_cache(maxsize=4)
 def _check_for(key: tuple) -> PromptCheck | None:
     from pipeline.config import LabelConfig
-    from pipeline.labeling.worker import build_prompt_format
 
     cfg = LabelConfig(**dict(key))
     context = model_context(cfg)
@@ -81,7 +80,7 @@ def _check_for(key: tuple) -> PromptCheck | None:
         return None
     from pipeline.bundled import is_bundled_model
 
-    return PromptCheck(build_prompt_format(cfg), lambda t: len(tok.encode(t, add_special_tokens=False)), context,
+    return PromptCheck(cfg.prompt_builder(), lambda t: len(tok.encode(t, add_special_tokens=False)), context,
                        cfg.max_new_tokens, bundled=is_bundled_model(cfg.model))
 
 

@@ -47,7 +47,7 @@ class GoldCheck:
     """A batch gold-answer check (``check(golds) -> [reason or None]``) with a bounded memo of its answers.
 
     Many solutions share a problem's gold answer: each distinct gold is read once (``mcprm plan`` and the
-    run's own pass share the memo through :func:`pipeline.run.gold_check`).
+    run's own pass share the memo through :func:`pipeline.run.plan.gold_check`).
     """
 
     def __init__(self, check: Callable[[list[str]], list[str | None]], max_cached: int = 1 << 17):

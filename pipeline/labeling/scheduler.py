@@ -17,7 +17,7 @@ import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pipeline.faults import fault_raise
 from pipeline.labeling.ahead import SequenceLoad, draw_ahead, join_waves, keep_schedule, wave_probes
@@ -117,47 +117,64 @@ def reused_remainders(prefixes: Sequence[str], step: int, text: str, limit: int)
     return remainders(step_deltas(prefixes), step, text, limit)
 
 
+@dataclass(frozen=True)
+class SchedulerSettings:
+    """What a :class:`Scheduler` reads of a run's configuration, resolved once (the labeling worker builds it from
+    the run's ``LabelConfig``: :func:`pipeline.labeling.worker.scheduler_settings`) and frozen, so one object is
+    passed rather than its fields copied through each call.
+
+    ``streaming``: stream per-solution rounds (the backend takes requests while others are in flight: it has
+    ``submit()``), as the backend's description says (rollouts/registry.py: ``BackendSpec.streaming``).
+    ``reuse`` (``LabelConfig.reuse_rollouts``): credit a continuation that wrote the solution's next steps
+    verbatim to those later prefixes too (:func:`reused_remainders`); exact only where the continuation's tokens
+    are the later prompt's tokens, so it takes effect only with the backend's prompt encoder (the scheduler's
+    ``encode``). ``unreadable``: :func:`pipeline.labeling.last_step.outcome`'s policy for unreadable answers.
+    ``tail_fill``: drawing ahead (streaming only, :mod:`pipeline.labeling.ahead`): under this many continuations
+    in flight on the engine, probes draw their later waves too; 0 = off."""
+
+    strategy: str
+    params: StrategyParams
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    seed: int = 0
+    max_batch_requests: int = DEFAULT_MAX_BATCH_REQUESTS
+    streaming: bool = False
+    reuse: bool = False
+    unreadable: str = "failure"
+    tail_fill: int = 0
+
+
 class Scheduler:
+    """Labels solutions with ``backend``, grading with ``grade_batch``, prompting with ``prompt``, as
+    ``settings`` say. ``encode``: the backend's prompt encoder (``BackendSpec.token_ids``; without it, an
+    OpenAI-compatible server returning text only, nothing is reused); ``load``: the continuations in flight on the
+    engine, shared by the schedulers of one worker (drawing ahead)."""
+
     def __init__(
         self,
         backend: RolloutBackend,
         grade_batch: Grader,
         prompt: PromptBuilder,
-        sampling: SamplingConfig,
-        strategy: str,
-        params: StrategyParams,
-        seed: int = 0,
-        max_batch_requests: int = DEFAULT_MAX_BATCH_REQUESTS,
-        streaming: bool = False,
-        reuse: bool = False,
+        settings: SchedulerSettings,
+        *,
         encode: Callable[[str], Sequence[int]] | None = None,
-        unreadable: str = "failure",
-        tail_fill: int = 0,
         load: SequenceLoad | None = None,
     ):
         self.backend = backend
         self.grade_batch = grade_batch
         self.prompt = prompt
-        self.sampling = sampling
-        self.strategy = strategy
-        self.params = params
-        self.seed = seed
-        self.max_batch_requests = max_batch_requests
+        self.settings = settings
+        self.sampling = settings.sampling
+        self.strategy = settings.strategy
+        self.params = settings.params
+        self.seed = settings.seed
+        self.max_batch_requests = settings.max_batch_requests
         self.stats = Counters()
         self.on_solution: Callable[[LabeledSolution], None] | None = None  # each finished solution (progress)
-        # Stream per-solution rounds (the backend takes requests while others are in flight: it has submit()).
-        # The caller says so from the backend's description (rollouts/registry.py: BackendSpec.streaming).
-        self.streaming = bool(streaming)
-        # Rollout reuse (LabelConfig.reuse_rollouts): credit a continuation that wrote the solution's next steps
-        # verbatim to those later prefixes too (reused_remainders). Exact only where the continuation's tokens
-        # are the later prompt's tokens: ``encode`` is the backend's prompt encoder (BackendSpec.token_ids);
-        # without it (an OpenAI-compatible server returns text only) nothing is reused.
-        self.reuse = bool(reuse) and encode is not None
+        self.streaming = bool(settings.streaming)
+        self.reuse = bool(settings.reuse) and encode is not None
         self.encode = encode
-        self.unreadable = unreadable  # last_step.outcome's policy for unreadable answers
-        # Drawing ahead (streaming only, pipeline.labeling.ahead): under ``tail_fill`` continuations in flight on
-        # the engine (``load``: shared by the schedulers of one worker) probes draw their later waves too. 0 = off.
-        self.tail_fill = max(0, int(tail_fill))
+        self.unreadable = settings.unreadable
+        self.tail_fill = max(0, int(settings.tail_fill))
         self.load = load if load is not None else SequenceLoad()
 
     # -------------------------------------------------------------------------------------------------

@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from pipeline.config import ConfigError, LabelConfig
 from pipeline.errors import RowError
 from pipeline.labeling.ahead import SequenceLoad
-from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SolutionFailure
+from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SchedulerSettings, SolutionFailure
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.labeling.types import Solution
 from pipeline.storage.schema import to_table
 from pipeline.storage.store import CorpusStore, new_attempt
-from rollouts.base import SamplingConfig
 from rollouts.prompts import PromptFormat
 
 
@@ -92,23 +91,6 @@ def build_backend(cfg: LabelConfig):
     return cfg.backend_spec.build(cfg.model_ref(), cfg.backend_options)
 
 
-def build_prompt_format(cfg: LabelConfig) -> PromptFormat:
-    from rollouts.prompts import make_prompt_format
-
-    return make_prompt_format(
-        cfg.prompt_format,
-        (cfg.tokenizer or cfg.model) if cfg.prompt_format == "chat" else None,
-        template=cfg.prompt_template,
-        separator=cfg.step_separator,
-    )
-
-
-def sampling_config(cfg: LabelConfig, prompt: PromptFormat | None = None) -> SamplingConfig:
-    stop = prompt.stop if prompt is not None else ()
-    return SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
-                          stop=stop, ignore_eos=cfg.ignore_eos)
-
-
 def strategy_params(cfg: LabelConfig) -> StrategyParams:
     return StrategyParams(k=cfg.k, wave_size=cfg.wave_size, wave_growth=cfg.wave_growth,
                           confidence_width=cfg.confidence_width,
@@ -118,6 +100,15 @@ def strategy_params(cfg: LabelConfig) -> StrategyParams:
                           bisect_fraction=cfg.bisect_fraction, speculate=cfg.speculate,
                           relative_drop=cfg.relative_drop or None, reach_gate=cfg.reach_gate,
                           trust_pass_rate=cfg.trust_pass_rate, unreached_claim=cfg.unreached_claim)
+
+
+def scheduler_settings(cfg: LabelConfig, prompt: PromptFormat) -> SchedulerSettings:
+    """What the scheduler reads of ``cfg``, resolved once per run (``prompt``: the run's format, where a
+    continuation stops)."""
+    return SchedulerSettings(
+        strategy=cfg.strategy, params=strategy_params(cfg), sampling=cfg.sampling_config(prompt), seed=cfg.seed,
+        max_batch_requests=cfg.max_batch_requests, streaming=cfg.backend_spec.streaming(cfg.backend_options),
+        reuse=cfg.reuse_rollouts, unreadable=cfg.unreadable, tail_fill=cfg.worker_tail_fill)
 
 
 def grader_workers(cfg: LabelConfig, cpus: float) -> int:
@@ -165,18 +156,14 @@ class ShardWorker:
                 raise ConfigError("this worker's backend was built for another model or backend options; start "
                                   "new workers for this run")
         self.cfg = cfg
-        self.prompt = build_prompt_format(cfg)
+        self.prompt = cfg.prompt_builder()
+        self.settings = scheduler_settings(cfg, self.prompt)
         self.grade = grade_callable(cfg, self.cpus)
         self.store = CorpusStore(cfg.output)
 
     def label(self, solutions: Sequence[Solution], on_solution=None):
-        sched = Scheduler(self.backend, self.grade, self.prompt, sampling_config(self.cfg, self.prompt), self.cfg.strategy,
-                          strategy_params(self.cfg), seed=self.cfg.seed,
-                          max_batch_requests=self.cfg.max_batch_requests,
-                          streaming=self.cfg.backend_spec.streaming(self.cfg.backend_options),
-                          reuse=self.cfg.reuse_rollouts,
-                          encode=self.backend.encode_prompt if self.cfg.backend_spec.token_ids else None,
-                          unreadable=self.cfg.unreadable, tail_fill=self.cfg.worker_tail_fill, load=self.load)
+        encode = self.backend.encode_prompt if self.cfg.backend_spec.token_ids else None
+        sched = Scheduler(self.backend, self.grade, self.prompt, self.settings, encode=encode, load=self.load)
         sched.on_solution = on_solution
         return sched.label(solutions), sched.stats
 

@@ -11,7 +11,7 @@ Layout of an output folder::
                                        old and new shards in its manifest)
     OUT/data/v00003/_plan.json         an uncommitted run's plan (identity; per shard its staged file, rows and
                                        key digest), for resume
-    OUT/data/v00003/_staged/*.parquet  an uncommitted run's input, cut into its shards (pipeline.input.staging)
+    OUT/data/v00003/_staged/*.parquet  an uncommitted run's input, cut into its shards (pipeline.run.staging)
     OUT/rejects/v00002.jsonl           rows rejected by --skip-bad in version 2
     OUT/_lock                          held while a run writes (see :mod:`pipeline.storage.lock`)
 
@@ -50,7 +50,7 @@ from pipeline.storage.versions import FENCED_FORMAT as FENCED_FORMAT
 from pipeline.storage.versions import MANIFEST, VersionFiles
 from pipeline.storage.versions import is_fenced as is_fenced
 
-STAGED = "_staged"  # data/vNNNNN/_staged/: a run's staged input (pipeline.input.staging), kept until commit
+STAGED = "_staged"  # data/vNNNNN/_staged/: a run's staged input (pipeline.run.staging), kept until commit
 
 
 def new_attempt() -> str:

@@ -342,7 +342,7 @@ def score(prm: str, inputs: Sequence[str], output: str, *, threshold: float | No
                          "needs --use-answer-key (without it the labels are the PRM's alone)")
     if max_length is not None and max_length < 8:
         raise ScoreError(f"--max-length must be at least 8, got {max_length}")
-    from pipeline.commands.outputs import check_output_folder
+    from pipeline.storage.output import check_output_folder
     from pipeline.storage.store import CorpusStore
 
     check_output_folder(output)

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from pipeline.bundled import SAMPLE_PATH
-from pipeline.commands.outputs import BadOutput, check_output_folder
+from pipeline.storage.output import BadOutput, check_output_folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -163,7 +163,7 @@ def test_storage_errors_name_the_file_and_what_is_intact(small_input, tmp_path, 
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 1
     text = " ".join(r.output.split())
-    # the first Parquet file a run writes is its staged input (pipeline.input.staging), named in full
+    # the first Parquet file a run writes is its staged input (pipeline.run.staging), named in full
     assert "No space left on device" in text and "data/v00001/_staged/" in text.replace(" ", "")
     assert "previous corpus version is intact" not in text and "no corpus version was committed yet" in text
     assert "()" not in text

@@ -218,7 +218,7 @@ def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkey
 
 def test_fractional_gpus_count_workers_and_gpus_held():
     from pipeline.execution.ray_cluster import workers_fitting
-    from pipeline.run import gpus_held
+    from pipeline.run.execute import gpus_held
 
     for n in (2, 3, 4, 5, 6, 7):
         assert workers_fitting(8, 1 / n) == 8 * n  # 8 // 0.2 is 39.0 in floating point

@@ -115,7 +115,7 @@ def test_bundled_model_rows_are_each_problems_own_samples_whatever_the_batching(
     from pipeline.commands.generate import generate
     from pipeline.config import LabelConfig
     from pipeline.labeling.scheduler import derive_seed
-    from pipeline.labeling.worker import build_backend, build_prompt_format, sampling_config
+    from pipeline.labeling.worker import build_backend
 
     probs = _problems(tmp_path, 4)
     rows = {}
@@ -127,14 +127,14 @@ def test_bundled_model_rows_are_each_problems_own_samples_whatever_the_batching(
     # the contract, checked against the backend asked directly with the requests generate promises to send
     cfg = LabelConfig(input=[str(probs)], output=str(tmp_path / "x.jsonl"), max_new_tokens=24, seed=5).resolved()
     be = build_backend(cfg)
-    fmt = build_prompt_format(cfg)
+    fmt = cfg.prompt_builder()
     try:
         got = [json.loads(x) for x in rows[1].splitlines()]
         problems = [json.loads(x) for x in probs.read_text().splitlines()]
         for p in problems:
             pid = str(p.get("id"))
             req = GenRequest(fmt.prefix(p["problem"].strip(), []), 2, derive_seed(5, pid, -1, 0), pid)
-            comps = be.generate([req], sampling_config(cfg, fmt))[0]
+            comps = be.generate([req], cfg.sampling_config(fmt))[0]
             want = [[x.strip() for x in c.text.split(fmt.separator) if x.strip()] for c in comps]
             assert [r["steps"] for r in got if r["problem_id"] == pid] == [w for w in want if w]
     finally:

@@ -629,7 +629,7 @@ def test_rejected_gold_does_not_take_its_id(tmp_path):
 
 def test_label_checks_golds_with_the_default_grader_only(tmp_path):
     from pipeline.config import LabelConfig
-    from pipeline.run import gold_check, input_spec
+    from pipeline.run.plan import gold_check, input_spec
 
     check = gold_check("sympy", 2.0)
     assert check is gold_check("sympy", 2.0)  # one memo for all passes over the input

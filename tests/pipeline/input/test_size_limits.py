@@ -67,7 +67,7 @@ import json, resource, sys
 sys.path.insert(0, {root!r})
 from pipeline.config import LabelConfig
 from pipeline.input import IngestStats, iter_keyed_solutions
-from pipeline.run import input_spec
+from pipeline.run.plan import input_spec
 cfg = LabelConfig(input=[{inp!r}], output={out!r}, skip_bad=True).resolved()
 try:
     list(iter_keyed_solutions(input_spec(cfg), False, None, IngestStats()))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from graders.verdict import Verdict
 from pipeline.config import LabelConfig
-from pipeline.labeling.scheduler import ProblemGrader, Scheduler
+from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SchedulerSettings
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.labeling.types import Solution
 from pipeline.labeling.worker import grade_callable
@@ -40,8 +40,8 @@ class Swapper:
 def _label(problems, grade):
     sols = [Solution(id=f"s{i}", problem=p, answer="(1, 2)", steps=("a + b = 3", "ab = 2", OWN_AS_SET))
             for i, p in enumerate(problems)]
-    sched = Scheduler(Swapper(), grade, make_prompt_format("plain", None), SamplingConfig(), "per-step",
-                      StrategyParams(k=3), seed=0)
+    sched = Scheduler(Swapper(), grade, make_prompt_format("plain", None),
+                      SchedulerSettings("per-step", StrategyParams(k=3), seed=0))
     return sched.label(sols)
 
 
@@ -114,8 +114,8 @@ def test_reused_remainders_are_graded_with_their_own_problem():
             return out
 
     sched = Scheduler(Writer(STEPS), ProblemGrader(grade), make_prompt_format("plain", None),
-                      SamplingConfig(max_new_tokens=32),
-                      "per-step", StrategyParams(k=4), reuse=True, encode=_chars)
+                      SchedulerSettings("per-step", StrategyParams(k=4),
+                                        sampling=SamplingConfig(max_new_tokens=32), reuse=True), encode=_chars)
     sched.label(sols)
     assert sched.stats.reused_rollouts > 0
     by_gold = {"14": "Compute d.", "16": "Compute d plus two."}

@@ -11,13 +11,13 @@ from typer.testing import CliRunner
 
 from graders import Verdict
 from pipeline.config import ConfigError, LabelConfig
-from pipeline.labeling.scheduler import Scheduler
+from pipeline.labeling.scheduler import Scheduler, SchedulerSettings
 from pipeline.labeling.strategies import ProbeResult, StrategyParams, make_strategy
 from pipeline.labeling.types import LabeledSolution, Solution, StepStats
 from pipeline.storage.corpus import corpus_stats, read_corpus
 from pipeline.storage.schema import SCHEMA_VERSION, arrow_schema, to_table
 from pipeline.storage.store import CorpusStore
-from rollouts.base import BackendStats, Completion, SamplingConfig
+from rollouts.base import BackendStats, Completion
 
 RIGHT, WRONG, RAMBLE, UNDECIDED = "The answer is \\boxed{GOLD}.", "The answer is \\boxed{WRONG}.", "so then...", "?!"
 
@@ -70,7 +70,8 @@ SOL = Solution(id="s", problem="p", answer="GOLD", steps=("a", "b", "c", "and th
 
 
 def test_scheduler_counts_no_answer_as_incorrect():
-    sched = Scheduler(Scripted(SCRIPT), fake_grade, Plain(), SamplingConfig(), "per-step", StrategyParams(k=4))
+    sched = Scheduler(Scripted(SCRIPT), fake_grade, Plain(),
+                      SchedulerSettings("per-step", StrategyParams(k=4)))
     (o,) = sched.label([SOL])
     st = o.stats
     assert [s.total for s in st] == [4, 4, 4, 0]
@@ -97,7 +98,8 @@ def test_no_answer_with_a_null_verdict_is_still_incorrect():
     def old_style(pairs):
         return [Verdict(None, "no answer found", None) if v.no_answer else v for v in fake_grade(pairs)]
 
-    sched = Scheduler(Scripted(SCRIPT), old_style, Plain(), SamplingConfig(), "per-step", StrategyParams(k=4))
+    sched = Scheduler(Scripted(SCRIPT), old_style, Plain(),
+                      SchedulerSettings("per-step", StrategyParams(k=4)))
     (o,) = sched.label([SOL])
     assert [s.no_answer for s in o.stats] == [1, 4, 0, 0]
     assert [s.ungradable for s in o.stats] == [1, 0, 4, 0]

@@ -7,11 +7,11 @@ import pytest
 
 from graders.verdict import Verdict
 from pipeline.labeling.reach import problem_key
-from pipeline.labeling.scheduler import Scheduler, derive_seed
+from pipeline.labeling.scheduler import Scheduler, SchedulerSettings, derive_seed
 from pipeline.labeling.strategies import BARE, StrategyParams, make_strategy
 from pipeline.labeling.types import Solution
 from pipeline.storage.rows import REACH_SEARCHED, REACH_TRUSTED, UNREACHED
-from rollouts.base import BackendStats, Completion, SamplingConfig
+from rollouts.base import BackendStats, Completion
 
 WRONG, RIGHT = "The answer is \\boxed{WRONG}.", "The answer is \\boxed{GOLD}."
 
@@ -60,7 +60,7 @@ P = StrategyParams(k=4, wave_size=2, wave_growth=2.0, speculate=False, trust_cor
 
 def _run(sols, script, params=P, seed=1):
     be = Scripted(script)
-    sched = Scheduler(be, _grade, _Plain(), SamplingConfig(), "binary-search", params, seed=seed)
+    sched = Scheduler(be, _grade, _Plain(), SchedulerSettings("binary-search", params, seed=seed))
     return sched.label(sols), sched, be
 
 
@@ -158,7 +158,7 @@ def test_all_ungradable_is_no_evidence():
         return [Verdict(None, "timeout", "x") for _ in pairs]
 
     be = Ungradable({"p": [False] * 4})
-    sched = Scheduler(be, grade, _Plain(), SamplingConfig(), "binary-search", P, seed=1)
+    sched = Scheduler(be, grade, _Plain(), SchedulerSettings("binary-search", P, seed=1))
     (o,) = sched.label([_sol(0, "p", 3, False)])
     # nothing was graded: never "unreached" (no draw says the completer fails), and no invented error
     assert o.extra["label_status"] == REACH_SEARCHED

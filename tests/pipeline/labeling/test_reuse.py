@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from graders.verdict import Verdict
-from pipeline.labeling.scheduler import Scheduler, remainders, step_deltas
+from pipeline.labeling.scheduler import Scheduler, SchedulerSettings, remainders, step_deltas
 from pipeline.labeling.strategies import ProbeResult, Reuse, StrategyParams, make_strategy
 from pipeline.labeling.types import Solution
 from rollouts.base import BackendStats, Completion, SamplingConfig
@@ -164,8 +164,9 @@ def test_scheduler_credits_and_grades_remainders(reuse):
     sol = Solution(id="s", problem="Compute d.", answer="14", steps=STEPS)
     log = []
     fmt = make_prompt_format("plain", None)
-    sched = Scheduler(StepWriter(STEPS), _grader(log), fmt, SamplingConfig(max_new_tokens=32), "per-step",
-                      StrategyParams(k=4), reuse=reuse, encode=_chars)
+    sched = Scheduler(StepWriter(STEPS), _grader(log), fmt,
+                      SchedulerSettings("per-step", StrategyParams(k=4),
+                                        sampling=SamplingConfig(max_new_tokens=32), reuse=reuse), encode=_chars)
     [ls] = sched.label([sol])
     own = [4, 4, 4, 4, 0]
     assert sched.stats.rollouts == 16 and ls.rollouts == 16 and ls.rollout_tokens == 16 * 9  # no extra tokens
@@ -232,8 +233,9 @@ def test_reuse_is_exact_on_a_bpe_tokenizer(canonical):
     prompts = [fmt.prefix(sol.problem, STEPS[: i + 1]) for i in range(len(STEPS) - 1)]
     ids = [tok.encode(p).ids for p in prompts]
     assert all(ids[i + 1][: len(ids[i])] == ids[i] for i in range(len(ids) - 1))  # these prompts' ids nest
-    sched = Scheduler(TokenWriter(STEPS, tok, canonical), _grader([]), fmt, SamplingConfig(max_new_tokens=32),
-                      "per-step", StrategyParams(k=4), reuse=True, encode=lambda p: tok.encode(p).ids)
+    sched = Scheduler(TokenWriter(STEPS, tok, canonical), _grader([]), fmt,
+                      SchedulerSettings("per-step", StrategyParams(k=4),
+                                        sampling=SamplingConfig(max_new_tokens=32), reuse=True), encode=lambda p: tok.encode(p).ids)
     [ls] = sched.label([sol])
     reused = [s.reused for s in ls.stats]
     if canonical:
@@ -256,8 +258,9 @@ def test_a_reused_remainder_cut_at_the_token_limit_is_censored():
             return [[Completion(c.text, c.num_tokens, finish_reason="length", token_ids=c.token_ids) for c in comps]
                     for comps in super().generate(requests, sampling)]
 
-    sched = Scheduler(Cut(STEPS), _grader([]), fmt, SamplingConfig(max_new_tokens=32), "per-step",
-                      StrategyParams(k=4), reuse=True, encode=_chars)
+    sched = Scheduler(Cut(STEPS), _grader([]), fmt,
+                      SchedulerSettings("per-step", StrategyParams(k=4),
+                                        sampling=SamplingConfig(max_new_tokens=32), reuse=True), encode=_chars)
     [ls] = sched.label([sol])
     assert [s.reused for s in ls.stats] == [0] * 5 and [s.total for s in ls.stats] == [4, 4, 4, 4, 0]
 
@@ -269,8 +272,9 @@ def test_reuse_skips_a_probe_of_the_last_step(speculate):
     # (an IndexError that stopped a whole --no-trust-correct run on real solutions).
     sol = Solution(id="s", problem="Compute d.", answer="14", steps=STEPS)
     fmt = make_prompt_format("plain", None)
-    sched = Scheduler(StepWriter(STEPS), _grader([]), fmt, SamplingConfig(max_new_tokens=32), "binary-search",
-                      StrategyParams(k=4, trust_correct=False, speculate=speculate), reuse=True, encode=_chars)
+    sched = Scheduler(StepWriter(STEPS), _grader([]), fmt,
+                      SchedulerSettings("binary-search", StrategyParams(k=4, trust_correct=False, speculate=speculate),
+                                        sampling=SamplingConfig(max_new_tokens=32), reuse=True), encode=_chars)
     [ls] = sched.label([sol])
     assert ls.stats[-1].total > 0  # the answer step was probed
     assert ls.stats[-1].reused == 0 and ls.first_error == -1

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from graders.verdict import Verdict
-from pipeline.labeling.scheduler import Scheduler
+from pipeline.labeling.scheduler import Scheduler, SchedulerSettings
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.labeling.types import Solution
-from rollouts.base import BackendStats, Completion, SamplingConfig
+from rollouts.base import BackendStats, Completion
 
 
 class ScriptedBackend:
@@ -56,8 +56,8 @@ def test_scheduler_batches_all_solutions_per_round(strategy, expected_rollouts):
         for i in range(3)
     ]
     be = ScriptedBackend(alive)
-    sched = Scheduler(be, _grade, _Plain(), SamplingConfig(), strategy, StrategyParams(k=4, speculate=False),
-                      seed=1)
+    sched = Scheduler(be, _grade, _Plain(),
+                      SchedulerSettings(strategy, StrategyParams(k=4, speculate=False), seed=1))
     out = sched.label(sols)
     assert [o.first_error for o in out] == [2, 2, 2]
     assert sched.stats.rollouts == expected_rollouts
@@ -74,7 +74,7 @@ def test_ungradable_counted_separately():
             return [[Completion("an answer the grader cannot decide: UNGRADABLE", 3) for _ in range(r.n)] for r in requests]
 
     sols = [Solution(id="s", problem="p", answer="GOLD", steps=("a", "b", "The answer is \\boxed{GOLD}."))]
-    sched = Scheduler(UB({}), _grade, _Plain(), SamplingConfig(), "per-step", StrategyParams(k=4), seed=1)
+    sched = Scheduler(UB({}), _grade, _Plain(), SchedulerSettings("per-step", StrategyParams(k=4), seed=1))
     (o,) = sched.label(sols)
     assert [s.ungradable for s in o.stats] == [4, 4, 0]
     assert o.labels == [None, None, True] and o.first_error == -1
@@ -111,10 +111,11 @@ def test_streaming_mode_gives_the_same_labels_and_rollouts(strategy):
     sols = [Solution(id=f"s{i}", problem=f"p{i}", answer="GOLD",
                      steps=("a", "b", "c", "d", "e", "The answer is \\boxed{WRONG}.")) for i in range(12)]
     params = StrategyParams(k=4, wave_size=2)
-    sync = Scheduler(ScriptedBackend(alive), _grade, _Plain(), SamplingConfig(), strategy, params, streaming=False)
+    sync = Scheduler(ScriptedBackend(alive), _grade, _Plain(),
+                     SchedulerSettings(strategy, params, streaming=False))
     a = sync.label(sols)
     be = StreamingBackend(alive)
-    stream = Scheduler(be, _grade, _Plain(), SamplingConfig(), strategy, params, streaming=True)
+    stream = Scheduler(be, _grade, _Plain(), SchedulerSettings(strategy, params, streaming=True))
     assert stream.streaming
     b = stream.label(sols)
     assert [x.labels for x in a] == [x.labels for x in b]
@@ -137,7 +138,8 @@ def test_streaming_engine_error_names_the_solution():
     alive = {f"p{i}": [True] * 3 for i in range(5)}
     sols = [Solution(id=f"s{i}", problem=f"p{i}", answer="GOLD", steps=("a", "b", "x"), source=f"in.jsonl:{i + 1}")
             for i in range(5)]
-    sched = Scheduler(Failing(alive), _grade, _Plain(), SamplingConfig(), "per-step", StrategyParams(k=2), streaming=True)
+    sched = Scheduler(Failing(alive), _grade, _Plain(),
+                      SchedulerSettings("per-step", StrategyParams(k=2), streaming=True))
     with pytest.raises(RuntimeError, match=r"solution 's3' \(in.jsonl:4\) \(prefix ending at step 1 of 3\): "
                                            r"prompt is longer than the maximum model length"):
         sched.label(sols)

@@ -15,10 +15,10 @@ import pytest
 
 from graders.verdict import Verdict
 from pipeline.labeling.ahead import SequenceLoad, join_waves
-from pipeline.labeling.scheduler import Scheduler, _Live, derive_seed
+from pipeline.labeling.scheduler import Scheduler, SchedulerSettings, _Live, derive_seed
 from pipeline.labeling.strategies import Probe, StrategyParams
 from pipeline.labeling.types import Solution, StepStats
-from rollouts.base import BackendStats, Completion, SamplingConfig
+from rollouts.base import BackendStats, Completion
 
 RUN_SEED = 7
 
@@ -96,8 +96,8 @@ def _corpus(n: int, seed: int):
 
 def _label(sols, rates, params, tail_fill, strategy="binary-search", load=None):
     eng = SeedEngine(rates)
-    sched = Scheduler(eng, _grade, _Plain(), SamplingConfig(), strategy, params, seed=RUN_SEED,
-                      streaming=True, tail_fill=tail_fill, load=load)
+    sched = Scheduler(eng, _grade, _Plain(),
+                      SchedulerSettings(strategy, params, seed=RUN_SEED, streaming=True, tail_fill=tail_fill), load=load)
     out = sched.label(sols)
     eng.close()
     return out, sched.stats, eng.submits
@@ -142,8 +142,8 @@ def test_labels_do_not_depend_on_engine_load(strategy, params, load_seed):
 
 
 def test_each_wave_is_its_own_request_with_the_plain_schedules_seed():
-    sched = Scheduler(SeedEngine({}), _grade, _Plain(), SamplingConfig(), "binary-search", StrategyParams(),
-                      streaming=True, seed=RUN_SEED)
+    sched = Scheduler(SeedEngine({}), _grade, _Plain(),
+                      SchedulerSettings("binary-search", StrategyParams(), streaming=True, seed=RUN_SEED))
     sol = Solution(id="s", problem="p", answer="GOLD", steps=("a", "b", "c"))
     stats = [StepStats() for _ in range(3)]
     stats[1].total = 3  # draws the step already had
@@ -159,8 +159,8 @@ def test_each_wave_is_its_own_request_with_the_plain_schedules_seed():
 
 
 def test_drawing_ahead_stays_under_the_fill():
-    sched = Scheduler(SeedEngine({}), _grade, _Plain(), SamplingConfig(), "binary-search", StrategyParams(),
-                      streaming=True, tail_fill=38, load=SequenceLoad())
+    sched = Scheduler(SeedEngine({}), _grade, _Plain(),
+                      SchedulerSettings("binary-search", StrategyParams(), streaming=True, tail_fill=38), load=SequenceLoad())
     st = _Live(Solution(id="s", problem="p", answer="GOLD", steps=("a", "b", "c")), None,
                [Probe(0, 2, (4, 8, 6)), Probe(1, 2, (4, 8, 6))], [StepStats() for _ in range(3)])
     sched._draw_ahead(st)
@@ -168,8 +168,8 @@ def test_drawing_ahead_stays_under_the_fill():
     sched.load.add(34)  # the engine is busy: no room
     sched._draw_ahead(st)
     assert st.waves == [(2,), (2,)]
-    off = Scheduler(SeedEngine({}), _grade, _Plain(), SamplingConfig(), "binary-search", StrategyParams(),
-                    streaming=True, tail_fill=0)
+    off = Scheduler(SeedEngine({}), _grade, _Plain(),
+                    SchedulerSettings("binary-search", StrategyParams(), streaming=True, tail_fill=0))
     off._draw_ahead(st)
     assert st.waves == [(2,), (2,)]
 

@@ -8,11 +8,10 @@ import pytest
 from graders.verdict import Verdict
 from pipeline.labeling.last_step import CORRECT, EXCLUDED, FAILURE, outcome
 from pipeline.labeling.rules import StepCount, get_rule
-from pipeline.labeling.scheduler import Scheduler
+from pipeline.labeling.scheduler import Scheduler, SchedulerSettings
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.storage.rows import Solution
 from pipeline.storage.schema import to_table
-from rollouts.base import SamplingConfig
 from tests.pipeline.labeling.test_no_answer import Plain, Scripted
 
 RIGHT, WRONG, GARBAGE, SLOW = "\\boxed{GOLD}", "\\boxed{WRONG}", "}.......C9 *7 9}", "TIMEOUT"
@@ -53,7 +52,7 @@ SCRIPT = {0: [RIGHT, GARBAGE, GARBAGE, SLOW], 1: [GARBAGE] * 4, 2: [RIGHT, WRONG
 
 
 def test_unreadable_answers_are_failures_by_default_and_counted():
-    sched = Scheduler(Scripted(SCRIPT), _grade, Plain(), SamplingConfig(), "per-step", StrategyParams(k=4))
+    sched = Scheduler(Scripted(SCRIPT), _grade, Plain(), SchedulerSettings("per-step", StrategyParams(k=4)))
     (o,) = sched.label([SOL])
     assert [s.unreadable for s in o.stats] == [2, 4, 0, 0]
     assert [s.ungradable for s in o.stats] == [1, 0, 0, 0]  # only the timeout
@@ -66,8 +65,8 @@ def test_unreadable_answers_are_failures_by_default_and_counted():
 
 
 def test_unreadable_excluded_when_asked():
-    sched = Scheduler(Scripted(SCRIPT), _grade, Plain(), SamplingConfig(), "per-step", StrategyParams(k=4),
-                      unreadable="exclude")
+    sched = Scheduler(Scripted(SCRIPT), _grade, Plain(),
+                      SchedulerSettings("per-step", StrategyParams(k=4), unreadable="exclude"))
     (o,) = sched.label([SOL])
     assert [s.ungradable for s in o.stats[:3]] == [3, 4, 0]
     assert o.stats[1].value is None and o.labels[1] is None  # nothing graded at prefix 1: no label

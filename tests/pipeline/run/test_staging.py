@@ -8,9 +8,9 @@ import uuid
 import pytest
 
 from pipeline.execution.sizing import shard_sizes
-from pipeline.input import staging
-from pipeline.input.staging import Stager, key_digest, read_staged
 from pipeline.labeling.types import Solution
+from pipeline.run import staging
+from pipeline.run.staging import Stager, key_digest, read_staged
 from pipeline.storage.store import CorpusStore, ShardError
 
 

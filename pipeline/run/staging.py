@@ -24,7 +24,7 @@ import io
 import posixpath
 
 from pipeline.storage.rows import Solution
-from pipeline.storage.store import STAGED, CorpusStore, Fenced, ShardError
+from pipeline.storage.store import STAGED, CorpusStore, ShardError
 
 
 def key_digest(keys) -> str:
@@ -184,37 +184,3 @@ def staged_names(store: CorpusStore, vdir: str) -> set[str]:
     except FileNotFoundError:
         return set()
     return {posixpath.basename(f)[: -len(".parquet")] for f in found if f.endswith(".parquet")}
-
-
-def resume_shards(store: CorpusStore, plan: dict, version: int, owner: str | None, committed: int) -> dict[int, dict]:
-    """Finished shards of an unfinished run, each verified in full against its checksum and the keys of its
-    staged file (else relabeled), and adopted under this owner's name (``kept_shard``). Looked for in this
-    version's folder and in those of numbers fenced since the committed version (a takeover from a run that
-    may still be running claims its number: its finished work is in that number's folder)."""
-    from pipeline.storage.integrity import kept_shard
-
-    vdir = store.version_dir(version)
-    found: dict[int, list[str]] = {}
-    for v in range(version, committed, -1):
-        if v != version:  # a fenced number's folder: only the same work (identity) is adopted
-            try:
-                other = store.read_json(f"{store.version_dir(v)}/_plan.json")
-            except RuntimeError:
-                other = None
-            if not other or other.get("identity") != plan["identity"]:
-                continue
-        for i, rels in store.shard_files(v).items():
-            found.setdefault(i, []).extend(rels)
-    done: dict[int, dict] = {}
-    for sh in plan["shards"]:
-        rels = found.get(sh["shard"])
-        if not rels:
-            continue
-        keys = staged_keys(store, vdir, sh)
-        into = store.shard_rel(Fenced(version, owner), sh["shard"]) if owner else None
-        for rel in rels:
-            got = kept_shard(store, rel, keys, into=into)
-            if got is not None:
-                done[sh["shard"]] = dict(got, shard=sh["shard"])
-                break
-    return done

@@ -1,0 +1,41 @@
+"""The settings a run's stages read are built once from its LabelConfig and frozen: the scheduler gets one
+:class:`SchedulerSettings` (not its fields one by one), the prompt format and sampling come from the config's own
+sections, and every option the scheduler reads reaches it with its value."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pipeline.config import LabelConfig
+from pipeline.labeling.scheduler import Scheduler, SchedulerSettings
+from pipeline.labeling.strategies import StrategyParams
+from pipeline.labeling.worker import scheduler_settings
+from rollouts.base import SamplingConfig
+
+
+def test_every_option_the_scheduler_reads_reaches_it():
+    cfg = LabelConfig(model="m", strategy="binary-search", k=6, wave_size=3, seed=7, temperature=0.5, top_p=0.9,
+                      max_new_tokens=40, max_batch_requests=9, reuse_rollouts=False, unreadable="exclude",
+                      tail_fill=5, speculate=False, prompt_format="plain", step_separator="\n--\n")
+    prompt = cfg.prompt_builder()
+    s = scheduler_settings(cfg, prompt)
+    assert (s.strategy, s.seed, s.max_batch_requests, s.reuse, s.unreadable, s.tail_fill) == (
+        "binary-search", 7, 9, False, "exclude", 5)
+    assert s.params.k == 6 and s.params.wave_size == 3 and s.params.speculate is False
+    assert s.sampling == SamplingConfig(temperature=0.5, top_p=0.9, max_new_tokens=40, stop=prompt.stop)
+    assert prompt.stop and "a\n--\nb" in prompt.prefix("p", ["a", "b"])  # the format's own stops; its separator
+    assert s.streaming is False  # hf: the backend's description says it does not stream
+
+
+def test_settings_are_frozen_and_the_scheduler_reads_them():
+    s = SchedulerSettings("per-step", StrategyParams(k=2), seed=3, streaming=True, tail_fill=4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.seed = 4  # type: ignore[misc]
+    sched = Scheduler(object(), lambda pairs: [], object(), s)
+    assert sched.settings is s
+    assert (sched.strategy, sched.params.k, sched.seed, sched.streaming, sched.tail_fill) == ("per-step", 2, 3, True, 4)
+    # reuse needs the backend's prompt encoder: asked for without one, nothing is reused
+    assert Scheduler(object(), lambda pairs: [], object(), dataclasses.replace(s, reuse=True)).reuse is False
+    assert Scheduler(object(), lambda pairs: [], object(), dataclasses.replace(s, reuse=True), encode=list).reuse
