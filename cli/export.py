@@ -100,7 +100,7 @@ def _against_stats(corpus, version, res) -> str | None:
     step of the corpus), or None when they agree: a trainer row is a labeled prefix, cut at its first unlabeled
     step (binary-search leaves steps unlabeled, and a later step may still carry a label), and
     --drop-after-first-error cuts after the first negative step."""
-    from pipeline.storage.corpus import corpus_stats
+    from pipeline.corpus import corpus_stats
 
     try:
         lab = corpus_stats(corpus, version)["labels"]

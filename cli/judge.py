@@ -64,7 +64,7 @@ def judge_cmd(
 
     if verify:
         with user_errors():
-            from pipeline.storage.corpus import open_manifest
+            from pipeline.corpus import open_manifest
 
             open_manifest(corpus)  # not a corpus: its error
             problems, rows = JS.verify_judges(corpus)

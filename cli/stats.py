@@ -32,7 +32,7 @@ def stats_cmd(
 ) -> None:
     """Solutions, steps, label balance, first-error distribution, rollouts and tokens spent, and the
     continuations that ended with no final answer (counted as incorrect)."""
-    from pipeline.storage.corpus import corpus_stats
+    from pipeline.corpus import corpus_stats
 
     with user_errors():
         s = corpus_stats(output, version, verify=verify)

@@ -34,13 +34,13 @@ from pipeline.execution.progress import LiveProgress as _Progress  # phases, ETA
 from pipeline.execution.sizing import planned_workers, solution_cost
 from pipeline.execution.startup import EarlyStart, startup_facts, worker_events
 from pipeline.input.staging import resume_shards
+from pipeline.solution import Solution
 from pipeline.storage.damaged import damaged_row_keys, dropped_rows, record_dropped
 from pipeline.storage.integrity import current_manifest, verified_base
 from pipeline.storage.lock import OutputLock, corpus_lock
 from pipeline.storage.manifest import ExecutionFacts, InputCounts, build_manifest
 from pipeline.storage.output import new_local_folder, remove_empty_folders, storage_message
 from pipeline.storage.quarantine import quarantine
-from pipeline.storage.rows import Solution
 from pipeline.storage.store import CorpusStore, Fenced
 
 log = logging.getLogger("mcprm")

@@ -80,7 +80,7 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
     fmt = exporter.name
     import pyarrow as pa
 
-    from pipeline.storage.corpus import iter_corpus
+    from pipeline.corpus import iter_corpus
 
     if r.label_rule not in LABEL_RULES:
         raise ExportError(f"--label-rule must be one of {', '.join(LABEL_RULES)}, got {r.label_rule!r}")

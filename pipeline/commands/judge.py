@@ -225,8 +225,8 @@ def judge_corpus(url: str, settings: JudgeSettings, backend_factory: Callable[[]
     A prompt of ``context_tokens`` tokens or more (counted by ``count_tokens``; by default the backend's own
     ``max_positions`` and ``tokenizer`` where it has them, as the hf backend does) is not sent: its judgment is
     stored as ``too_long`` (null), so one long solution does not stop the run."""
+    from pipeline.corpus import iter_corpus, open_manifest
     from pipeline.faults import fault_point
-    from pipeline.storage.corpus import iter_corpus, open_manifest
     from pipeline.storage.lock import OutputLock
     from pipeline.storage.store import sidecar_rel
 

@@ -235,7 +235,7 @@ def judge_summary(url: str, judge_id: str, version: int | None = None) -> dict:
     disagree)) and its share of all judged rows."""
     import numpy as np
 
-    from pipeline.storage.corpus import iter_corpus, open_manifest
+    from pipeline.corpus import iter_corpus, open_manifest
 
     judge_id = resolve_judge(url, judge_id)
     _, m = open_manifest(url, version)

@@ -31,7 +31,7 @@ from pipeline.execution.ray_cluster import (
     task_cause,
     workers_fitting,
 )
-from pipeline.storage.rows import Solution
+from pipeline.solution import Solution
 
 log = logging.getLogger("mcprm")
 

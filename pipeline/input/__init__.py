@@ -8,7 +8,7 @@ order within each given path, rows in file order, so a run always sees the same 
 Each row has a problem, a gold answer and either a list of steps or one solution text that
 :func:`pipeline.input.split.split_solution` cuts into steps; field names are configurable (:class:`InputSpec`),
 and :data:`PRESETS` covers GSM8K- and MATH-shaped files. An optional id field names the solution; without
-it the id is :func:`pipeline.storage.rows.content_key` of (problem, answer, steps), so the same content gets the
+it the id is :func:`pipeline.solution.content_key` of (problem, answer, steps), so the same content gets the
 same id whatever file or format it comes from.
 
 Validation never drops a row silently. A bad row becomes a :class:`Reject` (file, row, field, reason, raw

@@ -15,8 +15,8 @@ from pipeline.input import files
 from pipeline.input.files import iter_rows, resolve_files
 from pipeline.input.spec import InputError, InputSpec, RawRow, Reject, row_where
 from pipeline.input.validation import raw_text, validate
+from pipeline.solution import Solution
 from pipeline.storage.atomic import AtomicFile
-from pipeline.storage.rows import Solution
 
 logger = logging.getLogger(__name__)
 

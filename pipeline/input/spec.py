@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from pipeline.errors import FatalError
 from pipeline.input.split import SPLIT_MODES, SplitError, compile_split_regex
-from pipeline.storage.rows import Solution
+from pipeline.solution import Solution
 
 FORMATS: tuple[str, ...] = ("jsonl", "json", "parquet")
 ANSWER_EXTRACTORS: tuple[str, ...] = ("gsm8k", "boxed")

@@ -352,7 +352,7 @@ def uncertain_steps(row: dict, t: float = DEFAULT_THRESHOLD) -> int:
 
 def schema_version(url: str, version: int | None = None) -> int:
     """The schema version a corpus version was written with (its manifest's ``schema_version``)."""
-    from pipeline.storage.corpus import open_manifest
+    from pipeline.corpus import open_manifest
 
     _store, m = open_manifest(url, version)
     return int(m.get("schema_version") or 1)
@@ -365,7 +365,7 @@ def corpus_uncertainty(url: str, version: int | None = None, t: float = DEFAULT_
     before schema 3 has neither: the figures are None."""
     import pyarrow.compute as pc
 
-    from pipeline.storage.corpus import iter_corpus
+    from pipeline.corpus import iter_corpus
 
     unc = sampled = rows = low = 0
     conf_sum = 0.0

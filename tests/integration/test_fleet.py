@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from pipeline.corpus import read_corpus
 from pipeline.execution.sizing import shard_sizes
 from pipeline.run import label
-from pipeline.storage.corpus import read_corpus
 
 from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
 

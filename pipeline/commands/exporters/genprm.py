@@ -46,8 +46,8 @@ class GenPrm(FirstErrorIndex):
                           ("label", pa.int32())])
 
     def export(self, out_url: str, output_url: str, request: ExportRequest) -> ExportResult:
+        from pipeline.corpus import iter_corpus
         from pipeline.labeling.rules import RULES
-        from pipeline.storage.corpus import iter_corpus
 
         r = request
         if r.label_rule not in RULES:

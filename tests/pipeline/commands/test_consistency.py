@@ -20,7 +20,7 @@ from pipeline.commands.report import (
     _fig_first_error_counts,
     build_report,
 )
-from pipeline.storage.corpus import corpus_stats, read_corpus
+from pipeline.corpus import corpus_stats, read_corpus
 from tests.pipeline.prm_fixtures import ROWS, make_corpus
 
 

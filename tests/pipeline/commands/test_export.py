@@ -260,7 +260,7 @@ def test_export_label_rules_from_counts_and_confidence(corpus, tmp_path):
     assert rows["s5"]["label"] == -1 and res.rows + sum(res.skipped.values()) == res.corpus_rows
     # hard labels keep the rows whose stored confidence reaches the bar; the trust-correct row (right answer,
     # no rollouts) is right with the model's 1 - rho
-    from pipeline.storage.corpus import read_corpus
+    from pipeline.corpus import read_corpus
 
     stored = {r["id"]: r["first_error_confidence"] for r in read_corpus(corpus).to_pylist()}
     rho = read_corpus(corpus, columns=["id"]) and __import__("json").load(open(f"{corpus}/manifest.json"))[

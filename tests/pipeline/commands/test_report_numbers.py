@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from pipeline.commands.report import build_report
-from pipeline.storage.corpus import read_corpus
+from pipeline.corpus import read_corpus
 from tests.pipeline.prm_fixtures import make_corpus
 
 

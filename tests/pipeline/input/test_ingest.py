@@ -21,7 +21,7 @@ from pipeline.input import (
     iter_solutions,
     resolve_files,
 )
-from pipeline.labeling.types import Solution, content_key
+from pipeline.solution import Solution, content_key
 
 GOOD = [
     {"problem": "What is 1+1?", "answer": "2", "steps": ["1+1=2.", "The answer is 2."]},

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pipeline.input import IngestStats, InputError, InputSpec, iter_keyed_solutions, iter_solutions, reading
-from pipeline.labeling.types import content_key
+from pipeline.solution import content_key
 from pipeline.storage.integrity import key_numbers
 
 

@@ -10,7 +10,7 @@ import pytest
 from pipeline.execution.sizing import shard_sizes
 from pipeline.input import staging
 from pipeline.input.staging import Stager, key_digest, read_staged
-from pipeline.labeling.types import Solution
+from pipeline.solution import Solution
 from pipeline.storage.store import CorpusStore, ShardError
 
 

@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from graders import Verdict
 from pipeline.config import ConfigError, LabelConfig
+from pipeline.corpus import corpus_stats, read_corpus
 from pipeline.labeling.scheduler import Scheduler
 from pipeline.labeling.strategies import ProbeResult, StrategyParams, make_strategy
-from pipeline.labeling.types import LabeledSolution, Solution, StepStats
-from pipeline.storage.corpus import corpus_stats, read_corpus
+from pipeline.solution import LabeledSolution, Solution, StepStats
 from pipeline.storage.schema import SCHEMA_VERSION, arrow_schema, to_table
 from pipeline.storage.store import CorpusStore
 from rollouts.base import BackendStats, Completion, SamplingConfig

@@ -127,7 +127,7 @@ def test_apply_rule_on_rows_keeps_unestimated_steps():
 
 
 def _labeled():
-    from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+    from pipeline.solution import LabeledSolution, Solution, StepStats
 
     stats = [StepStats(total=8, correct=1), StepStats(total=8, correct=0), StepStats()]
     sol = Solution(id="a", problem="p", answer="1", steps=("x", "y", "z"))
@@ -146,10 +146,10 @@ def _commit(out, table, schema_version, **extra):
 
 
 def test_schema_v4_columns(tmp_path):
+    from pipeline.corpus import read_corpus
     from pipeline.stats.changepoint import RowCounts, posterior
     from pipeline.stats.intervals import clopper_pearson
     from pipeline.storage.confidence import FIT_COLUMNS, fit_model, model_of
-    from pipeline.storage.corpus import read_corpus
     from pipeline.storage.schema import SCHEMA_VERSION, to_table
 
     assert SCHEMA_VERSION == 4
@@ -179,8 +179,8 @@ def test_schema_v2_corpus_stays_readable(tmp_path):
     from typer.testing import CliRunner
 
     from cli.main import app
+    from pipeline.corpus import read_corpus
     from pipeline.labeling.rules import corpus_uncertainty
-    from pipeline.storage.corpus import read_corpus
     from pipeline.storage.schema import ADDED_IN, to_table
 
     t = to_table([_labeled()], 8)

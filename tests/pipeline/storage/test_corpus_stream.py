@@ -18,7 +18,7 @@ from pipeline.commands.export import (
     row_labels,
 )
 from pipeline.commands.export_common import fill_holes
-from pipeline.storage.corpus import corpus_stats, iter_corpus, read_corpus, scan_corpus
+from pipeline.corpus import corpus_stats, iter_corpus, read_corpus, scan_corpus
 from pipeline.storage.schema import SCHEMA_VERSION, arrow_schema
 from pipeline.storage.store import CorpusStore
 from tests.export_files import load_export
