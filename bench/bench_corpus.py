@@ -168,9 +168,9 @@ def child(spec: dict) -> dict:
         report = mods["legacy_report"].build_report
     else:
         from pipeline.commands.evaluate import evaluate
-        from pipeline.commands.export import export_corpus as export
         from pipeline.commands.report import build_report as report
         from pipeline.corpus import corpus_stats as stats
+        from pipeline.export import export_corpus as export
     cmd = spec["cmd"]
     tok = None
     if cmd == "export-qwen-tok":

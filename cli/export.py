@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 
 from cli.common import CORPUS_DEFAULT, AsJson, Corpus, Version, echo, err, repeat_warnings, user_errors
-from pipeline.commands.export import FILE_FORMATS, export_corpus
-from pipeline.commands.export_common import ALL_FORMATS
-from pipeline.commands.exporters import get_exporter
+from pipeline.export import export_corpus
+from pipeline.export.common import ALL_FORMATS, FILE_FORMATS
+from pipeline.export.formats import get_exporter
 
 # every default is export_corpus's own (declared once, there); the CLI's output folder is its only addition
 _D = {name: p.default for name, p in inspect.signature(export_corpus).parameters.items()}

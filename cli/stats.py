@@ -43,7 +43,7 @@ def stats_cmd(
         s["uncertainty"] = corpus_uncertainty(output, version)
         s["uncertainty"]["confidence_reads_as"] = reads_as(s["strategy"])
         # LLM-judge agreement, when judged
-        from pipeline.commands.judge_store import judge_summaries
+        from pipeline.judge.store import judge_summaries
 
         if judges := judge_summaries(output, version):
             s["judges"] = judges

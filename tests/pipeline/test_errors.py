@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.commands.export import ExportError
 from pipeline.config import ConfigError
 from pipeline.corpus import CorpusError
 from pipeline.errors import FatalError, McprmError, RowError
 from pipeline.execution.ray_cluster import ResourceError
+from pipeline.export.common import ExportError
 from pipeline.input import InputError
 from pipeline.input.split import SplitError
 from pipeline.labeling.worker import WorkerError

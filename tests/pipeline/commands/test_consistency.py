@@ -12,7 +12,6 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from cli.main import app
-from pipeline.commands.export import export_corpus
 from pipeline.commands.report import (
     MAX_POSITIONS,
     _fig_balance_counts,
@@ -21,6 +20,7 @@ from pipeline.commands.report import (
     build_report,
 )
 from pipeline.corpus import corpus_stats, read_corpus
+from pipeline.export import export_corpus
 from tests.pipeline.prm_fixtures import ROWS, make_corpus
 
 

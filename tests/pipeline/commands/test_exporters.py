@@ -1,15 +1,14 @@
 """The exporter registry of ``mcprm export`` (issue 27): one exporter per format (genprm included), and the export
-run, the checks and format_row / parse_record / record_schema dispatch through it, not on the format's name."""
+run and the checks dispatch through it, not on the format's name."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.commands.export_checks import check_row
-from pipeline.commands.export_common import ALL_FORMATS, ExportError, ExportOptions, Row
-from pipeline.commands.export_formats import format_row, parse_record, record_schema, tag_of
-from pipeline.commands.exporters import EXPORTERS, get_exporter, soft_formats
-from pipeline.commands.exporters.base import Exporter
+from pipeline.export.common import ALL_FORMATS, ExportError, ExportOptions, Row
+from pipeline.export.formats import EXPORTERS, get_exporter, soft_formats
+from pipeline.export.formats.base import Exporter
+from tests.export_files import check_row, format_row, parse_record, record_schema, tag_of
 
 ROW = Row("r1", "Compute 1 + 2.", ["1 + 2 = 3.", "The answer is 3."], [True, False])
 
@@ -65,7 +64,7 @@ def test_a_registered_exporter_is_used_by_its_name_alone():
 
 
 def test_genprm_records_read_back_or_name_the_row():
-    from pipeline.commands.export_genprm import parse_prompt
+    from pipeline.export.formats.genprm import parse_prompt
 
     gen = get_exporter("genprm")
     steps = ["Let {x} = 2.\n\nSo x + 1 = 3.", "", "The answer is 3."]  # blank lines, braces, an empty step

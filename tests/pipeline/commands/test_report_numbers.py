@@ -40,7 +40,7 @@ def test_report_draws_sampled_steps_only_and_says_how_many(tmp_path):
 
 def test_eval_says_what_brier_is_computed_on(tmp_path):
     make_corpus(tmp_path / "out")
-    from pipeline.commands.export import export_corpus
+    from pipeline.export import export_corpus
 
     ref = export_corpus(str(tmp_path / "out"), "processbench", str(tmp_path / "ref"), file_format="jsonl").files[0]
     r = CliRunner().invoke(app, ["eval", str(tmp_path / "out"), "--reference", ref], env={"COLUMNS": "200"})

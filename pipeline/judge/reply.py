@@ -1,4 +1,4 @@
-"""The judge's prompt and the reading of its replies (:mod:`pipeline.commands.judge` says what a judge run does).
+"""The judge's prompt and the reading of its replies (:mod:`pipeline.judge` says what a judge run does).
 
 :data:`CRITIQUE_TEMPLATE` is the ProcessBench critique prompt; :func:`parse_reply` reads one reply into a
 first-error index and a status; :func:`majority` combines several samples' indices."""
