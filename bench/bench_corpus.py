@@ -43,8 +43,9 @@ COMMANDS = ("stats", "export-trl", "export-qwen-tok", "eval", "report")
 # ------------------------------------------------------------------------------------------------ corpus
 def _base_rows(n: int, seed: int) -> list[dict]:
     from pipeline.bundled.generator import generate_problems
-    from pipeline.labeling.rules import StepCount, first_error_confidence, wilson
+    from pipeline.labeling.rules import StepCount, first_error_confidence
     from pipeline.solution import content_key
+    from pipeline.stats.intervals import wilson
 
     rng = random.Random(seed)
     rows = []

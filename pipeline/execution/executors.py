@@ -230,9 +230,6 @@ class RayExecutor:
                 log.warning("could not read a worker's backend counters: %s", e)
         return out
 
-    def actor_pids(self) -> list[int]:
-        return self.ray.get([a.pid.remote() for a in self.actors])
-
     def _report_pids(self) -> None:
         """Write this run's actor pids to ``$MCPRM_WORKER_PIDS_FILE`` (if set), atomically."""
         path = os.environ.get("MCPRM_WORKER_PIDS_FILE")

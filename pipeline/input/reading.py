@@ -376,11 +376,6 @@ def iter_keyed_solutions(
     return gen()
 
 
-def iter_solutions(spec: InputSpec, *args, **kwargs) -> Iterator[Solution]:
-    """The solutions of :func:`iter_keyed_solutions` without their content keys (its arguments, its one pass)."""
-    return (sol for _, sol in iter_keyed_solutions(spec, *args, **kwargs))
-
-
 class RejectsWriter:
     """Writes rejects as JSON Lines (file, row, where, field, reason, raw) to an fsspec URL, opened at the first
     reject (no reject, no file).

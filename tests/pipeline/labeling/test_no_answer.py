@@ -205,8 +205,9 @@ def test_refresh_of_an_old_schema_corpus_is_refused(tmp_path):
 def test_resume_relabels_a_shard_of_an_older_schema(tmp_path):
     """An unfinished run by an older mcprm left a shard without mc_no_answer: it is labeled again."""
     from pipeline.bundled import SAMPLE_PATH
-    from pipeline.input import InputSpec, iter_solutions
+    from pipeline.input import InputSpec
     from pipeline.run import label
+    from tests.input_files import iter_solutions
 
     inp = tmp_path / "in.jsonl"
     inp.write_text(SAMPLE_PATH.read_text().splitlines()[0] + "\n")
