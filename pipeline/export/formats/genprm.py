@@ -5,9 +5,9 @@ Each record: ``id``; ``prompt`` = ProcessBench's critique prompt (the problem, t
 ``<paragraph_i>`` ... ``</paragraph_i>`` indexed from 0, then the task: return the earliest wrong paragraph's
 index, or -1, in ``\boxed{}``); ``completion`` = a short verdict per paragraph up to the first error ("Paragraph i
 is correct." / "Paragraph k contains the first error.") ending with ``\boxed{k}`` (``\boxed{-1}`` for none);
-``label`` = that index (int). ``prompt``/``completion`` is the prompt-completion format SFT trainers (TRL's
-``SFTTrainer``, OpenRLHF's SFT) read as is; ``label`` is what an RL verifier's reward or an evaluation compares
-with the ``\boxed{}`` answer.
+``label`` = that index (int). The prompt is the one an LLM judge is sent (:mod:`pipeline.judge.reply`).
+``prompt``/``completion`` is the prompt-completion format SFT trainers (TRL's ``SFTTrainer``, OpenRLHF's SFT) read
+as is; ``label`` is what an RL verifier's reward or an evaluation compares with the ``\boxed{}`` answer.
 
 Labels: the corpus's stored labels, or any rule of :mod:`pipeline.labeling.rules` from the stored counts
 (``--label-rule``); rows whose steps before the first error are not all labeled are skipped (undecided);
@@ -33,20 +33,9 @@ from pipeline.export.common import (
     fill_holes,
 )
 from pipeline.export.formats.base import FirstErrorIndex, first_error, index_labels
+from pipeline.judge.reply import CRITIQUE_TEMPLATE, critique_prompt
 
-PROMPT = (
-    "The following is a math problem and a solution (split into paragraphs, enclosed with tags and indexed from "
-    "0):\n\n[Math Problem]\n\n{problem}\n\n[Solution]\n\n{paragraphs}\n\nYour task is to review and critique the "
-    "solution paragraph by paragraph. Once you identify an error in a paragraph, return the index of the "
-    "paragraph where the earliest error occurs. Otherwise, return the index of -1 (which typically denotes "
-    "\"not found\").\n\nPlease put your final answer (i.e., the index) in \\boxed{{}}."
-)
 _BOXED = re.compile(r"\\boxed\{(-?\d+)\}\s*$")
-
-
-def critique_prompt(problem: str, steps: list[str]) -> str:
-    paragraphs = "\n\n".join(f"<paragraph_{i}>\n{s}\n</paragraph_{i}>" for i, s in enumerate(steps))
-    return PROMPT.format(problem=problem, paragraphs=paragraphs)
 
 
 def critique_target(first_error: int, n_steps: int) -> str:
@@ -61,8 +50,8 @@ def critique_target(first_error: int, n_steps: int) -> str:
 
 def parse_prompt(prompt: str, problem: str) -> list[str]:
     """The steps a critique prompt of ``problem`` holds (the inverse of :func:`critique_prompt`)."""
-    head, tail = PROMPT.split("{paragraphs}")
-    head, tail = head.format(problem=problem), tail.format()
+    head, tail = CRITIQUE_TEMPLATE.split("{tagged_response}")
+    head, tail = head.replace("{problem}", problem), tail.replace("{problem}", problem)
     if not prompt.startswith(head) or not prompt.endswith(tail) or len(prompt) < len(head) + len(tail):
         raise ValueError("the prompt is not the critique prompt of this problem")
     body, steps, pos = prompt[len(head):len(prompt) - len(tail)], [], 0

@@ -82,3 +82,16 @@ def test_genprm_records_read_back_or_name_the_row():
         check_row(dict(rec, label=-1), Row("g", "P", ["a"], [True]), ExportOptions("genprm"))
     with pytest.raises(ValueError, match="not the critique prompt"):
         parse_prompt(rec["prompt"], "another problem")
+
+
+def test_genprm_exports_the_prompt_a_judge_is_sent():
+    """One ProcessBench critique prompt: genprm's training prompt is the judge's request, placeholders in the
+    problem or the steps kept as written (replaced in one pass)."""
+    from pipeline.judge.reply import critique_prompt
+
+    problem, steps = "Is {tagged_response} a {problem}?", ["Say {problem}.", "The answer is 1."]
+    rec = get_exporter("genprm").record(Row("g", problem, steps, [True, True]), ExportOptions("genprm"))
+    assert rec["prompt"] == critique_prompt(problem, steps)
+    assert "[Math Problem]\n\nIs {tagged_response} a {problem}?\n\n[Solution]" in rec["prompt"]
+    assert "<paragraph_0>\nSay {problem}.\n</paragraph_0>" in rec["prompt"]
+    check_row(rec, Row("g", problem, steps, [True, True]), ExportOptions("genprm"))  # and it reads back
