@@ -14,7 +14,7 @@ from typing import Any
 
 from pipeline.errors import RowError
 
-FORMATS = ("trl", "math-shepherd", "qwen-prm", "openrlhf", "processbench")  # per-step rows (export_rows)
+FORMATS = ("trl", "math-shepherd", "qwen-prm", "openrlhf", "processbench")  # per-step rows (rows.export_rows)
 ALL_FORMATS = (*FORMATS, "genprm")  # every --format: the trainer formats and genprm (formats.genprm)
 # the rules of pipeline.labeling.rules beyond these three export their hard labels (bool)
 COUNT_RULES = ("relative", "ratio", "advantage", "er-prm", "changepoint")
