@@ -43,8 +43,9 @@ COMMANDS = ("stats", "export-trl", "export-qwen-tok", "eval", "report")
 # ------------------------------------------------------------------------------------------------ corpus
 def _base_rows(n: int, seed: int) -> list[dict]:
     from pipeline.bundled.generator import generate_problems
-    from pipeline.labeling.rules import StepCount, first_error_confidence, wilson
-    from pipeline.labeling.types import content_key
+    from pipeline.labeling.rules import StepCount, first_error_confidence
+    from pipeline.solution import content_key
+    from pipeline.stats.intervals import wilson
 
     rng = random.Random(seed)
     rows = []
@@ -147,7 +148,7 @@ def _load_legacy(workdir: Path):
         spec.loader.exec_module(mod)
         mods[name] = mod
     # the old report and stats read through the old corpus_stats (read_corpus itself is unchanged)
-    import pipeline.storage.corpus as corpus
+    import pipeline.corpus as corpus
 
     corpus.corpus_stats = mods["legacy_corpus"].corpus_stats
     import pipeline.commands.evaluate as ev
@@ -168,9 +169,9 @@ def child(spec: dict) -> dict:
         report = mods["legacy_report"].build_report
     else:
         from pipeline.commands.evaluate import evaluate
-        from pipeline.commands.export import export_corpus as export
         from pipeline.commands.report import build_report as report
-        from pipeline.storage.corpus import corpus_stats as stats
+        from pipeline.corpus import corpus_stats as stats
+        from pipeline.export import export_corpus as export
     cmd = spec["cmd"]
     tok = None
     if cmd == "export-qwen-tok":

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.labeling.strategies import ProbeResult, StrategyParams, make_strategy, row_extra  # noqa: E402
-from pipeline.labeling.types import LabeledSolution, Solution  # noqa: E402
+from pipeline.solution import LabeledSolution, Solution  # noqa: E402
 from pipeline.storage.schema import to_record  # noqa: E402
 
 P_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)

@@ -254,8 +254,8 @@ def main(argv=None) -> None:
                    "seconds": round(time.time() - t0), **measure(probs, truth, prm.threshold)}
             results.append(row)
             print(json.dumps(row), flush=True)
+    from pipeline.corpus import iter_corpus
     from pipeline.labeling.rules import apply_rule
-    from pipeline.storage.corpus import iter_corpus
 
     if a.corpus:
         rows = [r for b in iter_corpus(a.corpus) for r in b.to_pylist()]

@@ -41,7 +41,7 @@ def prepare(out: Path, rows: int, seed: int = 0, corpus: str = "corpus", tiny: b
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+    from pipeline.solution import LabeledSolution, Solution, StepStats
     from pipeline.storage.schema import to_table
     from pipeline.storage.store import CorpusStore
 

@@ -38,7 +38,7 @@ MAX_NEW_TOKENS = 160
 
 
 def load_solutions(path: Path):
-    from pipeline.labeling.types import Solution
+    from pipeline.solution import Solution
 
     out = []
     for n, line in enumerate(path.read_text().splitlines()):

@@ -83,7 +83,7 @@ def make_model_dir(size: str) -> tuple[str, str]:
 
 def workload(n_solutions: int, seed: int = 0):
     """Synthetic solutions of realistic shape, as mcprm Solutions (text = space-separated wN words)."""
-    from pipeline.labeling.types import Solution
+    from pipeline.solution import Solution
 
     rng = random.Random(seed)
 

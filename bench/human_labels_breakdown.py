@@ -57,7 +57,7 @@ BOOT = 2000  # bootstrap resamples of the solutions (a fixed generator: the same
 def read_labels(corpus: str) -> dict[str, dict]:
     """``id`` -> first_error, solution_correct, label_status and the successes/draws after step 1, from a
     committed corpus."""
-    from pipeline.storage.corpus import read_corpus
+    from pipeline.corpus import read_corpus
 
     t = read_corpus(corpus, columns=["id", "first_error", "solution_correct", "mc_correct", "mc_total",
                                      "label_status"])
@@ -91,7 +91,7 @@ def unreached(reach: dict[str, dict]) -> set[str]:
     """The solutions the completer did not reach in the reach corpus: ``label_status`` "unreached" in a
     ``--reach-gate`` corpus (0 of K from the bare problem and every prefix it probed), else 0 of K > 0 after
     step 1."""
-    from pipeline.storage.rows import REACH_STATUSES, UNREACHED
+    from pipeline.solution import REACH_STATUSES, UNREACHED
 
     if any(r.get("label_status") in REACH_STATUSES for r in reach.values()):
         return {i for i, r in reach.items() if r.get("label_status") == UNREACHED}

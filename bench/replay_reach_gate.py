@@ -110,7 +110,7 @@ def main(argv=None) -> None:
     ap.add_argument("corpus", help="a per-step corpus (every prefix but the last sampled K times)")
     ap.add_argument("reference", help="JSONL with id and label (the human first error)")
     a = ap.parse_args(argv)
-    from pipeline.storage.corpus import read_corpus
+    from pipeline.corpus import read_corpus
 
     bd = _breakdown()
     ref = bd.read_reference(a.reference)

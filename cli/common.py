@@ -114,8 +114,8 @@ def corpus_warnings(corpus: str, version: int | None = None) -> list[str]:
     """The warnings the labeling run recorded in the corpus's manifest (pipeline.notes.manifest_warnings); none
     when the manifest cannot be read (the command's own error says why)."""
     try:
+        from pipeline.corpus import open_manifest
         from pipeline.notes import manifest_warnings
-        from pipeline.storage.corpus import open_manifest
 
         return manifest_warnings(open_manifest(corpus, version)[1])
     except Exception:  # noqa: BLE001 - these lines only repeat what the run said; never a reason to fail

@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 
 from cli.common import CORPUS_DEFAULT, AsJson, Corpus, Version, echo, err, repeat_warnings, user_errors
-from pipeline.commands.export import FILE_FORMATS, export_corpus
-from pipeline.commands.export_common import ALL_FORMATS
-from pipeline.commands.exporters import get_exporter
+from pipeline.export import export_corpus
+from pipeline.export.common import ALL_FORMATS, FILE_FORMATS
+from pipeline.export.formats import get_exporter
 
 # every default is export_corpus's own (declared once, there); the CLI's output folder is its only addition
 _D = {name: p.default for name, p in inspect.signature(export_corpus).parameters.items()}
@@ -100,7 +100,7 @@ def _against_stats(corpus, version, res) -> str | None:
     step of the corpus), or None when they agree: a trainer row is a labeled prefix, cut at its first unlabeled
     step (binary-search leaves steps unlabeled, and a later step may still carry a label), and
     --drop-after-first-error cuts after the first negative step."""
-    from pipeline.storage.corpus import corpus_stats
+    from pipeline.corpus import corpus_stats
 
     try:
         lab = corpus_stats(corpus, version)["labels"]

@@ -1,6 +1,6 @@
 """``mcprm judge OUT --backend openai|vllm|hf --model M``: an LLM judge's first-error index beside MC's.
 
-See :mod:`pipeline.commands.judge` for the prompt, the parser and the storage (``OUT/judge/<judge-id>/``).
+See :mod:`pipeline.judge` for the prompt, the parser and the storage (``OUT/judge/<judge-id>/``).
 """
 
 from __future__ import annotations
@@ -59,12 +59,12 @@ def judge_cmd(
     `mcprm export --consensus JUDGE-ID` then keeps the rows where judge and MC agree."""
     import dataclasses
 
-    from pipeline.commands import judge as J
-    from pipeline.commands import judge_store as JS
+    from pipeline.judge import run as J
+    from pipeline.judge import store as JS
 
     if verify:
         with user_errors():
-            from pipeline.storage.corpus import open_manifest
+            from pipeline.corpus import open_manifest
 
             open_manifest(corpus)  # not a corpus: its error
             problems, rows = JS.verify_judges(corpus)

@@ -197,7 +197,7 @@ def _synthetic_task(output: str) -> bool:
     judges with its exact checker; other data needs reference labels."""
     try:
         from pipeline.bundled.synthetic import parse_problem
-        from pipeline.storage.corpus import iter_corpus
+        from pipeline.corpus import iter_corpus
 
         batch = next(iter(iter_corpus(output, None, ["problem"], batch_rows=16)), None)
         problems = batch.column("problem").to_pylist() if batch is not None else []

@@ -32,7 +32,7 @@ def stats_cmd(
 ) -> None:
     """Solutions, steps, label balance, first-error distribution, rollouts and tokens spent, and the
     continuations that ended with no final answer (counted as incorrect)."""
-    from pipeline.storage.corpus import corpus_stats
+    from pipeline.corpus import corpus_stats
 
     with user_errors():
         s = corpus_stats(output, version, verify=verify)
@@ -43,7 +43,7 @@ def stats_cmd(
         s["uncertainty"] = corpus_uncertainty(output, version)
         s["uncertainty"]["confidence_reads_as"] = reads_as(s["strategy"])
         # LLM-judge agreement, when judged
-        from pipeline.commands.judge_store import judge_summaries
+        from pipeline.judge.store import judge_summaries
 
         if judges := judge_summaries(output, version):
             s["judges"] = judges

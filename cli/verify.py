@@ -40,7 +40,7 @@ def verify_cmd(
     with user_errors():
         problems, summary = verify_corpus(output, full=not quick, repair=repair)
         if not quick:  # the judges' parts (`mcprm judge`) beside the corpus: checksums, no repeated rows
-            from pipeline.commands.judge_store import verify_judges
+            from pipeline.judge.store import verify_judges
 
             judge_problems, judge_rows = verify_judges(output)
             summary["judges"] = judge_rows

@@ -378,7 +378,7 @@ def get_grader(name: str = "sympy") -> Grader:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise KeyError(f"no grader named {name!r}; available: {', '.join(sorted(_REGISTRY))}") from None
+        raise KeyError(f"no grader named {name!r}; available: {', '.join(available_graders())}") from None
 
 
 def warm_grader(name: str, workers: int) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from pipeline.bundled import MODEL_ADVICE
-from pipeline.storage.rows import Solution
+from pipeline.solution import Solution
 
 ONE_STEP_SHARE = 0.5  # warn when more than this share of solutions has a single step
 # warn when fewer than this share of the sampled step prefixes has a continuation that reaches the gold answer (a

@@ -35,7 +35,7 @@ class DatasetError(FatalError, ValueError):
 
 
 def _solution(row: dict[str, Any], i: int):
-    from pipeline.storage.rows import Solution
+    from pipeline.solution import Solution
 
     for f in ("problem", "answer", "steps"):
         if row.get(f) is None:

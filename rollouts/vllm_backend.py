@@ -221,13 +221,6 @@ class VLLMBackend:
         """Drop the engine's cached prefixes (benchmarks: each measured mode starts cold)."""
         return self.llm.reset_prefix_cache()
 
-    def prefix_cache_totals(self) -> dict:
-        """Engine-wide prefix-cache counters since start (tokens): queries, hits, hit_rate."""
-        c = _prefix_cache_counters()
-        if c is None:
-            return {}
-        return {"queries": int(c[0]), "hits": int(c[1]), "hit_rate": round(c[1] / c[0], 4) if c[0] else None}
-
     def close(self) -> None:
         self._refresh_cache_stats()
         self.llm = None

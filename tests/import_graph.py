@@ -39,20 +39,23 @@ FORBIDDEN = (
 
 # The floors of pipeline/'s folders, top first: a module may import its own folder, any folder below it, and the
 # modules at pipeline/'s root (config, options, errors, ...: the ground every floor stands on, checked by the
-# circle and two-way rules); an arrow to a folder above its own runs back up. pipeline/bundled/ (the bundled
-# sample and model, and a corpus maker for tests) has no floor yet: it reads the data model from labeling/ while
-# input/ reads its advice, which the circle and two-way rules still check.
+# circle and two-way rules); an arrow to a folder above its own runs back up. export/ sits above judge/ (genprm's
+# export asks the judge's critique prompt) and training/ (the tokenized formats); bundled/ below input/, which
+# reads its advice about the bundled model.
 FLOORS = (
     "pipeline.commands",
+    "pipeline.export",
+    "pipeline.judge",
     "pipeline.training",
     "pipeline.run",
     "pipeline.execution",
     "pipeline.labeling",
     "pipeline.input",
+    "pipeline.bundled",
     "pipeline.storage",
     "pipeline.stats",
 )
-UNFLOORED = {"pipeline.bundled"}
+UNFLOORED: set[str] = set()
 
 
 def module_name(path: Path) -> str:

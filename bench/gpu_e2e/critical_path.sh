@@ -46,7 +46,7 @@ try:
                                       "generated_tokens_per_s")})
     row["workers"] = t.get("workers")
     row["drawn_ahead_dropped"] = m.get("counts", {}).get("drawn_ahead_dropped")
-    from pipeline.storage.corpus import read_corpus
+    from pipeline.corpus import read_corpus
     rows = read_corpus(f"/tmp/cp/{name}", columns=["id", "first_error", "rollouts"]).to_pylist()
     row["first_error"] = {r["id"]: r["first_error"] for r in rows}
 except Exception as e:  # noqa: BLE001

@@ -83,8 +83,7 @@ def metrics(rows_by_id: dict, labels: dict, own: float) -> dict:
 
 
 def read_scored(path: str) -> tuple[dict, float]:
-    from pipeline.corpus import iter_corpus
-    from pipeline.storage.corpus import open_manifest
+    from pipeline.corpus import iter_corpus, open_manifest
 
     _, m = open_manifest(path, None)
     own = float((m.get("config") or {}).get("threshold", 0.5))

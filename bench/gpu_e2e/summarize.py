@@ -12,7 +12,7 @@ import sys
 
 
 def _rows(url: str, version=None) -> dict:
-    from pipeline.storage.corpus import read_corpus
+    from pipeline.corpus import read_corpus
 
     t = read_corpus(url, version, columns=["id", "first_error", "rollouts", "rollout_tokens", "mc_reused",
                                            "mc_total", "solution_correct", "steps"])
@@ -20,7 +20,7 @@ def _rows(url: str, version=None) -> dict:
 
 
 def _manifest(url: str, version=None) -> dict:
-    from pipeline.storage.corpus import open_manifest
+    from pipeline.corpus import open_manifest
 
     _, m = open_manifest(url, version)
     return {k: m.get(k) for k in ("version", "counts", "totals", "timings", "run", "stats") if k in m}

@@ -415,7 +415,7 @@ def exact_corpus(rows: list[dict], path) -> str:
     """A one-version corpus at ``path`` of bundled-task ``rows`` (``problem``, ``answer``, ``steps``, ``id``) whose
     stored labels are the exact checker's (:func:`check_steps`), no rollouts: what a PRM trained on perfect labels
     is trained from (the ceiling of bench/bench_prm_recipe.py, tests/pipeline/training). Returns ``path``."""
-    from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+    from pipeline.solution import LabeledSolution, Solution, StepStats
     from pipeline.storage.schema import to_table
     from pipeline.storage.store import CorpusStore
 

@@ -146,7 +146,7 @@ def read_scored(output: str, reference: str | None = None, version: int | None =
     """(the scored corpus's solutions matched with the reference, as :class:`pipeline.training.protocol.Scored`;
     its manifest). Reads ``prm_score`` only: the stored labels may have used the gold answer
     (``--use-answer-key``), the scores never do."""
-    from pipeline.storage.corpus import iter_corpus, open_manifest
+    from pipeline.corpus import iter_corpus, open_manifest
     from pipeline.training.protocol import Scored
 
     _, manifest = open_manifest(output, version)
@@ -196,8 +196,8 @@ def evaluate(output: str, reference: str | None = None, version: int | None = No
     exact checker); None: the checker if the corpus is the bundled task, else :class:`ReferenceNeeded`.
     ``label_rule`` (pipeline.labeling.rules) relabels every row from its stored counts first (None: the stored
     labels); ``label_rule="all"``: use :func:`evaluate_rules`."""
+    from pipeline.corpus import iter_corpus, open_manifest
     from pipeline.stats.calibration import auroc, ece
-    from pipeline.storage.corpus import iter_corpus, open_manifest
 
     _, manifest = open_manifest(output, version)
     scored = is_scored(manifest)

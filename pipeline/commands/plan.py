@@ -117,8 +117,8 @@ def plan(cfg: LabelConfig, *, pilot: int = DEFAULT_PILOT, gpu_tokens_per_s: floa
          seed: int = 0, engines: int = 1,
          confidence: float = 0.95, workdir: str | None = None) -> PlanResult:
     """Label a pilot sample of ``cfg.input`` in-process and extrapolate rollouts, tokens and GPU-hours."""
+    from pipeline.corpus import read_corpus
     from pipeline.run import label
-    from pipeline.storage.corpus import read_corpus
 
     if pilot < 2:
         raise ConfigError(f"--pilot must be at least 2 (an interval needs a spread), got {pilot}")

@@ -346,8 +346,8 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
                  reference: str | None = None) -> ReportResult:
     """Draw the figures of corpus ``out_url`` into ``output_dir`` (any fsspec URL): ``report.html`` + PNGs."""
     from pipeline.commands.advice import brier_advice, right_answer_wrong_process_reading, uncertainty_advice
+    from pipeline.corpus import corpus_stats, iter_corpus
     from pipeline.labeling.rules import corpus_uncertainty
-    from pipeline.storage.corpus import corpus_stats, iter_corpus
     from pipeline.storage.output import check_output_folder
     from pipeline.storage.store import CorpusStore
 
@@ -426,8 +426,8 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
          else f"{d['dead']:,} of {d['probed']:,} ({d['rate']:.1%})"),
         _uncertainty_row(uncertainty),  # how far to trust the labels
     ]
+    from pipeline.corpus import open_manifest
     from pipeline.notes import manifest_warnings
-    from pipeline.storage.corpus import open_manifest
 
     warnings = manifest_warnings(open_manifest(out_url, version)[1])  # the labeling run's, repeated here
     advice = [("right answer, wrong process", right_answer_wrong_process_reading(stats))]
@@ -462,7 +462,7 @@ def build_report(out_url: str, output_dir: str, *, version: int | None = None,
 
 
 def _schema(out_url: str, version: int | None) -> int:
-    from pipeline.storage.corpus import open_manifest
+    from pipeline.corpus import open_manifest
 
     return int(open_manifest(out_url, version)[1].get("schema_version") or 1)
 

@@ -31,7 +31,7 @@ from pipeline.execution.ray_cluster import (
     task_cause,
     workers_fitting,
 )
-from pipeline.storage.rows import Solution
+from pipeline.solution import Solution
 
 log = logging.getLogger("mcprm")
 
@@ -229,9 +229,6 @@ class RayExecutor:
             except Exception as e:  # a dead or unreachable actor: its counters are lost, not the labels
                 log.warning("could not read a worker's backend counters: %s", e)
         return out
-
-    def actor_pids(self) -> list[int]:
-        return self.ray.get([a.pid.remote() for a in self.actors])
 
     def _report_pids(self) -> None:
         """Write this run's actor pids to ``$MCPRM_WORKER_PIDS_FILE`` (if set), atomically."""

@@ -6,10 +6,9 @@ fsspec file system (local path, ``s3://``, ``gs://``, ``hf://``, ``memory://``).
 order within each given path, rows in file order, so a run always sees the same sequence.
 
 Each row has a problem, a gold answer and either a list of steps or one solution text that
-:func:`pipeline.input.split.split_solution` cuts into steps; field names are configurable (:class:`InputSpec`),
-and :data:`PRESETS` covers GSM8K- and MATH-shaped files. An optional id field names the solution; without
-it the id is :func:`pipeline.storage.rows.content_key` of (problem, answer, steps), so the same content gets the
-same id whatever file or format it comes from.
+:func:`pipeline.input.split.split_solution` cuts into steps; field names are configurable (:class:`InputSpec`).
+An optional id field names the solution; without it the id is :func:`pipeline.solution.content_key` of
+(problem, answer, steps), so the same content gets the same id whatever file or format it comes from.
 
 Validation never drops a row silently. A bad row becomes a :class:`Reject` (file, row, field, reason, raw
 text); without ``skip_bad`` the whole input is checked and :class:`InputError` names the bad rows (the
@@ -33,11 +32,11 @@ columns only).
 """
 
 from pipeline.input.files import file_format, iter_objects, iter_rows, resolve_files
-from pipeline.input.reading import GoldCheck, IngestStats, RejectsWriter, iter_keyed_solutions, iter_solutions
-from pipeline.input.spec import PRESETS, InputError, InputSpec, RawRow, Reject
+from pipeline.input.reading import GoldCheck, IngestStats, RejectsWriter, iter_keyed_solutions
+from pipeline.input.spec import InputError, InputSpec, RawRow, Reject
 from pipeline.input.validation import validate
 
 __all__ = [
-    "PRESETS", "GoldCheck", "IngestStats", "InputError", "InputSpec", "RawRow", "Reject", "RejectsWriter",
-    "file_format", "iter_keyed_solutions", "iter_objects", "iter_rows", "iter_solutions", "resolve_files", "validate",
+    "GoldCheck", "IngestStats", "InputError", "InputSpec", "RawRow", "Reject", "RejectsWriter",
+    "file_format", "iter_keyed_solutions", "iter_objects", "iter_rows", "resolve_files", "validate",
 ]

@@ -15,8 +15,8 @@ from pipeline.input import files
 from pipeline.input.files import iter_rows, resolve_files
 from pipeline.input.spec import InputError, InputSpec, RawRow, Reject, row_where
 from pipeline.input.validation import raw_text, validate
+from pipeline.solution import Solution
 from pipeline.storage.atomic import AtomicFile
-from pipeline.storage.rows import Solution
 
 logger = logging.getLogger(__name__)
 
@@ -374,11 +374,6 @@ def iter_keyed_solutions(
             raise InputError(_error_message(shown, stats.rejected), shown)
 
     return gen()
-
-
-def iter_solutions(spec: InputSpec, *args, **kwargs) -> Iterator[Solution]:
-    """The solutions of :func:`iter_keyed_solutions` without their content keys (its arguments, its one pass)."""
-    return (sol for _, sol in iter_keyed_solutions(spec, *args, **kwargs))
 
 
 class RejectsWriter:

@@ -1,4 +1,4 @@
-"""What to read and how (:class:`InputSpec`, :data:`PRESETS`), and what a row is as read (:class:`RawRow`)
+"""What to read and how (:class:`InputSpec`), and what a row is as read (:class:`RawRow`)
 or as refused (:class:`Reject`). The room's overview is in :mod:`pipeline.input`."""
 
 from __future__ import annotations
@@ -8,27 +8,11 @@ from dataclasses import dataclass, field
 
 from pipeline.errors import FatalError
 from pipeline.input.split import SPLIT_MODES, SplitError, compile_split_regex
-from pipeline.storage.rows import Solution
+from pipeline.solution import Solution
 
 FORMATS: tuple[str, ...] = ("jsonl", "json", "parquet")
 ANSWER_EXTRACTORS: tuple[str, ...] = ("gsm8k", "boxed")
 RAW_CHARS = 2000  # raw row text kept in a reject
-
-# Field mappings for common data set shapes (override any field with keyword arguments).
-PRESETS: dict[str, dict] = {
-    # GSM8K: {"question", "answer": "reasoning lines\n#### 42"}; the reasoning lines are the steps.
-    "gsm8k": dict(
-        problem_field="question",
-        answer_field="answer",
-        answer_extract="gsm8k",
-        solution_field="answer",
-        splitter="newline",
-    ),
-    # Hendrycks MATH: {"problem", "solution" with a final \boxed{...}}. (MATH-500 also has "answer":
-    # the defaults plus solution_field="solution" fit it without a preset.)
-    "math": dict(answer_field="solution", answer_extract="boxed", solution_field="solution"),
-}
-
 
 class InputError(FatalError, ValueError):
     """Input that cannot be labeled; the message names file, row and field and says what to do."""
@@ -102,13 +86,6 @@ class InputSpec:
         :data:`MAX_LINE_BYTES`: a longer line is refused as it streams in, never decoded."""
         chars = 2 * self.max_problem_chars + self.max_steps * (self.max_step_chars + 2)
         return min(MAX_LINE_BYTES, 6 * chars + (64 << 10))
-
-    @classmethod
-    def preset(cls, name: str, paths, **overrides) -> InputSpec:
-        """An InputSpec with the field mapping of :data:`PRESETS` ``[name]``, then ``overrides``."""
-        if name not in PRESETS:
-            raise InputError(f"unknown input preset {name!r}; choose one of {', '.join(PRESETS)}")
-        return cls(paths=paths, **{**PRESETS[name], **overrides})
 
 
 def row_where(file: str, row: int | None, kind: str) -> str:

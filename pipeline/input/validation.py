@@ -10,7 +10,7 @@ from decimal import Decimal
 from graders.boxes import hash_answer, last_box
 from pipeline.input.spec import RAW_CHARS, InputSpec, RawRow, Reject, flag_name
 from pipeline.input.split import SplitError, split_solution
-from pipeline.storage.rows import Solution, content_key
+from pipeline.solution import Solution, content_key
 
 
 def _bad_text(s: str) -> str | None:

@@ -5,13 +5,13 @@ once against the gold answer, and that verdict is the last step's hard label (``
 when the grader cannot decide; no final answer at all is ``False``). Its ``mc_value`` is then 1.0 or 0.0 with
 ``mc_total`` 0 (Math-Shepherd's convention). The scheduler grades the solution (:func:`own_response`,
 :func:`own_correct`), every strategy labels the last step with :func:`last_step_label`, and the shard schema
-values it with :func:`pipeline.storage.rows.last_step_value` (on the ground floor, below labeling).
+values it with :func:`pipeline.solution.last_step_value` (on the ground floor, below labeling).
 """
 
 from __future__ import annotations
 
 import graders.verdict as V
-from pipeline.storage.rows import Solution
+from pipeline.solution import Solution
 
 
 def own_response(solution: Solution) -> str:

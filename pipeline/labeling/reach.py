@@ -21,7 +21,7 @@ from pipeline.labeling.strategies import (
     Probe,
     ProbeResult,
 )
-from pipeline.storage.rows import Solution
+from pipeline.solution import Solution
 from rollouts.base import GenRequest
 
 

@@ -48,7 +48,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pipeline.options import DEAD_PREFIX_RATE
-from pipeline.stats.intervals import Z95, beta_cdf, wilson  # noqa: F401  (re-exported: rules' users import them here)
 
 DEFAULT_THRESHOLD = 0.05  # success probability separating "alive" from "dead" for the uncertainty measures
 
@@ -87,11 +86,6 @@ class RuleResult:
 # ------------------------------------------------------------------ intervals and posteriors
 def straddles(interval: tuple[float, float] | None, t: float = DEFAULT_THRESHOLD) -> bool:
     return interval is not None and interval[0] < t <= interval[1]
-
-
-def p_below(correct: int, n: int, t: float = DEFAULT_THRESHOLD) -> float:
-    """P(success probability < t) under the Jeffreys posterior Beta(correct + 1/2, n - correct + 1/2)."""
-    return beta_cdf(t, correct + 0.5, n - correct + 0.5)
 
 
 def confidence_of(row: dict, first_error: int) -> float | None:
@@ -343,16 +337,9 @@ def apply_rule(row: dict, name: str, params: RuleParams | None = None) -> RuleRe
     return rule(row_steps(row, own=rule.own_draws), row.get("solution_correct"), params)
 
 
-def uncertain_steps(row: dict, t: float = DEFAULT_THRESHOLD) -> int:
-    """How many labeled steps of a row have a stored interval (mc_low, mc_high) that straddles ``t``."""
-    lows, highs = row.get("mc_low") or [], row.get("mc_high") or []
-    return sum(1 for lab, lo, hi in zip(row["labels"], lows, highs)
-               if lab is not None and lo is not None and straddles((lo, hi), t))
-
-
 def schema_version(url: str, version: int | None = None) -> int:
     """The schema version a corpus version was written with (its manifest's ``schema_version``)."""
-    from pipeline.storage.corpus import open_manifest
+    from pipeline.corpus import open_manifest
 
     _store, m = open_manifest(url, version)
     return int(m.get("schema_version") or 1)
@@ -365,7 +352,7 @@ def corpus_uncertainty(url: str, version: int | None = None, t: float = DEFAULT_
     before schema 3 has neither: the figures are None."""
     import pyarrow.compute as pc
 
-    from pipeline.storage.corpus import iter_corpus
+    from pipeline.corpus import iter_corpus
 
     unc = sampled = rows = low = 0
     conf_sum = 0.0

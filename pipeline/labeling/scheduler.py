@@ -33,8 +33,8 @@ from pipeline.labeling.last_step import (
 )
 from pipeline.labeling.reach import answer_bare, draw_bare
 from pipeline.labeling.strategies import Probe, ProbeResult, Reuse, StrategyParams, make_strategy, row_extra
-from pipeline.labeling.types import LabeledSolution, Solution, StepStats
 from pipeline.options import DEFAULT_MAX_BATCH_REQUESTS
+from pipeline.solution import LabeledSolution, Solution, StepStats
 from rollouts.base import Counters, GenRequest, RolloutBackend, SamplingConfig
 
 

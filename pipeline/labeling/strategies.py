@@ -41,8 +41,8 @@ from pipeline.options import (
     DEFAULT_WAVE_GROWTH,
     DEFAULT_WAVE_SIZE,
 )
+from pipeline.solution import REACH_SEARCHED, REACH_TRUSTED, UNREACHED, StepStats
 from pipeline.stats.intervals import FIRST_SUCCESS, FIRST_WAVE, FIXED, next_wave, wilson
-from pipeline.storage.rows import REACH_SEARCHED, REACH_TRUSTED, UNREACHED, StepStats
 
 # Probe.step of the bare problem (no step): drawn once per problem, seeds from its text alone, so every solution of
 # a problem is answered with the same draws (pipeline.labeling.reach)

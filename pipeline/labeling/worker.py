@@ -16,7 +16,7 @@ from pipeline.errors import RowError
 from pipeline.labeling.ahead import SequenceLoad
 from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SchedulerSettings, SolutionFailure
 from pipeline.labeling.strategies import StrategyParams
-from pipeline.labeling.types import Solution
+from pipeline.solution import Solution
 from pipeline.storage.schema import to_table
 from pipeline.storage.store import CorpusStore, new_attempt
 from rollouts.prompts import PromptFormat

@@ -16,7 +16,7 @@ from pipeline.run.plan import Run
 from pipeline.run.staging import read_staged
 from pipeline.storage.lock import OutputLock
 from pipeline.storage.manifest import ExecutionFacts
-from pipeline.storage.rows import Solution
+from pipeline.solution import Solution
 from pipeline.storage.store import Fenced
 
 log = logging.getLogger("mcprm")

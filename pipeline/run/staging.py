@@ -23,7 +23,7 @@ import hashlib
 import io
 import posixpath
 
-from pipeline.storage.rows import Solution
+from pipeline.solution import Solution
 from pipeline.storage.store import STAGED, CorpusStore, ShardError
 
 

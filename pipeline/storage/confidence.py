@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 
-from pipeline.storage.rows import UNREACHED
+from pipeline.solution import UNREACHED
 
 MAX_FIT_ROWS = 2000
 MODEL = "changepoint-eb-3"  # pipeline.stats.changepoint; what fit_model writes

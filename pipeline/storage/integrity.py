@@ -23,8 +23,8 @@ import logging
 from dataclasses import dataclass
 
 from pipeline.errors import FatalError
-from pipeline.storage.store import MANIFEST, CorpusStore, ShardError, sidecar_rel
-from pipeline.storage.versions import read_version
+from pipeline.storage.store import CorpusStore, ShardError, sidecar_rel
+from pipeline.storage.versions import MANIFEST, read_version
 
 log = logging.getLogger("mcprm")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipeline.storage.rows import LabeledSolution, last_step_value
+from pipeline.solution import LabeledSolution, last_step_value
 
 # 2: mc_no_answer added; a continuation with no final answer counts as incorrect (in version 1 it was
 #    ungradable and left out of mc_value). Corpora of different versions are never mixed (pipeline.run).
@@ -60,7 +60,7 @@ _FIELDS = [
     # run labeled at its commit and recomputed on read by read_corpus / iter_corpus / scan_corpus; null: no
     # rollouts (and in shard files written before the commit-time fill)
     ("first_error_posterior", "list<float32>", True),
-    ("label_status", "string", True),  # sequential: decided | budget | exhausted (",tie" appended on a tie); --reach-gate: unreached | trusted | searched (pipeline.storage.rows.REACH_STATUSES)
+    ("label_status", "string", True),  # sequential: decided | budget | exhausted (",tie" appended on a tie); --reach-gate: unreached | trusted | searched (pipeline.solution.REACH_STATUSES)
     ("solution_correct", "bool", True),
     ("rollouts", "int64", False),
     ("rollout_tokens", "int64", False),

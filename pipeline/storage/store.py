@@ -47,7 +47,7 @@ from pipeline.storage.conditional import ConditionalWrites
 from pipeline.storage.errors import CommitConflict as CommitConflict
 from pipeline.storage.errors import ShardError, StorageError
 from pipeline.storage.versions import FENCED_FORMAT as FENCED_FORMAT
-from pipeline.storage.versions import MANIFEST, VersionFiles
+from pipeline.storage.versions import VersionFiles
 from pipeline.storage.versions import is_fenced as is_fenced
 
 STAGED = "_staged"  # data/vNNNNN/_staged/: a run's staged input (pipeline.run.staging), kept until commit
@@ -324,14 +324,3 @@ class CorpusStore(ConditionalWrites, VersionFiles):
             return not self.fs.ls(self.root, detail=False)
         except FileNotFoundError:
             return True
-
-    def wipe(self) -> None:
-        for rel in ("data", "versions", "rejects", MANIFEST):
-            self.delete(rel, recursive=True)
-
-    def ls_shards(self, version: int) -> list[str]:
-        try:
-            names = self.fs.ls(self.path(self.version_dir(version)), detail=False)
-        except FileNotFoundError:
-            return []
-        return sorted(posixpath.basename(n) for n in names if n.endswith(".parquet"))

@@ -13,7 +13,7 @@ from pipeline.training.options import TrainConfig, TrainError
 def default_base_model(corpus: str, version: int | None = None) -> str:
     """The model that labeled ``corpus`` (its manifest's config), the bundled model when that is the default;
     an error when the corpus was labeled through an OpenAI-compatible server (no local weights)."""
-    from pipeline.storage.corpus import open_manifest
+    from pipeline.corpus import open_manifest
     from pipeline.training.score import STRATEGY as SCORED
     from rollouts.registry import BACKENDS
 

@@ -145,7 +145,7 @@ def load_groups(corpus: str, version: int | None = None) -> tuple[list[ProblemGr
     """The scored corpus's solutions grouped by problem (corpus order). Rows with no gold answer grading
     (``solution_correct`` null) count as wrong and are counted in the notes."""
     from graders import extract_answer
-    from pipeline.storage.corpus import iter_corpus, open_manifest
+    from pipeline.corpus import iter_corpus, open_manifest
 
     _, m = open_manifest(corpus, version)
     groups: dict[str, ProblemGroup] = {}

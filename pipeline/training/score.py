@@ -213,7 +213,7 @@ def read_solutions(paths: Sequence[str], problem_field: str = "problem", steps_f
         steps = [s.strip() for s in steps]
         rid = d.get(id_field)
         if rid is None:
-            from pipeline.labeling.types import content_key
+            from pipeline.solution import content_key
 
             rid = content_key(prob.strip(), ans or "", steps)
         rid = str(rid)
@@ -283,7 +283,7 @@ def _table(rows: Sequence[ScoreRow], probs, correct, threshold: float, use_answe
            trust_correct: bool = False):
     import pyarrow as pa
 
-    from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+    from pipeline.solution import LabeledSolution, Solution, StepStats
     from pipeline.storage.schema import to_table
 
     labeled = []

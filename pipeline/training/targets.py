@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pipeline.storage.rows import UNREACHED
+from pipeline.solution import UNREACHED
 from pipeline.training.collate import CollateError, PrmFormat
 from pipeline.training.options import UNREACHED_WEIGHT, TrainConfig, TrainError
 
@@ -83,7 +83,7 @@ def row_tries(row: dict) -> tuple[float, float]:
 def solve_totals(cfg: TrainConfig) -> dict[str, tuple[float, float]]:
     """Per problem (text, stripped): the completer's (successes, tries) summed over the problem's rows
     (:func:`row_tries`). A pass over the corpus's count columns only."""
-    from pipeline.storage.corpus import iter_corpus
+    from pipeline.corpus import iter_corpus
 
     got: dict[str, list[float]] = {}
     seen = 0
@@ -139,7 +139,7 @@ OUTCOME_ROWS = 2000  # validation rows the threshold is read from, at most (the 
 def prepare(cfg: TrainConfig, tokenizer, fmt: PrmFormat, sep_id: int,
             targets_fn: Callable[[dict], tuple[list[float | None], int, float]] | None = None) -> Prepared:
     """Read the corpus, compute each row's targets, filter/weight, split by problem, tokenize."""
-    from pipeline.storage.corpus import iter_corpus, open_manifest
+    from pipeline.corpus import iter_corpus, open_manifest
     from pipeline.training.collate import PieceCache, make_example, targets_until_first_error
 
     open_manifest(cfg.corpus, cfg.version)  # a clear error for a folder that is no corpus

@@ -266,7 +266,7 @@ def _header(cfg: TrainConfig, base: str) -> tuple[str, bool]:
         return cfg.header, True
     import transformers
 
-    from pipeline.storage.corpus import open_manifest
+    from pipeline.corpus import open_manifest
     from pipeline.training.base import chat_header
 
     try:
@@ -279,7 +279,7 @@ def _header(cfg: TrainConfig, base: str) -> tuple[str, bool]:
 def _finish(cfg, model, tok, fmt, sep_id, added, base, prep, trainer, n_params, hyper, t0, best=None,
             speed=None) -> dict:
     """Choose the threshold on the validation problems, save model + tokenizer + card (rank 0)."""
-    from pipeline.storage.corpus import open_manifest
+    from pipeline.corpus import open_manifest
     from pipeline.training.card import build_card, write_card
     from pipeline.training.metrics import choose_threshold, first_error_at, first_error_f1, outcome_threshold
     from pipeline.training.score import predict_probs

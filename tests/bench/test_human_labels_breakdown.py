@@ -119,7 +119,7 @@ def test_a_reference_row_without_a_label_is_named(tmp_path):
 def test_dead_prefixes_of_right_answers_are_mostly_the_completers_misses(corpora):
     """``mcprm stats``' count of right-answer steps with 0 of K, read against the human labels: most of those
     prefixes are correct (they precede the human first error), so the count measures the completer's misses."""
-    from pipeline.storage.corpus import corpus_stats, read_corpus
+    from pipeline.corpus import corpus_stats, read_corpus
 
     mod = _script()
     ref = mod.read_reference(str(corpora / "h_df" / "reference.jsonl"))

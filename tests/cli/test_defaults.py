@@ -16,7 +16,7 @@ def _params(name: str) -> dict:
 
 
 def test_export_defaults_are_export_corpus_defaults():
-    from pipeline.commands.export import export_corpus
+    from pipeline.export import export_corpus
 
     sig = inspect.signature(export_corpus).parameters
     same = 0

@@ -1,5 +1,5 @@
 """`mcprm export --format`: its help lists every format export_corpus accepts, from the one list of formats
-(pipeline.commands.export_common.ALL_FORMATS), genprm included; an unknown format is named with the same list."""
+(pipeline.export.common.ALL_FORMATS), genprm included; an unknown format is named with the same list."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from pipeline.commands.export import export_corpus
-from pipeline.commands.export_common import ALL_FORMATS, ExportError
+from pipeline.export import export_corpus
+from pipeline.export.common import ALL_FORMATS, ExportError
 
 
 def _format_option():

@@ -38,8 +38,8 @@ def make_cfg(inp: str, out: str, **kw) -> LabelConfig:
 @pytest.fixture(scope="session")
 def reference_run(small_input, tmp_path_factory):
     """An uninterrupted in-process run: the ground truth the fault tests compare with."""
+    from pipeline.corpus import read_corpus
     from pipeline.run import label
-    from pipeline.storage.corpus import read_corpus
 
     out = str(tmp_path_factory.mktemp("ref") / "out")
     res = label(make_cfg(small_input, out))

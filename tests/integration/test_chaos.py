@@ -18,8 +18,8 @@ import shutil
 
 import pytest
 
+from pipeline.corpus import read_corpus
 from pipeline.run import label
-from pipeline.storage.corpus import read_corpus
 from pipeline.storage.integrity import verify_corpus
 
 from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm

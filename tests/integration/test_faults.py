@@ -11,8 +11,8 @@ import signal
 import threading
 import time
 
+from pipeline.corpus import read_corpus
 from pipeline.run import label
-from pipeline.storage.corpus import read_corpus
 
 from .conftest import N_ROWS, make_cfg, own_actor_pids, popen_mcprm, rows_by_key, run_mcprm, wait_for
 

@@ -148,7 +148,8 @@ def test_read_only_command_errors_do_not_talk_about_resuming(tmp_path):
 
 
 def test_glob_matching_nothing_suggests_input_format(tmp_path):
-    from pipeline.input import InputSpec, iter_solutions
+    from pipeline.input import InputSpec
+    from tests.input_files import iter_solutions
 
     (tmp_path / "d").mkdir()
     with pytest.raises(InputError) as e:

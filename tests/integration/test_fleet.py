@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from pipeline.corpus import read_corpus
 from pipeline.execution.sizing import shard_sizes
 from pipeline.run import label
-from pipeline.storage.corpus import read_corpus
 
 from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
 
@@ -46,6 +46,11 @@ def test_multi_node_cluster_by_address_matches_in_process(small_input, reference
     assert rows_by_key(read_corpus(str(out))) == ref
 
 
+def _actor_pids(ex) -> list[int]:
+    """The pids of a Ray executor's worker actors (each answers its own)."""
+    return ex.ray.get([a.pid.remote() for a in ex.actors])
+
+
 def test_kept_workers_label_later_runs_with_their_own_settings(small_input, tmp_path):
     """One set of Ray workers serves two runs with different outputs and K: each run's labels equal those of a
     run that started its own workers (here: in-process), and the workers are not restarted in between."""
@@ -57,9 +62,9 @@ def test_kept_workers_label_later_runs_with_their_own_settings(small_input, tmp_
     try:
         r1 = label(cfg1, executor=fleet.borrow())
         tl1 = list(fleet.timeline)
-        pids1 = sorted(fleet.actor_pids())
+        pids1 = sorted(_actor_pids(fleet))
         r2 = label(cfg2, executor=fleet.borrow(1))  # one of the two workers
-        pids2 = sorted(fleet.actor_pids())
+        pids2 = sorted(_actor_pids(fleet))
     finally:
         fleet.close()
     assert pids1 == pids2  # the same worker processes (no restart between runs)

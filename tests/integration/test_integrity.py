@@ -11,8 +11,8 @@ import shutil
 
 import pytest
 
+from pipeline.corpus import CorpusError, read_corpus
 from pipeline.run import label
-from pipeline.storage.corpus import CorpusError, read_corpus
 from pipeline.storage.integrity import verify_corpus
 
 from .conftest import N_ROWS, invoke_mcprm, make_cfg, rows_by_key, run_mcprm

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.commands.judge_reply import tagged_paragraphs
-from pipeline.commands.judge_store import DROP_DISAGREE, DROP_MISSING, DROP_NULL, verify_judges
-from pipeline.storage.corpus import read_corpus
+from pipeline.corpus import read_corpus
+from pipeline.judge.reply import tagged_paragraphs
+from pipeline.judge.store import DROP_DISAGREE, DROP_MISSING, DROP_NULL, verify_judges
 from tests.integration.conftest import invoke_mcprm, run_mcprm
 
 SERVER = Path(__file__).resolve().parents[1] / "rollouts" / "_fake_openai_server.py"

@@ -20,9 +20,9 @@ import time
 import pytest
 
 from pipeline.bundled import SAMPLE_PATH
+from pipeline.corpus import read_corpus
 from pipeline.execution import local_head
 from pipeline.processes import pid_alive
-from pipeline.storage.corpus import read_corpus
 
 from .conftest import ROOT, own_actor_pids, popen_mcprm, rows_by_key, run_mcprm, wait_for
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from pipeline.config import ConfigError
+from pipeline.corpus import read_corpus, shard_uris
 from pipeline.run import label
-from pipeline.storage.corpus import read_corpus, shard_uris
 from pipeline.storage.schema import arrow_schema
 
 from .conftest import N_ROWS, invoke_mcprm, make_cfg, rows_by_key

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
+from pipeline.corpus import CorpusError, read_corpus
 from pipeline.storage import versions
-from pipeline.storage.corpus import CorpusError, read_corpus
 from pipeline.storage.store import CorpusStore
 
 from .conftest import N_ROWS, ROOT, make_cfg, run_mcprm, wait_for

@@ -8,9 +8,9 @@ import os
 
 import pytest
 
+from pipeline.corpus import read_corpus
 from pipeline.input import files
 from pipeline.run import label
-from pipeline.storage.corpus import read_corpus
 from pipeline.storage.store import ShardError
 
 from .conftest import N_ROWS, invoke_mcprm, make_cfg, rows_by_key, run_mcprm

@@ -10,8 +10,8 @@ import math
 import pytest
 
 from pipeline.bundled import SAMPLE_PATH
-from pipeline.storage.corpus import read_corpus
-from pipeline.storage.rows import REACH_STATUSES, REACH_TRUSTED, UNREACHED
+from pipeline.corpus import read_corpus
+from pipeline.solution import REACH_STATUSES, REACH_TRUSTED, UNREACHED
 
 from .conftest import make_cfg, rows_by_key, run_mcprm
 

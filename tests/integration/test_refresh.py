@@ -14,8 +14,8 @@ import time
 import pytest
 
 from pipeline.config import ConfigError
+from pipeline.corpus import read_corpus
 from pipeline.run import label
-from pipeline.storage.corpus import read_corpus
 
 from .conftest import N_ROWS, invoke_mcprm, make_cfg, popen_mcprm, rows_by_key, wait_for
 

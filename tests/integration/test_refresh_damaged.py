@@ -11,8 +11,8 @@ import shutil
 import pytest
 
 from pipeline.bundled import SAMPLE_PATH
+from pipeline.corpus import read_corpus
 from pipeline.run import label
-from pipeline.storage.corpus import read_corpus
 from pipeline.storage.integrity import verify_corpus
 from pipeline.storage.store import CorpusStore, ShardError, sidecar_rel
 

@@ -7,7 +7,7 @@ import hashlib
 import json
 
 from pipeline.labeling.worker import ShardWorker
-from pipeline.storage.rows import Solution
+from pipeline.solution import Solution
 from pipeline.storage.store import CorpusStore, Fenced, sidecar_rel
 
 from .conftest import make_cfg

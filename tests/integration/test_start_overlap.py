@@ -11,10 +11,10 @@ import shutil
 
 import pytest
 
+from pipeline.corpus import read_corpus
 from pipeline.input import InputError
 from pipeline.labeling.worker import WorkerError
 from pipeline.run import label
-from pipeline.storage.corpus import read_corpus
 
 from .conftest import ROOT, make_cfg, rows_by_key, run_mcprm, wait_for
 

@@ -32,8 +32,8 @@ import sys
 
 import pytest
 
+from pipeline.corpus import read_corpus
 from pipeline.run import label
-from pipeline.storage.corpus import read_corpus
 from pipeline.storage.integrity import verify_corpus
 from pipeline.storage.lock import LockLost, corpus_lock
 from pipeline.storage.store import CorpusStore, ShardError, is_fenced

@@ -183,8 +183,8 @@ def test_genprm_export_targets_are_the_first_errors(labeled, tmp_path):
     d, _ = labeled
     out = tmp_path / "genprm"
     mcprm("export", str(d / "corpus"), "--format", "genprm", "--output", str(out), "--file-format", "jsonl")
-    from pipeline.commands.export_genprm import parse_target
     from pipeline.corpus import read_corpus
+    from pipeline.export.formats.genprm import parse_target
     from tests.export_files import load_export
 
     recs = load_export(str(out))

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from pipeline.labeling.types import Solution
 from pipeline.labeling.worker import WorkerError, source_where
+from pipeline.solution import Solution
 
 from .conftest import run_mcprm
 
@@ -71,7 +71,7 @@ def test_error_not_tied_to_one_row_names_the_shard_and_its_rows():
 def test_skip_bad_quarantines_a_row_a_worker_fails_on(small_input, tmp_path):
     """With --skip-bad, a row the worker fails on goes to rejects/ with its reason, like a row validation
     rejects; the rest is labeled and committed, and a rerun once the row is fixed labels it."""
-    from pipeline.storage.corpus import read_corpus
+    from pipeline.corpus import read_corpus
 
     inp, bad_id = _input(small_input, tmp_path)
     out = str(tmp_path / "out")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import string
 
-from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+from pipeline.solution import LabeledSolution, Solution, StepStats
 from pipeline.storage.confidence import fit_model
 from pipeline.storage.schema import to_table
 from pipeline.storage.store import CorpusStore

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.commands.export import ExportError
 from pipeline.config import ConfigError
+from pipeline.corpus import CorpusError
 from pipeline.errors import FatalError, McprmError, RowError
 from pipeline.execution.ray_cluster import ResourceError
+from pipeline.export.common import ExportError
 from pipeline.input import InputError
 from pipeline.input.split import SplitError
 from pipeline.labeling.worker import WorkerError
-from pipeline.storage.corpus import CorpusError
 from pipeline.storage.integrity import ManifestError
 from pipeline.storage.lock import LockError, LockLost
 from pipeline.storage.store import ShardError, StorageError

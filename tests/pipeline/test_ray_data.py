@@ -41,8 +41,8 @@ def test_label_dataset_matches_the_in_process_worker(local_ray):
     import pipeline
     from pipeline.bundled import MODEL_DIR, SAMPLE_PATH
     from pipeline.config import LabelConfig
-    from pipeline.labeling.types import Solution
     from pipeline.labeling.worker import ShardWorker
+    from pipeline.solution import Solution
     from pipeline.storage.schema import arrow_schema
 
     assert (MODEL_DIR / "config.json").exists(), f"the bundled model is part of the repository: {MODEL_DIR}"

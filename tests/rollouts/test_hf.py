@@ -1,6 +1,6 @@
 import pytest
 
-from rollouts import GenRequest, SamplingConfig, make_backend
+from rollouts import GenRequest, SamplingConfig, backend_spec
 from rollouts.prompts import make_prompt_format
 from tests.rollouts.conftest import BUNDLED_MODEL
 
@@ -150,8 +150,8 @@ def test_errors(tiny_backend, tiny_model):
     with pytest.raises(ValueError, match="top_p"):
         tiny_backend.generate([GenRequest("ok", 1, 0)], SamplingConfig(top_p=0.0))
     with pytest.raises(ValueError, match="Unknown rollout backend"):
-        make_backend("nope")
-    assert make_backend("hf", model_path=str(tiny_model)).name == "hf"
+        backend_spec("nope")
+    assert backend_spec("hf").load()(model_path=str(tiny_model)).name == "hf"  # how a run builds one
 
 
 @pytest.mark.skipif(not (BUNDLED_MODEL / "config.json").exists(), reason="bundled model not trained yet")

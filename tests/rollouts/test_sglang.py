@@ -218,8 +218,8 @@ def test_a_shard_labeled_through_the_pipeline(fake_sglang, tmp_path):
     the vllm section, one generate per round (offline), token ids from the engine and prompt ids from
     ``encode_prompt`` (the bundled model's tokenizer) make rollout reuse count exactly as with vLLM."""
     AutoTokenizer = pytest.importorskip("transformers").AutoTokenizer
-    from pipeline.labeling.types import Solution
     from pipeline.labeling.worker import ShardWorker
+    from pipeline.solution import Solution
     from pipeline.storage.store import CorpusStore
 
     tok = AutoTokenizer.from_pretrained(str(MODEL))

@@ -12,7 +12,6 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from cli.main import app
-from pipeline.commands.export import export_corpus
 from pipeline.commands.report import (
     MAX_POSITIONS,
     _fig_balance_counts,
@@ -20,7 +19,8 @@ from pipeline.commands.report import (
     _fig_first_error_counts,
     build_report,
 )
-from pipeline.storage.corpus import corpus_stats, read_corpus
+from pipeline.corpus import corpus_stats, read_corpus
+from pipeline.export import export_corpus
 from tests.pipeline.prm_fixtures import ROWS, make_corpus
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pipeline.commands.evaluate import evaluate
-from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+from pipeline.solution import LabeledSolution, Solution, StepStats
 from pipeline.storage.schema import to_table
 from pipeline.storage.store import CorpusStore
 

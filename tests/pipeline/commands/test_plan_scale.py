@@ -14,7 +14,7 @@ from pipeline.config import LabelConfig
 
 def _reference(rows: list[dict], pilot: int, seed: int) -> tuple[int, list[str]]:
     """The pilot sample as computed with a set of every key seen (before issue 17)."""
-    from pipeline.labeling.types import content_key
+    from pipeline.solution import content_key
 
     seen, heap = set(), []
     for i, r in enumerate(rows):

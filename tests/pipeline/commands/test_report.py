@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.commands.export import export_corpus
 from pipeline.commands.report import build_report
+from pipeline.export import export_corpus
 from tests.pipeline.prm_fixtures import make_corpus
 
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from pipeline.commands.report import build_report
-from pipeline.storage.corpus import read_corpus
+from pipeline.corpus import read_corpus
 from tests.pipeline.prm_fixtures import make_corpus
 
 
@@ -40,7 +40,7 @@ def test_report_draws_sampled_steps_only_and_says_how_many(tmp_path):
 
 def test_eval_says_what_brier_is_computed_on(tmp_path):
     make_corpus(tmp_path / "out")
-    from pipeline.commands.export import export_corpus
+    from pipeline.export import export_corpus
 
     ref = export_corpus(str(tmp_path / "out"), "processbench", str(tmp_path / "ref"), file_format="jsonl").files[0]
     r = CliRunner().invoke(app, ["eval", str(tmp_path / "out"), "--reference", ref], env={"COLUMNS": "200"})

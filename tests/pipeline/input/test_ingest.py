@@ -18,10 +18,10 @@ from pipeline.input import (
     RejectsWriter,
     files,
     iter_rows,
-    iter_solutions,
     resolve_files,
 )
-from pipeline.labeling.types import Solution, content_key
+from pipeline.solution import Solution, content_key
+from tests.input_files import GSM8K, MATH, iter_solutions
 
 GOOD = [
     {"problem": "What is 1+1?", "answer": "2", "steps": ["1+1=2.", "The answer is 2."]},
@@ -232,13 +232,13 @@ def test_gsm8k_shaped_rows(tmp_path):
         "Natalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72",
     }
     p = write_jsonl(tmp_path / "gsm8k.jsonl", [row])
-    (sol,) = load_solutions(InputSpec.preset("gsm8k", p)).solutions
+    (sol,) = load_solutions(InputSpec(paths=(p,), **GSM8K)).solutions
     assert sol.answer == "72"
     assert sol.problem.startswith("Natalia sold clips")
     assert len(sol.steps) == 3 and sol.steps[-1] == "#### 72"
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"question": "q", "answer": "no marker"}])
     with pytest.raises(InputError, match=r"bad\.jsonl line 1, field 'answer': no '#### <answer>' marker"):
-        load_solutions(InputSpec.preset("gsm8k", bad))
+        load_solutions(InputSpec(paths=(bad,), **GSM8K))
 
 
 def test_math_shaped_rows(tmp_path):
@@ -249,7 +249,7 @@ def test_math_shaped_rows(tmp_path):
         "solution": "We add: $\\frac{1}{2}+\\frac{1}{2}=\\frac{2}{2}$.\n\nSo it is $\\boxed{\\frac{2}{2}=1}$.",
     }
     p = write_parquet(tmp_path / "math.parquet", [hendrycks])
-    (sol,) = load_solutions(InputSpec.preset("math", p)).solutions
+    (sol,) = load_solutions(InputSpec(paths=(p,), **MATH)).solutions
     assert sol.answer == "\\frac{2}{2}=1"  # nested braces kept
     assert len(sol.steps) == 2
     # MATH-500 shape (problem, solution, answer) works with the defaults.
@@ -539,8 +539,6 @@ def test_streams_a_large_file(tmp_path, monkeypatch):
 def test_bad_spec(kw, msg):
     with pytest.raises(InputError, match=msg):
         InputSpec(paths=("x.jsonl",), **kw)
-    with pytest.raises(InputError, match="unknown input preset"):
-        InputSpec.preset("gsm9k", "x.jsonl")
 
 
 def test_resolve_errors_name_the_path(tmp_path):

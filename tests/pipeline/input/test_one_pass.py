@@ -9,9 +9,10 @@ import random
 import numpy as np
 import pytest
 
-from pipeline.input import IngestStats, InputError, InputSpec, iter_keyed_solutions, iter_solutions, reading
-from pipeline.labeling.types import content_key
+from pipeline.input import IngestStats, InputError, InputSpec, iter_keyed_solutions, reading
+from pipeline.solution import content_key
 from pipeline.storage.integrity import key_numbers
+from tests.input_files import iter_solutions
 
 
 def _rows(n: int, seed: int = 0) -> list[dict]:

@@ -12,8 +12,9 @@ import sys
 import pytest
 
 from pipeline.bundled import SAMPLE_PATH
-from pipeline.input import InputError, InputSpec, iter_solutions
+from pipeline.input import InputError, InputSpec
 from pipeline.input.files import MAX_LINE_BYTES
+from tests.input_files import iter_solutions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

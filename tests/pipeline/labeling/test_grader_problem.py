@@ -9,8 +9,8 @@ from graders.verdict import Verdict
 from pipeline.config import LabelConfig
 from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SchedulerSettings
 from pipeline.labeling.strategies import StrategyParams
-from pipeline.labeling.types import Solution
 from pipeline.labeling.worker import grade_callable
+from pipeline.solution import Solution
 from rollouts.base import BackendStats, Completion, SamplingConfig
 from rollouts.prompts import make_prompt_format
 from tests.pipeline.labeling.test_reuse import STEPS, StepWriter, _chars

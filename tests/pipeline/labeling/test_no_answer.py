@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from graders import Verdict
 from pipeline.config import ConfigError, LabelConfig
+from pipeline.corpus import corpus_stats, read_corpus
 from pipeline.labeling.scheduler import Scheduler, SchedulerSettings
 from pipeline.labeling.strategies import ProbeResult, StrategyParams, make_strategy
-from pipeline.labeling.types import LabeledSolution, Solution, StepStats
-from pipeline.storage.corpus import corpus_stats, read_corpus
+from pipeline.solution import LabeledSolution, Solution, StepStats
 from pipeline.storage.schema import SCHEMA_VERSION, arrow_schema, to_table
 from pipeline.storage.store import CorpusStore
 from rollouts.base import BackendStats, Completion
@@ -207,8 +207,9 @@ def test_refresh_of_an_old_schema_corpus_is_refused(tmp_path):
 def test_resume_relabels_a_shard_of_an_older_schema(tmp_path):
     """An unfinished run by an older mcprm left a shard without mc_no_answer: it is labeled again."""
     from pipeline.bundled import SAMPLE_PATH
-    from pipeline.input import InputSpec, iter_solutions
+    from pipeline.input import InputSpec
     from pipeline.run import label
+    from tests.input_files import iter_solutions
 
     inp = tmp_path / "in.jsonl"
     inp.write_text(SAMPLE_PATH.read_text().splitlines()[0] + "\n")

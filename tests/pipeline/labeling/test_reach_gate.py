@@ -9,8 +9,7 @@ from graders.verdict import Verdict
 from pipeline.labeling.reach import problem_key
 from pipeline.labeling.scheduler import Scheduler, SchedulerSettings, derive_seed
 from pipeline.labeling.strategies import BARE, StrategyParams, make_strategy
-from pipeline.labeling.types import Solution
-from pipeline.storage.rows import REACH_SEARCHED, REACH_TRUSTED, UNREACHED
+from pipeline.solution import REACH_SEARCHED, REACH_TRUSTED, UNREACHED, Solution
 from rollouts.base import BackendStats, Completion
 
 WRONG, RIGHT = "The answer is \\boxed{WRONG}.", "The answer is \\boxed{GOLD}."

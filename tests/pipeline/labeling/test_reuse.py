@@ -11,7 +11,7 @@ import pytest
 from graders.verdict import Verdict
 from pipeline.labeling.scheduler import Scheduler, SchedulerSettings, remainders, step_deltas
 from pipeline.labeling.strategies import ProbeResult, Reuse, StrategyParams, make_strategy
-from pipeline.labeling.types import Solution
+from pipeline.solution import Solution
 from rollouts.base import BackendStats, Completion, SamplingConfig
 from rollouts.prompts import make_prompt_format
 

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from pipeline.labeling.strategies import ProbeResult, StrategyParams, make_strategy, row_extra
-from pipeline.labeling.types import LabeledSolution, Solution
+from pipeline.solution import LabeledSolution, Solution
 from pipeline.storage.schema import to_record
 
 

@@ -11,16 +11,13 @@ from pipeline.labeling.rules import (
     RuleParams,
     StepCount,
     apply_rule,
-    beta_cdf,
     changepoint,
     changepoint_posterior,
     confidence_of,
     get_rule,
-    p_below,
     straddles,
-    uncertain_steps,
-    wilson,
 )
+from pipeline.stats.intervals import beta_cdf, wilson
 
 # counts: step 0 0/8, step 1 2/8, step 2 0/8, last step = the solution's own (wrong) answer
 STEPS = [StepCount(0, 8, 0.0, False), StepCount(2, 8, 0.25, True), StepCount(0, 8, 0.0, False),
@@ -47,10 +44,10 @@ def test_beta_cdf_closed_forms():
     assert beta_cdf(0.0, 2, 3) == 0.0 and beta_cdf(1.0, 2, 3) == 1.0
 
 
-def test_p_below_and_confidence_of():
+def test_jeffreys_below_and_confidence_of():
     # 0 of 1: Jeffreys posterior Beta(1/2, 3/2); P(p < 0.05) = 0.28231
     below = 2 / math.pi * (math.asin(math.sqrt(0.05)) + math.sqrt(0.05 * 0.95))
-    assert p_below(0, 1, 0.05) == pytest.approx(below, abs=1e-9)
+    assert beta_cdf(0.05, 0 + 0.5, 1 - 0 + 0.5) == pytest.approx(below, abs=1e-9)
     # the confidence of a first error is the stored posterior's entry (index 0: no error)
     row = {"first_error_posterior": [0.1, 0.6, 0.3]}
     assert confidence_of(row, -1) == pytest.approx(0.1) and confidence_of(row, 1) == pytest.approx(0.3)
@@ -119,15 +116,14 @@ def test_apply_rule_on_rows_keeps_unestimated_steps():
     # a per-step row with an ungradable continuation: graded = total - ungradable
     row = {"labels": [True, False], "mc_correct": [1, 0], "mc_total": [4, 0], "mc_ungradable": [1, 0],
            "mc_value": [1 / 3, 0.0], "solution_correct": False}
-    row["mc_low"], row["mc_high"] = [wilson(1, 3)[0], None], [wilson(1, 3)[1], None]  # stored intervals
-    assert uncertain_steps(row, 0.1) == 1 and uncertain_steps(row, 0.05) == 0  # Wilson(1 of 3) = [0.061, 0.792]
+    assert straddles(wilson(1, 3), 0.1) and not straddles(wilson(1, 3), 0.05)  # Wilson(1 of 3) = [0.061, 0.792]
     assert apply_rule(row, "hard").labels == [True, False]
     with pytest.raises(ValueError, match="unknown label rule"):
         get_rule("nope")
 
 
 def _labeled():
-    from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+    from pipeline.solution import LabeledSolution, Solution, StepStats
 
     stats = [StepStats(total=8, correct=1), StepStats(total=8, correct=0), StepStats()]
     sol = Solution(id="a", problem="p", answer="1", steps=("x", "y", "z"))
@@ -146,10 +142,10 @@ def _commit(out, table, schema_version, **extra):
 
 
 def test_schema_v4_columns(tmp_path):
+    from pipeline.corpus import read_corpus
     from pipeline.stats.changepoint import RowCounts, posterior
     from pipeline.stats.intervals import clopper_pearson
     from pipeline.storage.confidence import FIT_COLUMNS, fit_model, model_of
-    from pipeline.storage.corpus import read_corpus
     from pipeline.storage.schema import SCHEMA_VERSION, to_table
 
     assert SCHEMA_VERSION == 4
@@ -179,8 +175,8 @@ def test_schema_v2_corpus_stays_readable(tmp_path):
     from typer.testing import CliRunner
 
     from cli.main import app
+    from pipeline.corpus import read_corpus
     from pipeline.labeling.rules import corpus_uncertainty
-    from pipeline.storage.corpus import read_corpus
     from pipeline.storage.schema import ADDED_IN, to_table
 
     t = to_table([_labeled()], 8)

@@ -7,7 +7,7 @@ import pytest
 from graders.verdict import Verdict
 from pipeline.labeling.scheduler import Scheduler, SchedulerSettings
 from pipeline.labeling.strategies import StrategyParams
-from pipeline.labeling.types import Solution
+from pipeline.solution import Solution
 from rollouts.base import BackendStats, Completion
 
 

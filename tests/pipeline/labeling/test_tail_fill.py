@@ -17,7 +17,7 @@ from graders.verdict import Verdict
 from pipeline.labeling.ahead import SequenceLoad, join_waves
 from pipeline.labeling.scheduler import Scheduler, SchedulerSettings, _Live, derive_seed
 from pipeline.labeling.strategies import Probe, StrategyParams
-from pipeline.labeling.types import Solution, StepStats
+from pipeline.solution import Solution, StepStats
 from rollouts.base import BackendStats, Completion
 
 RUN_SEED = 7

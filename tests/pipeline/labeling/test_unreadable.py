@@ -10,7 +10,7 @@ from pipeline.labeling.last_step import CORRECT, EXCLUDED, FAILURE, outcome
 from pipeline.labeling.rules import StepCount, get_rule
 from pipeline.labeling.scheduler import Scheduler, SchedulerSettings
 from pipeline.labeling.strategies import StrategyParams
-from pipeline.storage.rows import Solution
+from pipeline.solution import Solution
 from pipeline.storage.schema import to_table
 from tests.pipeline.labeling.test_no_answer import Plain, Scripted
 

@@ -8,9 +8,9 @@ import uuid
 import pytest
 
 from pipeline.execution.sizing import shard_sizes
-from pipeline.labeling.types import Solution
 from pipeline.run import staging
 from pipeline.run.staging import Stager, key_digest, read_staged
+from pipeline.solution import Solution
 from pipeline.storage.store import CorpusStore, ShardError
 
 

@@ -33,7 +33,7 @@ def test_takeover_of_a_live_owner_fences_its_commit(tmp_path):
     assert newest_intact_version(store)["version"] == 2 and current_manifest(store)["version"] == 2
     problems, summary = verify_corpus(str(tmp_path))
     assert problems == [] and summary["versions"] == [2] and summary["fenced_versions"] == [1]
-    from pipeline.storage.corpus import CorpusError, open_manifest
+    from pipeline.corpus import CorpusError, open_manifest
 
     with pytest.raises(CorpusError, match="no version 1: that number was claimed at a lock takeover.*\\[2\\]"):
         open_manifest(str(tmp_path), version=1)

@@ -227,7 +227,7 @@ def test_error_tolerance_and_solve_rate_weights(tmp_path):
 
 def shared(path, items):
     """A corpus of (id, problem, (correct, total) per step, solution correct): several rows a problem."""
-    from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+    from pipeline.solution import LabeledSolution, Solution, StepStats
     from pipeline.storage.schema import to_table
     from pipeline.storage.store import CorpusStore
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from pipeline.commands.export_genprm import critique_prompt, critique_target, parse_target
+from pipeline.export.formats.genprm import critique_target, parse_target
+from pipeline.judge.reply import critique_prompt
 from pipeline.training.base import default_base_model
 from pipeline.training.options import TrainConfig, TrainError
 from pipeline.training.score import ScoreError, labels_from_scores, read_solutions

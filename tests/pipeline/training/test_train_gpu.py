@@ -18,7 +18,7 @@ pytestmark = pytest.mark.gpu
 
 def test_bf16_training_and_scoring(tmp_path):
     from pipeline.bundled import SAMPLE_PATH
-    from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+    from pipeline.solution import LabeledSolution, Solution, StepStats
     from pipeline.storage.schema import to_table
     from pipeline.storage.store import CorpusStore
     from pipeline.training.score import load_prm, predict_probs
@@ -74,7 +74,7 @@ def _negative_logit_qwen2(path, tok_dir):
 
 def _padded_corpus(path) -> str:
     """64 rows of the bundled char tokenizer whose padded lengths run from about 150 to 380 tokens."""
-    from pipeline.labeling.types import LabeledSolution, Solution, StepStats
+    from pipeline.solution import LabeledSolution, Solution, StepStats
     from pipeline.storage.schema import to_table
     from pipeline.storage.store import CorpusStore
 

@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from pipeline.commands import judge as J
-from pipeline.commands import judge_store as JS
-from pipeline.commands.export import export_corpus
 from pipeline.errors import McprmError
+from pipeline.export import export_corpus
+from pipeline.judge import run as J
+from pipeline.judge import store as JS
 from rollouts.base import Completion, Counters
 from tests.export_files import load_export
 from tests.pipeline.prm_fixtures import make_corpus

@@ -1,8 +1,8 @@
 """The per-step export run of ``mcprm export`` (every format but genprm: :meth:`Exporter.export
-<pipeline.commands.exporters.base.Exporter.export>`): each corpus row's labels under the rule, its holes that the row's own labels settle filled
-(:func:`~pipeline.commands.export_common.fill_holes`), cut before its first step still unlabeled and (``drop_after_first_error``) after its first negative one, ``--balance``, the format's
+<pipeline.export.formats.base.Exporter.export>`): each corpus row's labels under the rule, its holes that the row's own labels settle filled
+(:func:`~pipeline.export.common.fill_holes`), cut before its first step still unlabeled and (``drop_after_first_error``) after its first negative one, ``--balance``, the format's
 record checked row by row (or whole columns: trl / processbench with the corpus's own labels), staged shards
-published only when every record passed. See :mod:`pipeline.commands.export` for the formats and label rules.
+published only when every record passed. See :mod:`pipeline.export` for the formats and label rules.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import posixpath
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.commands.export_columns import balance_keep
-from pipeline.commands.export_common import (
+from pipeline.export.columns import balance_keep
+from pipeline.export.common import (
     COUNT_RULES,
     LABEL_RULES,
     META_FILE,
@@ -24,7 +24,7 @@ from pipeline.commands.export_common import (
     Row,
     fill_holes,
 )
-from pipeline.commands.export_tokens import Encoded, load_tokenizer
+from pipeline.export.tokens import Encoded, load_tokenizer
 
 
 def row_labels(labels: Sequence[bool | None], mc_value: Sequence[float | None], opts: ExportOptions
@@ -76,11 +76,11 @@ def cut_row(row: Row, hard: list[bool | None], drop_after_first_error: bool, cut
 
 def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> ExportResult:
     """Export corpus ``out_url`` as ``exporter``'s format into folder ``output_url`` (see the module).
-    ``exporter``: a :class:`pipeline.commands.exporters.base.Exporter` (not imported: it imports this module)."""
+    ``exporter``: a :class:`pipeline.export.formats.base.Exporter` (not imported: it imports this module)."""
     fmt = exporter.name
     import pyarrow as pa
 
-    from pipeline.storage.corpus import iter_corpus
+    from pipeline.corpus import iter_corpus
 
     if r.label_rule not in LABEL_RULES:
         raise ExportError(f"--label-rule must be one of {', '.join(LABEL_RULES)}, got {r.label_rule!r}")
@@ -112,8 +112,8 @@ def export_rows(exporter, out_url: str, output_url: str, r: ExportRequest) -> Ex
         if schema_version(out_url, r.version) >= 4:
             count_cols += ["mc_reused", "mc_reused_correct", "first_error_posterior", "first_error_confidence"]
     agree, judge_cols = None, []
-    if r.consensus is not None:  # rows where MC and an LLM judge agree (pipeline.commands.judge)
-        from pipeline.commands.judge_store import ConsensusFilter
+    if r.consensus is not None:  # rows where MC and an LLM judge agree (pipeline.judge)
+        from pipeline.judge.store import ConsensusFilter
 
         agree = ConsensusFilter(out_url, r.consensus)
         judge_cols = [c for c in agree.columns if c not in cols + count_cols]

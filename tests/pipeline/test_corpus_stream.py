@@ -8,20 +8,13 @@ from collections import Counter
 
 import pytest
 
-from pipeline.commands.export import (
-    ExportOptions,
-    Row,
-    check_row,
-    cut_row,
-    export_corpus,
-    format_row,
-    row_labels,
-)
-from pipeline.commands.export_common import fill_holes
-from pipeline.storage.corpus import corpus_stats, iter_corpus, read_corpus, scan_corpus
+from pipeline.corpus import corpus_stats, iter_corpus, read_corpus, scan_corpus
+from pipeline.export import export_corpus
+from pipeline.export.common import ExportOptions, Row, fill_holes
+from pipeline.export.rows import cut_row, row_labels
 from pipeline.storage.schema import SCHEMA_VERSION, arrow_schema
 from pipeline.storage.store import CorpusStore
-from tests.export_files import load_export
+from tests.export_files import check_row, format_row, load_export
 
 
 # the in-memory downsampling (before issue 17): what the export's two-pass mask must choose
@@ -199,7 +192,7 @@ def test_streamed_export_equals_in_memory(corpus, tmp_path, fmt, label_rule, bal
 
 
 def test_failed_check_leaves_an_earlier_export_untouched(corpus, tmp_path):
-    from pipeline.commands.export import ExportError
+    from pipeline.export.common import ExportError
 
     out = tmp_path / "o"
     export_corpus(corpus, "math-shepherd", str(out), shard_rows=50)
@@ -311,7 +304,7 @@ def test_trl_rows_of_unequal_lengths_still_fail_by_name(tmp_path):
     one whose first step is unlabeled is skipped as before."""
     import pyarrow as pa
 
-    from pipeline.commands.export import ExportError
+    from pipeline.export.common import ExportError
 
     rows = _random_rows(30, seed=4)
     rows[3]["steps"] = rows[3]["steps"] + ["an extra step"]

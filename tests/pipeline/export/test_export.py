@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.commands.export import (
-    FORMATS,
-    ExportError,
-    ExportOptions,
-    check_row,
-    export_corpus,
-    format_row,
-)
-from pipeline.commands.export_formats import parse_record
-from tests.export_files import load_export
+from pipeline.export import export_corpus
+from pipeline.export.common import FORMATS, ExportError, ExportOptions
+from tests.export_files import check_row, format_row, load_export, parse_record
 from tests.pipeline.prm_fixtures import ROWS, char_tokenizer, make_corpus
 
 PROBLEMS = {sid: f"Problem {sid}: compute it." for sid, *_ in ROWS}
@@ -172,7 +165,7 @@ def test_bad_placeholder_fails_naming_the_row(corpus, tok, tmp_path):
 
 def test_tag_inside_a_step_or_merging_is_caught(tok):
     opts = ExportOptions("math-shepherd")
-    from pipeline.commands.export import Row
+    from pipeline.export.common import Row
 
     row = Row("r7", "P", ["a ки b", "c"], [True, False])
     with pytest.raises(ExportError, match=r"row 'r7'.*step 1 contains the step tag"):
@@ -191,7 +184,7 @@ def test_tag_inside_a_step_or_merging_is_caught(tok):
 
 
 def test_label_count_mismatch_is_an_error(tok):
-    from pipeline.commands.export import Row
+    from pipeline.export.common import Row
 
     opts = ExportOptions("trl")
     row = Row("r9", "P", ["a", "b"], [True, True])
@@ -218,7 +211,7 @@ def test_output_not_overwritten_by_default(corpus, tmp_path):
         export_corpus(corpus, "trl", str(tmp_path / "o"))
     res = export_corpus(corpus, "trl", str(tmp_path / "o"), overwrite=True)
     assert len(res.files) == 1 and len(load_export(str(tmp_path / "o"))) == 6  # stale shards removed
-    # genprm writes through the same output (pipeline.commands.export_common.ExportOutput)
+    # genprm writes through the same output (pipeline.export.common.ExportOutput)
     with pytest.raises(ExportError, match="--overwrite"):
         export_corpus(corpus, "genprm", str(tmp_path / "o"))
     res = export_corpus(corpus, "genprm", str(tmp_path / "o"), overwrite=True, shard_rows=4)
@@ -260,7 +253,7 @@ def test_export_label_rules_from_counts_and_confidence(corpus, tmp_path):
     assert rows["s5"]["label"] == -1 and res.rows + sum(res.skipped.values()) == res.corpus_rows
     # hard labels keep the rows whose stored confidence reaches the bar; the trust-correct row (right answer,
     # no rollouts) is right with the model's 1 - rho
-    from pipeline.storage.corpus import read_corpus
+    from pipeline.corpus import read_corpus
 
     stored = {r["id"]: r["first_error_confidence"] for r in read_corpus(corpus).to_pylist()}
     rho = read_corpus(corpus, columns=["id"]) and __import__("json").load(open(f"{corpus}/manifest.json"))[
@@ -279,7 +272,7 @@ def test_export_label_rules_from_counts_and_confidence(corpus, tmp_path):
 def test_batch_encoding_gives_the_tokenizers_own_ids():
     """Issue 17: the Rust backend's encode_batch_fast is used only where it gives the wrapper's ids; a backend
     with truncation on, or a tokenizer without a Rust backend, is encoded by the wrapper itself."""
-    from pipeline.commands.export_checks import Encoded
+    from pipeline.export.tokens import Encoded
 
     texts = ["3 + 4 = 7 <extra_0>", "ки\nx ки", "", "The answer is \\boxed{5}.<extra_0>" * 3]
     tok = char_tokenizer()
@@ -311,7 +304,7 @@ def test_atomic_tag_is_counted_in_the_text_with_the_same_result(corpus, tmp_path
     (no per-row encoding); the files are byte for byte those of the export that encodes every row."""
     import pathlib
 
-    from pipeline.commands import export_checks as ex
+    from pipeline.export import tokens as ex
 
     tok = char_tokenizer()
     enc = ex.Encoded(tok)
@@ -333,7 +326,7 @@ def test_tag_the_tokenizer_does_not_keep_whole_turns_the_shortcut_off():
     encodes a text's tags to another count than the text shows, the shortcut is off from then on."""
     from tokenizers import AddedToken
 
-    from pipeline.commands.export_checks import Encoded
+    from pipeline.export.tokens import Encoded
 
     tok = char_tokenizer(extra_special=())
     tok.add_tokens([AddedToken("<sep>", single_word=True)])

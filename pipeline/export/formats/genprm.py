@@ -1,15 +1,28 @@
-"""``genprm``: training rows for a generative verifier (GenPRM / ThinkPRM / ProcessBench-critic style), one per
-solution: ``prompt`` = ProcessBench's critique prompt, ``completion`` = a verdict per paragraph ending with the first
-wrong step's index in ``\\boxed{}``, ``label`` = that index (:mod:`pipeline.commands.export_genprm` writes the
-texts). Its run is its own: the labels come from any rule of :mod:`pipeline.labeling.rules` (the stored ones
-for ``hard`` or a scored corpus), a row is kept whole or skipped (no steps, undecided, below
-``--min-confidence``), and the result counts solutions (positive: no error)."""
+r"""``export --format genprm``: training rows for a generative verifier (GenPRM / ThinkPRM / ProcessBench-critic
+style): a critique prompt and, as the target, the index of the first wrong step or -1.
+
+Each record: ``id``; ``prompt`` = ProcessBench's critique prompt (the problem, then the steps as
+``<paragraph_i>`` ... ``</paragraph_i>`` indexed from 0, then the task: return the earliest wrong paragraph's
+index, or -1, in ``\boxed{}``); ``completion`` = a short verdict per paragraph up to the first error ("Paragraph i
+is correct." / "Paragraph k contains the first error.") ending with ``\boxed{k}`` (``\boxed{-1}`` for none);
+``label`` = that index (int). The prompt is the one an LLM judge is sent (:mod:`pipeline.judge.reply`).
+``prompt``/``completion`` is the prompt-completion format SFT trainers (TRL's ``SFTTrainer``, OpenRLHF's SFT) read
+as is; ``label`` is what an RL verifier's reward or an evaluation compares with the ``\boxed{}`` answer.
+
+Labels: the corpus's stored labels, or any rule of :mod:`pipeline.labeling.rules` from the stored counts
+(``--label-rule``); rows whose steps before the first error are not all labeled are skipped (undecided);
+``--min-confidence`` drops rows whose first error is less sure than that. Shards are written into a staging folder
+and moved in only when every row was built and read back, as the other formats are. The
+exporter, :class:`GenPrm`, has a run of its own: a row is kept whole or skipped (no steps, undecided, below
+``--min-confidence``), and the result counts solutions (positive: no error).
+"""
 
 from __future__ import annotations
 
 import posixpath
+import re
 
-from pipeline.commands.export_common import (
+from pipeline.export.common import (
     META_FILE,
     ExportError,
     ExportOptions,
@@ -19,8 +32,50 @@ from pipeline.commands.export_common import (
     Row,
     fill_holes,
 )
-from pipeline.commands.export_genprm import critique_prompt, critique_target, parse_prompt, parse_target
-from pipeline.commands.exporters.base import FirstErrorIndex, first_error, index_labels
+from pipeline.export.formats.base import FirstErrorIndex, first_error, index_labels
+from pipeline.judge.reply import CRITIQUE_TEMPLATE, critique_prompt
+
+_BOXED = re.compile(r"\\boxed\{(-?\d+)\}\s*$")
+
+
+def critique_target(first_error: int, n_steps: int) -> str:
+    upto = n_steps if first_error == -1 else first_error
+    lines = [f"Paragraph {i} is correct." for i in range(upto)]
+    if first_error != -1:
+        lines.append(f"Paragraph {first_error} contains the first error.")
+    else:
+        lines.append("No paragraph contains an error.")
+    return "\n".join(lines) + f"\n\n\\boxed{{{first_error}}}"
+
+
+def parse_prompt(prompt: str, problem: str) -> list[str]:
+    """The steps a critique prompt of ``problem`` holds (the inverse of :func:`critique_prompt`)."""
+    head, tail = CRITIQUE_TEMPLATE.split("{tagged_response}")
+    head, tail = head.replace("{problem}", problem), tail.replace("{problem}", problem)
+    if not prompt.startswith(head) or not prompt.endswith(tail) or len(prompt) < len(head) + len(tail):
+        raise ValueError("the prompt is not the critique prompt of this problem")
+    body, steps, pos = prompt[len(head):len(prompt) - len(tail)], [], 0
+    while pos < len(body):
+        i = len(steps)
+        start, close = f"<paragraph_{i}>\n", f"\n</paragraph_{i}>"
+        end = body.find(close, pos + len(start))
+        if not body.startswith(start, pos) or end == -1:
+            raise ValueError(f"paragraph {i} is not enclosed in <paragraph_{i}> tags")
+        steps.append(body[pos + len(start):end])
+        pos = end + len(close)
+        if pos < len(body):
+            if not body.startswith("\n\n", pos):
+                raise ValueError(f"paragraph {i} is not followed by a blank line")
+            pos += 2
+    return steps
+
+
+def parse_target(completion: str) -> int:
+    """The first-error index a completion ends with (the inverse of :func:`critique_target`)."""
+    m = _BOXED.search(completion)
+    if not m:
+        raise ValueError("no \\boxed{index} at the end of the completion")
+    return int(m.group(1))
 
 
 class GenPrm(FirstErrorIndex):
@@ -46,8 +101,8 @@ class GenPrm(FirstErrorIndex):
                           ("label", pa.int32())])
 
     def export(self, out_url: str, output_url: str, request: ExportRequest) -> ExportResult:
+        from pipeline.corpus import iter_corpus
         from pipeline.labeling.rules import RULES
-        from pipeline.storage.corpus import iter_corpus
 
         r = request
         if r.label_rule not in RULES:

@@ -1,4 +1,4 @@
-"""Where judgments live and how they are read (:mod:`pipeline.commands.judge` says what a judge run does):
+"""Where judgments live and how they are read (:mod:`pipeline.judge` says what a judge run does):
 ``OUT/judge/<judge-id>/`` (judge.json, checksummed parts), the per-judge summary against MC's first error, and
 ``export --consensus``'s filter."""
 
@@ -11,8 +11,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
-from pipeline.commands.judge_reply import OK, TOO_LONG
 from pipeline.errors import FatalError
+from pipeline.judge.reply import OK, TOO_LONG
 
 JUDGE_DIR = "judge"
 JUDGE_META = "judge.json"
@@ -235,7 +235,7 @@ def judge_summary(url: str, judge_id: str, version: int | None = None) -> dict:
     disagree)) and its share of all judged rows."""
     import numpy as np
 
-    from pipeline.storage.corpus import iter_corpus, open_manifest
+    from pipeline.corpus import iter_corpus, open_manifest
 
     judge_id = resolve_judge(url, judge_id)
     _, m = open_manifest(url, version)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pipeline.commands.export_common import ExportError
-from pipeline.commands.exporters.base import TaggedText
+from pipeline.export.common import ExportError
+from pipeline.export.formats.base import TaggedText
 
 _MARKER = "\x00MCPRM\x00"
 

@@ -1,7 +1,7 @@
 """What every exporter shares: the format and rule names, the request, the options, a row as exported, the
 result, the output folder, the error.
 
-The per-step run (:mod:`pipeline.commands.export_rows`) and genprm's (:mod:`pipeline.commands.exporters.genprm`)
+The per-step run (:mod:`pipeline.export.rows`) and genprm's (:mod:`pipeline.export.formats.genprm`)
 both build on it, so neither imports the other's internals.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 from pipeline.errors import RowError
 
-FORMATS = ("trl", "math-shepherd", "qwen-prm", "openrlhf", "processbench")  # per-step rows (export_rows)
-ALL_FORMATS = (*FORMATS, "genprm")  # every --format: the trainer formats and genprm (exporters.genprm)
+FORMATS = ("trl", "math-shepherd", "qwen-prm", "openrlhf", "processbench")  # per-step rows (rows.export_rows)
+ALL_FORMATS = (*FORMATS, "genprm")  # every --format: the trainer formats and genprm (formats.genprm)
 # the rules of pipeline.labeling.rules beyond these three export their hard labels (bool)
 COUNT_RULES = ("relative", "ratio", "advantage", "er-prm", "changepoint")
 LABEL_RULES = ("hard", "threshold", "soft", *COUNT_RULES)

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from pipeline.bundled import MODEL_DIR
-from pipeline.commands.export import export_corpus
+from pipeline.export import export_corpus
 from tests.export_files import load_export
 from tests.pipeline.prm_fixtures import char_tokenizer, make_corpus
 

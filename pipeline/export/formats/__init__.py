@@ -1,17 +1,17 @@
-"""The registry of ``mcprm export``'s formats: one :class:`~pipeline.commands.exporters.base.Exporter` per format
+"""The registry of ``mcprm export``'s formats: one :class:`~pipeline.export.formats.base.Exporter` per format
 (the five trainer formats and genprm), each in its own module; the export run and the checks ask it, never the
 format's name."""
 
 from __future__ import annotations
 
-from pipeline.commands.export_common import ALL_FORMATS, ExportError
-from pipeline.commands.exporters.base import Exporter
-from pipeline.commands.exporters.genprm import GenPrm
-from pipeline.commands.exporters.math_shepherd import MathShepherd
-from pipeline.commands.exporters.openrlhf import OpenRlhf
-from pipeline.commands.exporters.processbench import ProcessBench
-from pipeline.commands.exporters.qwen_prm import QwenPrm
-from pipeline.commands.exporters.trl import Trl
+from pipeline.export.common import ALL_FORMATS, ExportError
+from pipeline.export.formats.base import Exporter
+from pipeline.export.formats.genprm import GenPrm
+from pipeline.export.formats.math_shepherd import MathShepherd
+from pipeline.export.formats.openrlhf import OpenRlhf
+from pipeline.export.formats.processbench import ProcessBench
+from pipeline.export.formats.qwen_prm import QwenPrm
+from pipeline.export.formats.trl import Trl
 
 EXPORTERS: dict[str, Exporter] = {e.name: e for e in (Trl(), MathShepherd(), QwenPrm(), OpenRlhf(), ProcessBench(),
                                                        GenPrm())}

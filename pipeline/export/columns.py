@@ -6,15 +6,15 @@ from __future__ import annotations
 import hashlib
 from array import array
 
-from pipeline.commands.export_common import (
+from pipeline.export.common import (
     Row,
 )
 
 
 def trl_columns(b, drop_after_first_error: bool, skipped: dict[str, int], cut: dict[str, int], counts: dict):
     """Batch ``b``'s exportable rows as a trl table (id, prompt, completions, labels), computed on whole columns:
-    the rows, cuts and skips that the row-by-row path (row_labels with the corpus's own labels, cut_row,
-    format_row) gives, counted into ``skipped``/``cut`` the same way, its settled holes filled as fill_holes fills them
+    the rows, cuts and skips that the row-by-row path (row_labels with the corpus's own labels, cut_row, the
+    format's record) gives, counted into ``skipped``/``cut`` the same way, its settled holes filled as fill_holes fills them
     (per row of the table in ``counts["batch_filled"]``, which the caller counts for the rows it keeps). Returns (the table, and per row of
     it: steps, labeled steps, positive steps), or None (nothing counted) when some row's steps, labels and
     mc_value differ in length: that batch goes row by row, whose errors name it."""
@@ -82,7 +82,7 @@ def processbench_columns(b, skipped: dict[str, int], counts: dict):
     """Batch ``b``'s exportable rows as a processbench table (id, problem, steps, label, final_answer_correct),
     computed on whole columns: label = the first negative step or -1; a row with an unlabeled step before it
     is skipped as "undecided" (row by row: rows_in). Returns as :func:`trl_columns`; None also when a row has
-    no steps (row by row, check_row names it)."""
+    no steps (row by row, the format's check names it)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -127,7 +127,7 @@ def processbench_columns(b, skipped: dict[str, int], counts: dict):
 
 
 def _fill_holes(valid, value, parent, pos, first, rows):
-    """Whole-column :func:`~pipeline.commands.export_common.fill_holes`: (valid, value, the steps filled)."""
+    """Whole-column :func:`~pipeline.export.common.fill_holes`: (valid, value, the steps filled)."""
     import numpy as np
 
     last = np.full(rows, -1, dtype=np.int64)

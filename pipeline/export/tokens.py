@@ -1,11 +1,11 @@
 """The tokenizer side of the export checks: :func:`load_tokenizer` and :class:`Encoded`, a tokenizer that batch-encodes
-a group of records ahead (the token checks of :mod:`pipeline.commands.exporters` count the tag in it)."""
+a group of records ahead (the token checks of :mod:`pipeline.export.formats` count the tag in it)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipeline.commands.export_common import ExportError
+from pipeline.export.common import ExportError
 
 
 class Encoded:

@@ -3,7 +3,7 @@ the same text with each tag replaced by ``+`` or ``-`` (peiyi9979/Math-Shepherd)
 
 from __future__ import annotations
 
-from pipeline.commands.exporters.base import (
+from pipeline.export.formats.base import (
     TaggedText,
     encode_ids,
     parse_tagged_text,

@@ -16,7 +16,7 @@ Formats (one record per solution; every record also carries the corpus ``id``):
 * ``processbench``: ``problem``, ``steps``, ``label`` = index of the first wrong step or -1,
   ``final_answer_correct``. All steps are kept (the label says where the error is).
 * ``genprm``: a critique prompt and its target, the first wrong step's index, for a generative verifier
-  (:mod:`~pipeline.commands.exporters.genprm`, a run of its own: solution-level records and counts).
+  (:mod:`~pipeline.export.formats.genprm`, a run of its own: solution-level records and counts).
 
 Label rules: ``hard`` = the corpus's hard label (``mc_value > 0``: some continuation reached the answer);
 ``threshold`` = ``mc_value >= threshold``; ``soft`` = ``mc_value`` itself. Steps labeled by inference without
@@ -31,40 +31,34 @@ their first step still unlabeled (trainers cannot take a null label), and, with
 ``balance="downsample"`` keeps as many all-positive solutions as solutions with an error (seeded by
 content key), the other way round when errors are the majority.
 
-Every record is checked before anything is written (:func:`check_row`): the record is parsed back and must
-give the same steps and labels; the tag must occur exactly once per step; and with a tokenizer, the tag /
-placeholder / separator must encode to the single token the trainer looks for, occurring once per step in
-the encoded row. A violation raises :class:`ExportError` naming the row; nothing is written.
+Every record is checked before anything is written (the format's :meth:`Exporter.check
+<pipeline.export.formats.base.Exporter.check>`): the record is parsed back and must give the same steps and
+labels; the tag must occur exactly once per step; and with a tokenizer, the tag / placeholder / separator must
+encode to the single token the trainer looks for, occurring once per step in the encoded row. A violation raises
+:class:`~pipeline.export.common.ExportError` naming the row; nothing is written.
 
-The modules: this one (the options and their defaults, checked, then the format's exporter runs),
-:mod:`~pipeline.commands.exporters` (one exporter per format: its record, read back, schema, checks and, for
-genprm, its own run; the registry), :mod:`~pipeline.commands.export_rows` (the per-step run: labels, cuts,
-balance, shards), :mod:`~pipeline.commands.export_formats` (format_row / parse_record / record_schema through the
-registry), :mod:`~pipeline.commands.export_checks` and :mod:`~pipeline.commands.export_tokens` (the row and
-token checks), :mod:`~pipeline.commands.export_columns` (whole-column trl / processbench, --balance's mask),
-:mod:`~pipeline.commands.export_common` (names, request, options, result, output) and
-:mod:`~pipeline.commands.export_genprm` (genprm's prompt and target).
+The package: this module (:func:`export_corpus`: the options every format shares, checked, then the format's
+exporter runs); :mod:`~pipeline.export.formats` (the registry, and one module a format: its record, read back,
+schema, checks and, for genprm, its own run; the :class:`Exporter <pipeline.export.formats.base.Exporter>`
+interface in ``base``); :mod:`~pipeline.export.rows` (the per-step run: labels, cuts, balance, shards);
+:mod:`~pipeline.export.columns` (whole-column trl / processbench, ``--balance``'s mask);
+:mod:`~pipeline.export.tokens` (the tokenizer side of the checks); :mod:`~pipeline.export.common` (names,
+request, options, row, result, the staged output, the error).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pipeline.commands.export_checks import check_row  # noqa: F401  (the export API: a record's checks)
-from pipeline.commands.export_common import (  # noqa: F401  (the export API)
+from pipeline.export.common import (
     ALL_FORMATS,
     FILE_FORMATS,
-    FORMATS,
     QWEN_SYSTEM,
     ExportError,
-    ExportOptions,
     ExportRequest,
     ExportResult,
-    Row,
 )
-from pipeline.commands.export_formats import format_row  # noqa: F401  (the export API: a row's record)
-from pipeline.commands.export_rows import cut_row, row_labels  # noqa: F401  (the per-step run's labels and cuts)
-from pipeline.commands.exporters import EXPORTERS, get_exporter, soft_formats
+from pipeline.export.formats import EXPORTERS, get_exporter, soft_formats
 
 
 def export_corpus(
@@ -94,7 +88,7 @@ def export_corpus(
 ) -> ExportResult:
     """Export corpus ``out_url`` (current version by default) as ``fmt`` into folder ``output_url``: the options
     are checked that every format shares, then the format's exporter runs (:meth:`Exporter.export
-    <pipeline.commands.exporters.base.Exporter.export>`).
+    <pipeline.export.formats.base.Exporter.export>`).
 
     ``step_tag`` overrides the per-format marker (math-shepherd tag, qwen-prm separator, trl
     ``step_separator``); ``placeholder`` is the same for openrlhf. ``tokenizer`` (a path or a tokenizer)

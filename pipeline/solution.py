@@ -1,8 +1,9 @@
 """The one data model of mcprm: a solution to label, and what labeling found out about it.
 
-It lives on the ground floor (storage) because a corpus row is made of it (:func:`pipeline.storage.schema.to_record`);
-input, labeling and the commands build and read it. :func:`last_step_value` is here for the same reason: the
-schema values a last step with it, by the last-step rule (:mod:`pipeline.labeling.last_step`).
+A leaf module (it imports nothing of mcprm), so every floor can build and read it: input makes
+:class:`Solution` rows, labeling makes :class:`LabeledSolution` rows, storage turns them into corpus rows
+(:func:`pipeline.storage.schema.to_record`). :func:`last_step_value` is here for the same reason: the schema
+values a last step with it, by the last-step rule (:mod:`pipeline.labeling.last_step`).
 """
 
 from __future__ import annotations

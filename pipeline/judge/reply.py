@@ -1,4 +1,4 @@
-"""The judge's prompt and the reading of its replies (:mod:`pipeline.commands.judge` says what a judge run does).
+"""The judge's prompt and the reading of its replies (:mod:`pipeline.judge` says what a judge run does).
 
 :data:`CRITIQUE_TEMPLATE` is the ProcessBench critique prompt; :func:`parse_reply` reads one reply into a
 first-error index and a status; :func:`majority` combines several samples' indices."""
@@ -26,14 +26,20 @@ TOO_LONG = "too_long"  # the prompt does not fit the judge's context: not sent (
 
 
 # ------------------------------------------------------------------------------------------------ prompt
+_PLACEHOLDER = re.compile(r"\{problem\}|\{tagged_response\}")
+
+
 def tagged_paragraphs(steps: Sequence[str]) -> str:
     """The steps as ProcessBench's tagged paragraphs, indexed from 0, separated by blank lines."""
     return "\n\n".join(f"<paragraph_{i}>\n{s}\n</paragraph_{i}>" for i, s in enumerate(steps))
 
 
 def critique_prompt(problem: str, steps: Sequence[str], template: str = CRITIQUE_TEMPLATE) -> str:
-    """The judge's request for one solution (the user message; the prompt format wraps it)."""
-    return template.replace("{problem}", problem).replace("{tagged_response}", tagged_paragraphs(steps))
+    """The judge's request for one solution (the user message; the prompt format wraps it), and genprm's exported
+    prompt. Both placeholders are replaced in one pass, so a problem that contains ``{tagged_response}`` is kept
+    as it is."""
+    values = {"{problem}": problem, "{tagged_response}": tagged_paragraphs(steps)}
+    return _PLACEHOLDER.sub(lambda m: values[m.group()], template)
 
 
 # ------------------------------------------------------------------------------------------------ parser

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from pipeline.commands.export_common import Row
-from pipeline.commands.exporters.base import Exporter, encode_ids
+from pipeline.export.common import Row
+from pipeline.export.formats.base import Exporter, encode_ids
 
 
 class Trl(Exporter):
@@ -33,7 +33,7 @@ class Trl(Exporter):
                  "last tokens or misalign them. Pass a --step-tag that the tokenizer keeps.")
 
     def columns(self, batch, drop_after_first_error, skipped, cut, counts):
-        from pipeline.commands.export_columns import trl_columns
+        from pipeline.export.columns import trl_columns
 
         return trl_columns(batch, drop_after_first_error, skipped, cut, counts)
 

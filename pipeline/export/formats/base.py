@@ -2,7 +2,7 @@
 checks need to know of it (its default tag, whether it takes soft labels, where its tagged text is, whether
 tokens are checked, whether whole columns can be written) and doing what differs (its record, the record read
 back, its Arrow schema, its token checks, and where a format needs one, its own run: :meth:`Exporter.export`).
-The registry is :mod:`pipeline.commands.exporters`."""
+The registry is :mod:`pipeline.export.formats`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from pipeline.commands.export_common import ExportError, ExportOptions, ExportRequest, ExportResult, Row
-from pipeline.commands.export_tokens import Encoded
+from pipeline.export.common import ExportError, ExportOptions, ExportRequest, ExportResult, Row
+from pipeline.export.tokens import Encoded
 
 Fail = Callable[[str], None]  # raises ExportError naming the row
 
@@ -69,9 +69,9 @@ class Exporter(ABC):
 
     def export(self, out_url: str, output_url: str, request: ExportRequest) -> ExportResult:
         """Export corpus ``out_url`` into folder ``output_url`` in this format: the per-step run of
-        :mod:`pipeline.commands.export_rows` (labels, cuts, --balance, checks, shards), which a format with a run
+        :mod:`pipeline.export.rows` (labels, cuts, --balance, checks, shards), which a format with a run
         of its own (genprm) overrides."""
-        from pipeline.commands.export_rows import export_rows
+        from pipeline.export.rows import export_rows
 
         return export_rows(self, out_url, output_url, request)
 
@@ -120,7 +120,7 @@ class Exporter(ABC):
 
     def columns(self, batch, drop_after_first_error: bool, skipped: dict, cut: dict, counts: dict):
         """Where :attr:`columnar`: (the records' table, and per row steps, labeled steps, positives) of a corpus
-        batch, or None where the batch must go row by row (pipeline.commands.export_columns)."""
+        batch, or None where the batch must go row by row (pipeline.export.columns)."""
         raise TypeError(f"{self.name} is not a columnar format (columnar = False): export it row by row")
 
     def row_of(self, record: dict) -> Row:

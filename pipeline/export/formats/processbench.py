@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from pipeline.commands.export_common import Row
-from pipeline.commands.exporters.base import FirstErrorIndex, first_error, index_labels
+from pipeline.export.common import Row
+from pipeline.export.formats.base import FirstErrorIndex, first_error, index_labels
 
 
 class ProcessBench(FirstErrorIndex):
@@ -27,7 +27,7 @@ class ProcessBench(FirstErrorIndex):
                           ("label", pa.int32()), ("final_answer_correct", pa.bool_())])
 
     def columns(self, batch, drop_after_first_error, skipped, cut, counts):
-        from pipeline.commands.export_columns import processbench_columns
+        from pipeline.export.columns import processbench_columns
 
         return processbench_columns(batch, skipped, counts)
 

@@ -1,15 +1,14 @@
 """The exporter registry of ``mcprm export`` (issue 27): one exporter per format (genprm included), and the export
-run, the checks and format_row / parse_record / record_schema dispatch through it, not on the format's name."""
+run and the checks dispatch through it, not on the format's name."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.commands.export_checks import check_row
-from pipeline.commands.export_common import ALL_FORMATS, ExportError, ExportOptions, Row
-from pipeline.commands.export_formats import format_row, parse_record, record_schema, tag_of
-from pipeline.commands.exporters import EXPORTERS, get_exporter, soft_formats
-from pipeline.commands.exporters.base import Exporter
+from pipeline.export.common import ALL_FORMATS, ExportError, ExportOptions, Row
+from pipeline.export.formats import EXPORTERS, get_exporter, soft_formats
+from pipeline.export.formats.base import Exporter
+from tests.export_files import check_row, format_row, parse_record, record_schema, tag_of
 
 ROW = Row("r1", "Compute 1 + 2.", ["1 + 2 = 3.", "The answer is 3."], [True, False])
 
@@ -65,7 +64,7 @@ def test_a_registered_exporter_is_used_by_its_name_alone():
 
 
 def test_genprm_records_read_back_or_name_the_row():
-    from pipeline.commands.export_genprm import parse_prompt
+    from pipeline.export.formats.genprm import parse_prompt
 
     gen = get_exporter("genprm")
     steps = ["Let {x} = 2.\n\nSo x + 1 = 3.", "", "The answer is 3."]  # blank lines, braces, an empty step
@@ -83,3 +82,16 @@ def test_genprm_records_read_back_or_name_the_row():
         check_row(dict(rec, label=-1), Row("g", "P", ["a"], [True]), ExportOptions("genprm"))
     with pytest.raises(ValueError, match="not the critique prompt"):
         parse_prompt(rec["prompt"], "another problem")
+
+
+def test_genprm_exports_the_prompt_a_judge_is_sent():
+    """One ProcessBench critique prompt: genprm's training prompt is the judge's request, placeholders in the
+    problem or the steps kept as written (replaced in one pass)."""
+    from pipeline.judge.reply import critique_prompt
+
+    problem, steps = "Is {tagged_response} a {problem}?", ["Say {problem}.", "The answer is 1."]
+    rec = get_exporter("genprm").record(Row("g", problem, steps, [True, True]), ExportOptions("genprm"))
+    assert rec["prompt"] == critique_prompt(problem, steps)
+    assert "[Math Problem]\n\nIs {tagged_response} a {problem}?\n\n[Solution]" in rec["prompt"]
+    assert "<paragraph_0>\nSay {problem}.\n</paragraph_0>" in rec["prompt"]
+    check_row(rec, Row("g", problem, steps, [True, True]), ExportOptions("genprm"))  # and it reads back

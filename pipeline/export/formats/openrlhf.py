@@ -4,7 +4,7 @@ floats."""
 
 from __future__ import annotations
 
-from pipeline.commands.exporters.base import TaggedText, parse_tagged_text, single_token_id, tagged_text
+from pipeline.export.formats.base import TaggedText, parse_tagged_text, single_token_id, tagged_text
 
 
 class OpenRlhf(TaggedText):
