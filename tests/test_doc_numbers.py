@@ -35,7 +35,9 @@ TOKEN = re.compile(
     rf"(?<![\w.:/=+#-])[-+±]?(?P<a>{NUM})(?:\s?[-–]\s?(?P<b>{NUM}))?(?P<unit>{UNIT})?(?!\d|[.,]\d|-\d\d-|:\d)"
 )
 # "95% interval", "99% CI": a confidence level chosen, not a result
-LEVEL = re.compile(r"\s*(?:\(?(?:exact|Wilson|Clopper-Pearson|bootstrap|paired|percentile)\s)*(?:interval|CI|upper|lower|confidence)")
+LEVEL = re.compile(
+    r"\s*(?:\(?(?:exact|Wilson|Clopper-Pearson|bootstrap|paired|percentile)\s)*(?:interval|CI|upper|lower|confidence)"
+)
 # a number after one of these names is its version
 VERSIONED = re.compile(
     r"(?:torch|Python|CUDA|cuDNN|nvcc|vLLM|vllm|SGLang|sglang|Ray|transformers|tokenizers|triton|schema)\s?$"
@@ -207,7 +209,9 @@ def readme_problems(readme: str, bench: str, allowed: dict[str, str] | None = No
         if code:
             pool, where = whole, "BENCHMARKS.md (a code block's comment cannot link a row)"
         elif not anchors:
-            problems += [f"{h.text!r} in {prose[:60]!r}...: no link to its BENCHMARKS.md row here" for h in hits]
+            problems += [
+                f"{h.text!r} in {prose[:60]!r}...: no link to its BENCHMARKS.md row here" for h in hits
+            ]
             continue
         elif "" in anchors:
             pool, where = whole, "BENCHMARKS.md"
@@ -334,9 +338,15 @@ ALLOWED_SECTIONS: dict[str, dict[str, str]] = {
 }
 
 
-def doc_problems(name: str, text: str, allowed: dict[str, str], allowed_sections: dict[str, str] | None = None) -> list[str]:
+def doc_problems(
+    name: str, text: str, allowed: dict[str, str], allowed_sections: dict[str, str] | None = None
+) -> list[str]:
     secs = sections(text)
-    out = [f"{name}: allow-listed section no longer on the page: #{a}" for a in allowed_sections or {} if a not in secs]
+    out = [
+        f"{name}: allow-listed section no longer on the page: #{a}"
+        for a in allowed_sections or {}
+        if a not in secs
+    ]
     for a in allowed_sections or {}:
         text = text.replace(secs.get(a, "\x02"), "")
     prose = normalize(text)
@@ -383,7 +393,9 @@ def test_readme_quotes_some_numbers():
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
 def test_docs_quote_no_measurements(doc: Path):
-    problems = doc_problems(doc.name, doc.read_text(), ALLOWED.get(doc.name, {}), ALLOWED_SECTIONS.get(doc.name))
+    problems = doc_problems(
+        doc.name, doc.read_text(), ALLOWED.get(doc.name, {}), ALLOWED_SECTIONS.get(doc.name)
+    )
     assert not problems, (
         "measured numbers belong in BENCHMARKS.md; link its section instead (or, for a number that is not a "
         "measurement, add it to ALLOWED with the reason):\n" + "\n".join(problems)
@@ -424,16 +436,24 @@ BENCH_EXAMPLE = """# Benchmarks
 
 def test_slugs_are_githubs():
     assert slug("GPU-seconds, real 1.5B model") == "gpu-seconds-real-15b-model"
-    assert slug("One GPU: mcprm's vLLM backend against raw `vLLM`") == "one-gpu-mcprms-vllm-backend-against-raw-vllm"
+    assert (
+        slug("One GPU: mcprm's vLLM backend against raw `vLLM`")
+        == "one-gpu-mcprms-vllm-backend-against-raw-vllm"
+    )
     assert slug("Real 1.5B model, one H100 (best-of-8)") == "real-15b-model-one-h100-best-of-8"
     assert list(sections("# A\n## B\n## B\n")) == ["a", "b", "b-1"]
 
 
 def test_what_counts_as_measured():
-    found = [h.text for h in measured(normalize(
-        "F1 0.631 at 0.91x, 248 s, 22 minutes, 23,873 tok/s, 99.2%, 0.44-0.48x; AUROC 0.95. Not: vLLM 0.26.0, "
-        "Qwen2.5-1.5B, 0.5B, 2026-11-27 16:02, a 95% interval, `--bisect-fraction` (0.6), default: 0.25, K=20, 1.06 M params"
-    ))]
+    found = [
+        h.text
+        for h in measured(
+            normalize(
+                "F1 0.631 at 0.91x, 248 s, 22 minutes, 23,873 tok/s, 99.2%, 0.44-0.48x; AUROC 0.95. Not: vLLM 0.26.0, "
+                "Qwen2.5-1.5B, 0.5B, 2026-11-27 16:02, a 95% interval, `--bisect-fraction` (0.6), default: 0.25, K=20, 1.06 M params"
+            )
+        )
+    ]
     assert found == ["0.631", "0.91x", "248 s", "22 minutes", "23,873 tok/s", "99.2%", "0.44-0.48x", "0.95"]
 
 
@@ -467,7 +487,9 @@ def test_a_measurement_in_a_doc_is_found_and_a_setting_is_not():
         "Waves grow 2x (`--wave-growth` 2.0); a lock is stale after 10 minutes. The defaults labeled in 0.48x\n"
         "per-step's GPU-seconds, F1 0.631 ([BENCHMARKS](../BENCHMARKS.md#cost)).\n"
     )
-    problems = doc_problems("d.md", doc, {"Waves grow 2x": "x", "stale after 10 minutes": "a default", "gone": "y"})
+    problems = doc_problems(
+        "d.md", doc, {"Waves grow 2x": "x", "stale after 10 minutes": "a default", "gone": "y"}
+    )
     assert [p.split(": ", 1)[1].split(" in ")[0] for p in problems] == [
         "'0.48x'",
         "'0.631'",
