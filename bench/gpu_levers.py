@@ -74,6 +74,9 @@ PRESETS = {
     # the rest: FlashInfer's sampler, three engines, a staggered start, async scheduling off, fewer sequences,
     # graphs with four engines, vLLM's DP, mcprm's loop backend against LLM.generate
     "C": "flashinfer+topp,e3,e2+stagger,noasync,seqs512,e4+graphs1024,dp2,mcprm,mcprm+e2",
+    # after A: the best raw configuration (two engines, graphs up to the batch) beside mcprm's loop backend on the
+    # same work and beside `mcprm label` with one and two engines at mcprm's defaults (graphs up to the limit)
+    "D": "e2+graphs1024,mcprm+e2+graphs1024,label+e2,label",
 }
 # dense bf16 peak FLOP/s (the roofline's ceiling), by a word of the GPU's name
 PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
@@ -664,7 +667,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", nargs="?", default="run", choices=["run", "table", "list"])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--levers", default="A", help="A, B (presets) or lever,lever,... (atoms joined by +)")
+    ap.add_argument("--levers", default="A", help="A, B, C, D (presets) or lever,lever,... (atoms joined by +)")
     ap.add_argument("--model", default="", help="a model folder (real weights); default: random weights of --shape")
     ap.add_argument("--shape", default="1.5b", choices=["0.5b", "1.5b", "7b"])
     ap.add_argument("--solutions", default=str(ROOT / "bench/gpu_e2e/solutions400.jsonl"),
