@@ -51,7 +51,7 @@ class InputSpec:
     # ``graders.check_golds``): one reason per gold why the grader cannot read it, None when it can. A row
     # whose gold cannot be read is rejected (field: the answer field) before any rollout. None: no check.
     gold_check: Callable[[list[str]], list[str | None]] | None = field(default=None, compare=False)
-    # Checks that a batch of valid solutions fits the model (e.g. :class:`pipeline.input.prompt_check.PromptCheck`:
+    # Checks that a batch of valid solutions fits the model (e.g. :class:`pipeline.run.prompt_check.PromptCheck`:
     # prompt tokens + max_new_tokens within the context): one reason per solution, None when it fits. A row
     # that does not fit is rejected (field: the steps/solution field) before any rollout. None: no check.
     prompt_check: Callable[[list[Solution]], list[str | None]] | None = field(default=None, compare=False)

@@ -144,7 +144,7 @@ def input_spec(cfg: LabelConfig):
 
 
 def _prompt_check(cfg: LabelConfig):
-    from pipeline.input.prompt_check import prompt_check
+    from pipeline.run.prompt_check import prompt_check
 
     return prompt_check(cfg)
 

@@ -14,12 +14,21 @@ import platform
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pipeline.storage.schema import SCHEMA_VERSION
 
-if TYPE_CHECKING:
-    from pipeline.config import LabelConfig
+
+class RunConfig(Protocol):
+    """What the manifest records of a run's configuration (a ``pipeline.config.LabelConfig``): storage stands
+    below the configuration and names only these."""
+
+    strategy: str
+    k: int
+
+    def identity_dict(self) -> dict: ...
+
+    def to_dict(self) -> dict: ...
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,7 @@ def _mcprm_version() -> str:
         return "0+unknown"
 
 
-def build_manifest(cfg: LabelConfig, plan: dict, results: dict[int, dict], prev: dict | None, last: dict | None,
+def build_manifest(cfg: RunConfig, plan: dict, results: dict[int, dict], prev: dict | None, last: dict | None,
                    counts: InputCounts, run: ExecutionFacts) -> dict:
     """The manifest of the version ``plan`` builds: ``prev``'s shards (the base; None: afresh) plus the new ones
     (``results`` by shard), ``last``'s history (the committed version) plus this run, counts and throughput."""
