@@ -99,6 +99,7 @@ class CorpusStore(ConditionalWrites, VersionFiles):
 
     def __init__(self, url: str, storage_options: dict | None = None):
         self.url = url
+        self.storage_options = dict(storage_options or {})  # what a reader outside fsspec (polars) must be given
         self.fs, root = filesystem(url, storage_options)
         self.root = root.rstrip("/") or "/"
         self.local = is_local(self.fs)
@@ -109,6 +110,7 @@ class CorpusStore(ConditionalWrites, VersionFiles):
         fs, path = filesystem(url, storage_options)
         self = cls.__new__(cls)
         self.url = url
+        self.storage_options = dict(storage_options or {})
         self.fs = fs
         self.root = posixpath.dirname(path) or "."
         self.local = is_local(fs)

@@ -120,3 +120,25 @@ def test_fsspec_configuration_applies_under_the_options(monkeypatch):
     assert fs.storage_options == {"endpoint_url": "http://127.0.0.1:7", "anon": True}
     fs, _ = storage_fs.filesystem("s3://bucket/x", {"endpoint_url": "http://127.0.0.1:8"})
     assert fs.storage_options == {"endpoint_url": "http://127.0.0.1:8", "anon": True}
+
+
+def test_corpus_readers_pass_the_options_through(moto_endpoint, tmp_path):
+    # a corpus on a store only its options reach: read_corpus, iter_corpus and scan_corpus (pyarrow over the
+    # store's file system, not polars' own reader, which knows nothing of fsspec's option names) all read it
+    import json
+
+    from pipeline.bundled import SAMPLE_PATH
+    from pipeline.bundled.synthetic import exact_corpus
+    from pipeline.corpus import iter_corpus, read_corpus, scan_corpus
+
+    rows = [json.loads(x) for x in SAMPLE_PATH.read_text().splitlines()[:5]]
+    exact_corpus(rows, tmp_path / "c")
+    options = {"key": "testing", "secret": "testing", "endpoint_url": moto_endpoint}
+    fs, _ = storage_fs.filesystem("s3://readers", options)
+    fs.mkdir("readers")
+    fs.put(str(tmp_path / "c") + "/", "readers/c/", recursive=True)
+    ids = [r["id"] for r in rows]
+    assert read_corpus("s3://readers/c", storage_options=options).column("id").to_pylist() == ids
+    assert [i for b in iter_corpus("s3://readers/c", storage_options=options) for i in b.column("id").to_pylist()
+            ] == ids
+    assert scan_corpus("s3://readers/c", storage_options=options).collect()["id"].to_list() == ids
