@@ -94,9 +94,9 @@ def judge_cmd(
     with user_errors():  # a failed run keeps its parts; JudgeError says to rerun
         template = J.CRITIQUE_TEMPLATE
         if prompt_template:
-            import fsspec
+            from pipeline.storage.fs import open_url
 
-            with fsspec.open(prompt_template, "r", encoding="utf-8") as f:
+            with open_url(prompt_template, "r", encoding="utf-8") as f:
                 template = f.read()
         settings = J.JudgeSettings(model=model, backend=backend, tokenizer=tokenizer, prompt_format=prompt_format,
                                    template=template, temperature=temperature, top_p=top_p,

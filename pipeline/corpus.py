@@ -15,10 +15,11 @@ class CorpusError(FatalError, ValueError):
     pass
 
 
-def open_manifest(url: str, version: int | None = None) -> tuple[CorpusStore, dict]:
+def open_manifest(url: str, version: int | None = None, *,
+                  storage_options: dict | None = None) -> tuple[CorpusStore, dict]:
     from pipeline.storage.integrity import ManifestError, current_manifest
 
-    store = CorpusStore(url)
+    store = CorpusStore(url, storage_options)
     try:
         m = current_manifest(store, follow_newer=True) if version is None else store.version_manifest(version)
     except (ManifestError, RuntimeError) as e:
@@ -79,19 +80,21 @@ def _empty(columns: list[str] | None):
     return schema.empty_table()
 
 
-def read_corpus(url: str, version: int | None = None, columns: list[str] | None = None, verify: bool = False):
+def read_corpus(url: str, version: int | None = None, columns: list[str] | None = None, verify: bool = False, *,
+                storage_options: dict | None = None):
     """The whole corpus of a version as one pyarrow Table (current version by default): for small corpora.
     A large one is read with :func:`iter_corpus` (batches) or :func:`scan_corpus` (a polars LazyFrame).
 
     Every shard's size is checked against the manifest on local disk (cheap); ``verify=True`` reads every
     shard whole and checks its sha256, schema and row count first. A damaged shard raises CorpusError naming
-    the file (and ``mcprm verify``), never a bare Arrow error."""
+    the file (and ``mcprm verify``), never a bare Arrow error. ``storage_options`` (every reader here): passed to
+    the store's file system as they are (:mod:`pipeline.storage.fs`), e.g. ``{"endpoint_url": ..., "key": ...}``."""
     import pyarrow as pa
 
     from pipeline.storage import confidence
     from pipeline.storage.store import ShardError
 
-    store, m = open_manifest(url, version)
+    store, m = open_manifest(url, version, storage_options=storage_options)
     model = confidence.model_of(m)
     wanted = columns
     columns, project = confidence.read_columns(columns) if model else (columns, False)
@@ -115,7 +118,7 @@ def read_corpus(url: str, version: int | None = None, columns: list[str] | None 
 
 
 def iter_corpus(url: str, version: int | None = None, columns: list[str] | None = None, *,
-                batch_rows: int = DEFAULT_BATCH_ROWS, verify: bool = False):
+                batch_rows: int = DEFAULT_BATCH_ROWS, verify: bool = False, storage_options: dict | None = None):
     """The corpus of a version as a stream of ``pyarrow.RecordBatch`` of at most ``batch_rows`` rows, in
     corpus order (shard by shard, as :func:`read_corpus` concatenates them). Memory is bounded by a batch
     (one shard with ``verify=True``, which reads and checks each shard whole before yielding from it), not by
@@ -129,7 +132,7 @@ def iter_corpus(url: str, version: int | None = None, columns: list[str] | None 
         raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
     from pipeline.storage import confidence
 
-    store, m = open_manifest(url, version)
+    store, m = open_manifest(url, version, storage_options=storage_options)
     model = confidence.model_of(m)
     wanted = columns
     columns, project = confidence.read_columns(columns) if model else (columns, False)
@@ -178,14 +181,15 @@ def iter_corpus(url: str, version: int | None = None, columns: list[str] | None 
                                ) from None
 
 
-def scan_corpus(url: str, version: int | None = None):
+def scan_corpus(url: str, version: int | None = None, *, storage_options: dict | None = None):
     """The corpus of a version as a ``polars.LazyFrame`` over its shards (the manifest's snapshot, never a
     glob), e.g. ``scan_corpus(OUT).filter(pl.col("first_error") >= 0).select("id").collect(engine="streaming")``.
     Local and object-store URLs (``s3://``, ``gs://``, ``az://``: polars' own readers, credentials from the
-    environment); other fsspec filesystems are read through pyarrow. No check runs here: ``mcprm verify``."""
+    environment); other fsspec filesystems, and any store given ``storage_options`` (polars' readers name their
+    options differently), are read through pyarrow. No check runs here: ``mcprm verify``."""
     import polars as pl
 
-    store, m = open_manifest(url, version)
+    store, m = open_manifest(url, version, storage_options=storage_options)
     if not m["shards"]:
         return pl.from_arrow(_empty(None)).lazy()
     uris = [store.uri(s["path"]) for s in m["shards"]]
@@ -209,8 +213,9 @@ def scan_corpus(url: str, version: int | None = None):
 def _scan(store: CorpusStore, m: dict, uris: list[str]):
     import polars as pl
 
-    if store.local or uris[0].split("://", 1)[0] in ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http",
-                                                     "https", "hf"):
+    polars_reads = uris[0].split("://", 1)[0] in ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https",
+                                                   "hf")
+    if store.local or polars_reads and not store.storage_options:
         return pl.scan_parquet(uris)
     import pyarrow.dataset as ds
 

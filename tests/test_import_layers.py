@@ -109,3 +109,44 @@ def test_every_folder_of_pipeline_has_a_floor(import_graph, edges):
     folders = {import_graph.folder(m) for m in edges if m.startswith("pipeline.") and any(
         o.startswith(m + ".") for o in edges) and m.count(".") == 1}
     assert folders - set(import_graph.FLOORS) == import_graph.UNFLOORED
+
+
+# The packages that turn a URL into a file system: only pipeline/storage/ imports them (pipeline.storage.fs), so
+# credentials and a store's options have one way in and every command reads and writes URLs alike.
+FILESYSTEM_PACKAGES = ("fsspec", "s3fs", "gcsfs", "adlfs")
+
+
+def _filesystem_imports(sources: dict[str, str]) -> list[tuple[str, str]]:
+    """(module, package) for each module outside pipeline.storage whose source imports a file-system package,
+    lazy imports and ``importlib.import_module("...")`` included."""
+    import ast
+
+    def top(name: str) -> str:
+        return name.split(".", 1)[0]
+
+    found = []
+    for module, source in sorted(sources.items()):
+        if module == "pipeline.storage" or module.startswith("pipeline.storage."):
+            continue
+        for node in ast.walk(ast.parse(source)):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None))
+                  in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant)
+                  and isinstance(node.args[0].value, str)):
+                names = [node.args[0].value]
+            found += [(module, top(n)) for n in names if top(n) in FILESYSTEM_PACKAGES]
+    return found
+
+
+def test_only_storage_turns_a_url_into_a_file_system(import_graph):
+    sources = {m: p.read_text() for m, p in import_graph.modules().items()}
+    assert "pipeline.storage.fs" in sources and _filesystem_imports(sources) == []
+    # the check sees every way in, and leaves pipeline/storage/ alone
+    fake = {"cli.a": "def f():\n    import fsspec\n", "pipeline.input.b": "from s3fs import S3FileSystem\n",
+            "pipeline.c": "import importlib\nimportlib.import_module('fsspec.core')\n",
+            "pipeline.storage.fs": "import fsspec\n", "pipeline.d": "import fsspecial\n"}
+    assert _filesystem_imports(fake) == [("cli.a", "fsspec"), ("pipeline.c", "fsspec"), ("pipeline.input.b", "s3fs")]

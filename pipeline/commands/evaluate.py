@@ -48,11 +48,11 @@ def _harmonic(a: float | None, b: float | None) -> float | None:
 
 def _load_reference_rows(ref: str, neutral_is_error: bool) -> tuple[dict, dict]:
     """Returns (by_id, by_steps) maps of RefRow."""
-    import fsspec
+    from pipeline.storage.fs import filesystem
 
     by_id: dict[str, RefRow] = {}
     by_steps: dict[tuple, RefRow] = {}
-    fs, path = fsspec.core.url_to_fs(ref)
+    fs, path = filesystem(ref)
     if not fs.exists(path):
         raise FileNotFoundError(f"reference {ref} does not exist (use 'synthetic' for the bundled task's checker)")
     if path.endswith(".parquet"):

@@ -46,8 +46,7 @@ def resolve_files(spec: InputSpec) -> list[str]:
     with ``spec.format`` set, every file). Sorted within each given path; a file named twice is read once.
     Raises :class:`InputError` naming the path when it does not exist or matches no input file.
     """
-    from fsspec.core import url_to_fs
-    from fsspec.implementations.local import LocalFileSystem
+    from pipeline.storage.fs import filesystem, is_local
 
     out: list[str] = []
     seen: set[tuple[str, str]] = set()
@@ -60,7 +59,7 @@ def resolve_files(spec: InputSpec) -> list[str]:
 
     for pattern in spec.paths:
         try:
-            fs, path = url_to_fs(pattern)
+            fs, path = filesystem(pattern)
         except (ValueError, ImportError) as e:
             raise InputError(f"cannot open input {pattern!r}: {e}") from None
         try:
@@ -77,7 +76,7 @@ def resolve_files(spec: InputSpec) -> list[str]:
             raise InputError(
                 f"{pattern}: matched no input files (looked for {exts}); check the path or pass --input-format jsonl|json|parquet"
             )
-        local = isinstance(fs, LocalFileSystem)
+        local = is_local(fs)
         for f in files:
             ident = (str(fs.protocol), f)
             if ident in seen:
@@ -266,10 +265,10 @@ def _read_parquet(file: str, f, spec: InputSpec) -> Iterator[RawRow]:
 
 
 def _read_file(url: str, spec: InputSpec) -> Iterator[RawRow]:
-    from fsspec.core import url_to_fs
+    from pipeline.storage.fs import filesystem
 
     fmt, compression = file_format(url, spec.format)
-    fs, path = url_to_fs(url)
+    fs, path = filesystem(url)
     kind = fmt or "jsonl"
     try:
         with fs.open(path, "rb", compression=compression) as f:

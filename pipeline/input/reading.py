@@ -390,11 +390,10 @@ class RejectsWriter:
         self._f = None
 
     def _open(self):
-        from fsspec.core import url_to_fs
-        from fsspec.implementations.local import LocalFileSystem
+        from pipeline.storage.fs import filesystem, is_local
 
-        fs, target = url_to_fs(self.path)
-        self._local = isinstance(fs, LocalFileSystem)
+        fs, target = filesystem(self.path)
+        self._local = is_local(fs)
         if self._local:
             return AtomicFile(target)
         parent = fs._parent(target)

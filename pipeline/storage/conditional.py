@@ -19,22 +19,10 @@ import uuid
 from typing import Any
 
 from pipeline.storage.errors import StorageError
+from pipeline.storage.fs import is_memory as _is_memory
+from pipeline.storage.fs import is_s3 as _is_s3
 
 log = logging.getLogger("mcprm")
-
-
-def _is_memory(fs) -> bool:
-    from fsspec.implementations.memory import MemoryFileSystem
-
-    return isinstance(fs, MemoryFileSystem)
-
-
-def _is_s3(fs) -> bool:
-    try:
-        from s3fs import S3FileSystem
-    except ImportError:
-        return False
-    return isinstance(fs, S3FileSystem)
 
 
 def _precondition_failed(e: BaseException) -> bool:

@@ -10,6 +10,7 @@ import posixpath
 
 from pipeline.errors import FatalError
 from pipeline.storage.failures import describe_storage_failure
+from pipeline.storage.fs import filesystem
 from pipeline.storage.store import CorpusStore, StorageError
 
 
@@ -28,10 +29,8 @@ def check_output_url(url: str, option: str = "--output") -> None:
     if not str(url or "").strip():
         raise BadOutput(f"{option} is empty: pass the folder to write into (a new one is created), e.g. "
                         f"{option} out/corpus")
-    import fsspec
-
     try:
-        fs, path = fsspec.core.url_to_fs(url)
+        fs, path = filesystem(url)
     except Exception:  # noqa: BLE001 - an unknown protocol: the store's own open says what is wrong
         return
     protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
@@ -45,11 +44,9 @@ def check_output_folder(url: str, option: str = "--output") -> None:
 
     Remote stores (s3://, gs://) are checked for the path itself only: their "folders" are name prefixes. An
     empty output or the root of the file system is refused first (:func:`check_output_url`)."""
-    import fsspec
-
     check_output_url(url, option)
     try:
-        fs, path = fsspec.core.url_to_fs(url)
+        fs, path = filesystem(url)
     except Exception:  # noqa: BLE001 - an unknown protocol: the store's own open says what is wrong
         return
     protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)

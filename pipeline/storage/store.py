@@ -46,6 +46,7 @@ from pipeline.storage.atomic import AtomicFile, fsync_dir
 from pipeline.storage.conditional import ConditionalWrites
 from pipeline.storage.errors import CommitConflict as CommitConflict
 from pipeline.storage.errors import ShardError, StorageError
+from pipeline.storage.fs import filesystem, is_local
 from pipeline.storage.versions import FENCED_FORMAT as FENCED_FORMAT
 from pipeline.storage.versions import VersionFiles
 from pipeline.storage.versions import is_fenced as is_fenced
@@ -92,37 +93,27 @@ def _join(*parts: str) -> str:
     return posixpath.join(*parts)
 
 
-def _is_local(fs) -> bool:
-    from fsspec.implementations.local import LocalFileSystem
-
-    return isinstance(fs, LocalFileSystem)
-
-
-
-
 class CorpusStore(ConditionalWrites, VersionFiles):
     """An output folder on any fsspec URL: paths, atomic file I/O and shards here; the conditional writes
     (:mod:`pipeline.storage.conditional`) and the version files (:mod:`pipeline.storage.versions`) are its parts."""
 
     def __init__(self, url: str, storage_options: dict | None = None):
-        import fsspec
-
         self.url = url
-        self.fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        self.storage_options = dict(storage_options or {})  # what a reader outside fsspec (polars) must be given
+        self.fs, root = filesystem(url, storage_options)
         self.root = root.rstrip("/") or "/"
-        self.local = _is_local(self.fs)
+        self.local = is_local(self.fs)
 
     @classmethod
-    def for_file(cls, url: str) -> tuple[CorpusStore, str]:
+    def for_file(cls, url: str, storage_options: dict | None = None) -> tuple[CorpusStore, str]:
         """A store rooted at the folder of the file ``url``, and the file's name (for atomic single files)."""
-        import fsspec
-
-        fs, path = fsspec.core.url_to_fs(url)
+        fs, path = filesystem(url, storage_options)
         self = cls.__new__(cls)
         self.url = url
+        self.storage_options = dict(storage_options or {})
         self.fs = fs
         self.root = posixpath.dirname(path) or "."
-        self.local = _is_local(fs)
+        self.local = is_local(fs)
         return self, posixpath.basename(path)
 
     # ---------------------------------------------------------------- paths
