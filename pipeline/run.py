@@ -135,15 +135,10 @@ def label(config: LabelConfig, executor=None) -> RunResult:
     wrote anything (bad input rows, no valid solution) leaves no output folder it created."""
     preflight(config, backend=executor is None and not config.fleet)
     fleet = None
-    if executor is None and config.fleet:  # a warm fleet's workers, leased before the input is read
-        from pipeline.execution.fleet import borrow_fleet
+    if executor is None:  # warm workers (--fleet's, or this machine's --keep-warm ones), leased before reading
+        from pipeline.execution.executors import warm_executor
 
-        executor = fleet = borrow_fleet(config.resolved())
-    elif executor is None:  # this machine's warm workers, kept by an earlier run (--keep-warm)
-        from pipeline.execution.kept import local_fleet, local_keep_warm
-
-        if local_keep_warm(resolved := config.resolved()):
-            executor = fleet = local_fleet(resolved)
+        executor = fleet = warm_executor(config)
     if fleet is not None:
         config = config.replace(num_workers=fleet.num_workers)  # the shard layout's workers: those leased
     try:
@@ -403,7 +398,7 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
     worker_stats: list[dict] = []
     own = executor is None  # started by this run (its start-up events are recorded)
     if todo > 0:
-        from pipeline.execution.kept import start_executor
+        from pipeline.execution.executors import make_executor
 
         if executor is None and run.starter is not None:  # started while the input was read
             executor = run.starter.take(len(plan["shards"]) - len(done_shards))
@@ -411,7 +406,7 @@ def _execute(run: _Run, lock: OutputLock, executor=None) -> tuple[dict[int, dict
                 run.events["engine_started"] = run.starter.started_at
         if executor is None:
             run.events["engine_started"] = time.time()
-            executor = start_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
+            executor = make_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
         try:
             def on_done(res: dict) -> None:
                 if res["shard"] in results:  # a retried task's second attempt: the first one recorded stays

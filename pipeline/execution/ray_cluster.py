@@ -26,6 +26,23 @@ def workers_fitting(total: float, each: float) -> int:
     return int(total / each + 1e-6) if each > 0 else 0
 
 
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def gpu_count() -> int:
+    """GPUs this machine shows (device files or CUDA_VISIBLE_DEVICES), without importing torch."""
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None:
+        return len([d for d in vis.split(",") if d.strip() and d.strip() != "-1"])
+    import glob
+
+    return len(glob.glob("/dev/nvidia[0-9]*"))
+
+
 def installed_ray_version() -> str | None:
     """The installed Ray's version (without importing it: that takes seconds), or None when Ray is not installed."""
     from importlib.metadata import PackageNotFoundError, version
@@ -166,6 +183,19 @@ def cpus_per_gpu(ray) -> float | None:
     per = [n["Resources"].get("CPU", 0) / n["Resources"]["GPU"] for n in ray.nodes()
            if n.get("Alive") and n.get("Resources", {}).get("GPU")]
     return min(per) if per else None
+
+
+def worker_shape(ray, cfg: LabelConfig, shards_hint: int | None = None) -> tuple[int, float, float]:
+    """(workers, CPUs each, GPUs each) for ``cfg`` on the connected cluster: ``--num-workers``, else as many as
+    its GPUs (a GPU backend) or CPUs hold, at most ``shards_hint``."""
+    gpus = cfg.worker_gpus
+    cpus = cfg.worker_cpus(cpus_per_gpu(ray) if gpus > 0 else None)
+    n = cfg.num_workers
+    if n is None:
+        res = ray.cluster_resources()
+        n = workers_fitting(res.get("GPU", 0), gpus) if gpus > 0 else int(res.get("CPU", 1) // max(cpus, 1e-9))
+        n = max(1, min(n, shards_hint or n))
+    return n, cpus, gpus
 
 
 def init_error(e: BaseException) -> BaseException:

@@ -31,10 +31,10 @@ class EarlyStart:
         """Ray up (in this thread: Ray sets its SIGTERM handler from the main thread only) and one actor asked for:
         it loads its model in its own process while this one goes on reading."""
         if self.executor is None:
-            from pipeline.execution.kept import start_executor
+            from pipeline.execution.executors import make_executor
 
             self.started_at = time.time()
-            self.executor = start_executor(self.cfg, start=1)
+            self.executor = make_executor(self.cfg, start=1)
 
     def staged(self, n: int) -> None:
         """``n`` solutions staged so far (called for each): start at the first, one more actor per shard's worth."""

@@ -1,9 +1,10 @@
-"""This machine's own Ray cluster for the warm workers an ``mcprm label --keep-warm`` run keeps between runs.
+"""This machine's keeper: the Ray cluster that holds this machine's warm workers (the fleet named ``local``,
+:mod:`pipeline.execution.fleet`) between ``mcprm label --keep-warm`` runs, and joining it.
 
 A run that keeps its workers warm on this machine (``--keep-warm DURATION``, or ``keep_warm`` in its run file)
 needs a Ray that outlives the command: a Ray a command starts for itself (``ray.init()``) ends with it, and its
 detached actors with it. :func:`ensure` finds this machine's **keeper** or starts one: a small process
-(``python -m pipeline.execution.local_head``, in a session of its own) that starts a local Ray head as its
+(``python -m pipeline.execution.keeper``, in a session of its own) that starts a local Ray head as its
 driver and watches it. It stops the cluster (and itself) once no fleet worker has been up for its grace time
 (:data:`GRACE_S`): the workers stop themselves after their ``--keep-warm`` (pipeline.execution.fleet), and the
 keeper then stops Ray; nothing is left running. Ray's processes share the keeper's fate (Ray's kernel
@@ -22,7 +23,8 @@ authentication, so no other user's process joins) and ``keeper.log``. Ray's own 
 
 A keeper counts as running only when its recorded pid still names the process recorded (its start time too: a
 pid is reused after a kill -9 or an OOM kill), and its cluster is joined only once its address answers
-(:func:`answers`, a bounded probe): a keeper that died, or whose Ray does not answer, never makes a command wait.
+(:func:`answers`, a bounded probe of its handshake, then :func:`accepts`, a bounded first call of Ray's own): a
+keeper that died, or whose Ray does not answer, never makes a command wait.
 """
 
 from __future__ import annotations
@@ -195,15 +197,71 @@ def answers(address: str, timeout_s: float = PROBE_S) -> str | None:
     return None
 
 
+def accepts(address: str, timeout_s: float = PROBE_S) -> str | None:
+    """Why the Ray at ``address`` does not answer Ray's own first call (its cluster id) within ``timeout_s``, or
+    None when it does. A GCS that answers the handshake (:func:`answers`) but hangs after it would make
+    ``ray.init`` retry for many minutes; this bounded call is made first (with this process's token set:
+    :func:`use_auth`)."""
+    import ray._raylet
+
+    try:
+        ray._raylet.InnerGcsClient.standalone(str(address), None, int(timeout_s * 1000))
+    except Exception as e:  # noqa: BLE001 - Ray's RpcError (deadline exceeded, unavailable, unauthenticated)
+        return f"the Ray at {address} answered its handshake but not Ray's first call within {timeout_s:g} s ({e})"
+    return None
+
+
+def stop_command() -> str:
+    """The exact command that stops this machine's warm workers (with this process's state folder, if not the
+    default one)."""
+    import shlex
+
+    d = os.environ.get(DIR_ENV)
+    return (f"{DIR_ENV}={shlex.quote(d)} " if d else "") + "mcprm fleet down"
+
+
+def join(st: dict, log_to_driver: bool = False) -> bool | None:
+    """Connect this process to this machine's Ray (``st``: its keeper's state): True when it joined now, False when
+    it was connected already, None when it is connected to another Ray (left as it is). A Ray that does not answer
+    within the probes' bounds is never joined (Ray itself retries such an address for minutes): a
+    :class:`KeeperError` says what was waited for."""
+    from pipeline.execution.ray_cluster import init_ray
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        return False if ray.get_runtime_context().gcs_address == st["address"] else None
+    use_auth()
+    why = answers(st["address"]) or accepts(st["address"])
+    if why is not None:
+        raise KeeperError(f"this machine's warm workers' Ray does not answer ({why}); stop it with "
+                          f"`{stop_command()}` and rerun")
+    init_ray(st["address"], log_to_driver=log_to_driver)
+    return True
+
+
+def connected(what: str):
+    """(ray, joined) connected to this machine's Ray with its token, or None when no keeper runs here, its Ray does
+    not answer (said, with ``what`` that is then skipped) or this process is connected to another Ray. The caller
+    shuts Ray down if ``joined``, inside :func:`authenticated` (which puts the token variables back)."""
+    st = running()
+    if st is None:
+        return None
+    try:
+        joined = join(st)
+    except KeeperError as e:
+        log.warning("%s; %s", e, what)
+        return None
+    if joined is None:
+        log.warning("this process is connected to another Ray: this machine's warm workers were not checked")
+        return None
+    import ray
+
+    return ray, joined
+
+
 def _touch(path: str) -> None:
     with open(path, "a"):
         os.utime(path, None)
-
-
-def _remove_private(path: str | None) -> None:
-    """Remove a keeper's private Ray folder once its keeper is gone (:func:`pipeline.execution.ray_temp.remove`:
-    only such a folder under the system temp dir, owned by this user, never a link)."""
-    ray_temp.remove(path)
 
 
 def _reap(folder: str, old: dict | None) -> None:
@@ -214,7 +272,7 @@ def _reap(folder: str, old: dict | None) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.remove(_paths(folder)["state"])
     if old and old.get("machine") == namespace_key() and process_gone(old.get("process")):
-        _remove_private(old.get("temp_dir"))
+        ray_temp.remove(old.get("temp_dir"))
 
 
 def ensure(d: str | None = None, timeout_s: float = START_TIMEOUT_S) -> dict:
@@ -243,7 +301,7 @@ def ensure(d: str | None = None, timeout_s: float = START_TIMEOUT_S) -> dict:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         with open(p["log"], "ab") as logf:
-            proc = subprocess.Popen([sys.executable, "-m", "pipeline.execution.local_head", folder],
+            proc = subprocess.Popen([sys.executable, "-m", "pipeline.execution.keeper", folder],
                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                     start_new_session=True, env=env, close_fds=True)
         deadline = time.monotonic() + timeout_s
@@ -285,7 +343,7 @@ def _keep(folder: str) -> None:
     finally:
         if "ray" in sys.modules:  # (Ray's processes write to the folder until they are gone)
             sys.modules["ray"].shutdown()
-        _remove_private(private)
+        ray_temp.remove(private)
 
 
 def _serve(folder: str, private: str, grace: float, stop: list) -> None:
@@ -350,17 +408,16 @@ def _end(st: dict, timeout_s: float) -> str:
     while time.monotonic() < deadline and not gone():
         time.sleep(0.2)
     if gone():
-        _remove_private(st.get("temp_dir"))  # (a keeper removes it itself as it stops: this is for one that could not)
+        ray_temp.remove(st.get("temp_dir"))  # (a keeper removes it itself as it stops: this is for one that could not)
         return f"stopped keeper {pid}"
-    if not gone():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and not gone():
-            time.sleep(0.1)
-    _remove_private(st.get("temp_dir"))
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and not gone():
+        time.sleep(0.1)
+    ray_temp.remove(st.get("temp_dir"))
     return f"keeper {pid} did not stop within {timeout_s:g} s of SIGTERM: killed it and its processes"
 
 
