@@ -84,10 +84,10 @@ def auth_env(d: str | None = None) -> dict[str, str]:
 
 
 def use_auth(d: str | None = None) -> None:
-    """Set :func:`auth_env` in this process (Ray reads its mode into a cached config: refreshed here, as Ray's own
-    ``_enable_token_auth`` does)."""
-    os.environ.update(auth_env(d))
-    _refresh_ray_config()
+    """Set :func:`auth_env` in this process."""
+    from pipeline.execution.ray_cluster import use_token
+
+    use_token(auth_env(d))
 
 
 @contextlib.contextmanager
@@ -104,14 +104,9 @@ def authenticated(d: str | None = None):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        _refresh_ray_config()
+        from pipeline.execution.ray_cluster import refresh_ray_config
 
-
-def _refresh_ray_config() -> None:
-    if "ray" in sys.modules:
-        from ray._raylet import Config
-
-        Config.initialize("")
+        refresh_ray_config()
 
 
 @contextlib.contextmanager

@@ -67,43 +67,76 @@ def keep_warm_ray_problem(found: str | None) -> str | None:
             f"(pip install -U '{RAY_REQUIREMENT}') or run without --keep-warm")
 
 
+_OWN: dict = {}  # this process's own Ray (pipeline.execution.own_ray), once started: its head and folder
+
+
 def init_ray(address: str | None = None, log_to_driver: bool = False) -> None:
+    """Connect this process to Ray: the cluster at ``address`` (or ``RAY_ADDRESS``), else a Ray of its own
+    (:mod:`pipeline.execution.own_ray`: its head in a process group of its own that nothing outlives, its files in
+    a private folder), started once and joined again after a ``ray.shutdown()``."""
     from rollouts.base import require
 
     ray = require("ray", f"pip install '{RAY_REQUIREMENT}'")
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS") or None
-    # Ray's own log lines (workers' output, ANSI colour) stay out of the user's terminal unless asked (-v).
-    kwargs = dict(ignore_reinit_error=True, logging_level=logging.WARNING if log_to_driver else logging.ERROR,
-                  log_to_driver=log_to_driver)
-    own = None
     if address is None:
-        kwargs["include_dashboard"] = False
         # a Ray of our own: a bare ray.init() joins any cluster this machine's last `ray start` (or another job's
-        # test cluster) left in /tmp/ray, whose resources are not ours; its files go to a folder of this run's own
-        # (never /tmp/ray, where every run would leave a world-writable session folder), removed at exit
-        address = "local"
-        own = kwargs["_temp_dir"] = ray_temp.new()
+        # test cluster) left in /tmp/ray, whose resources are not ours, and leaves a world-writable session folder
+        # there; the head's files go to a folder of this process's own instead
+        if not _OWN or _OWN["head"]["watchdog"].poll() is not None:
+            _start_own_ray()
+        address = _OWN["head"]["address"]
+        use_token(_OWN["head"]["auth"])
     # Let actors find the top-level packages (pipeline, rollouts, graders) when running from a checkout.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}}
+    # Ray's own log lines (workers' output, ANSI colour) stay out of the user's terminal unless asked (-v).
+    ray.init(address=address, runtime_env=env, ignore_reinit_error=True, log_to_driver=log_to_driver,
+             logging_level=logging.WARNING if log_to_driver else logging.ERROR)
+
+
+def use_token(auth: dict[str, str]) -> None:
+    """Set Ray's token authentication variables ``auth`` in this process (Ray reads its mode into a cached config:
+    refreshed here, as Ray's own ``_enable_token_auth`` does)."""
+    os.environ.update(auth)
+    refresh_ray_config()
+
+
+def refresh_ray_config() -> None:
+    import sys
+
+    if "ray" in sys.modules:
+        from ray._raylet import Config
+
+        Config.initialize("")
+
+
+def _start_own_ray() -> None:
+    from pipeline.execution import own_ray
+
+    folder = ray_temp.new()
     try:
-        ray.init(address=address, runtime_env=env, **kwargs)
+        head = own_ray.start(folder)
     except BaseException:
-        ray_temp.remove(own)
+        ray_temp.remove(folder)
         raise
-    if own is not None:
+    if not _OWN:
         import atexit
 
-        atexit.register(_end_own_ray, own)
+        atexit.register(_end_own_ray)
+    _OWN.update(head=head, folder=folder)
 
 
-def _end_own_ray(temp_dir: str) -> None:
-    """At exit of a process that started a Ray of its own: Ray stopped (its processes first: they write to the
-    folder until they are gone), then its folder removed. Ray's head processes share the driver's fate (Ray's
-    kernel fate-sharing on Linux), so a driver killed with -9 takes them with it; its folder is removed by the
-    next mcprm process that starts a Ray (:func:`pipeline.execution.ray_temp.sweep`)."""
+def own_ray_head() -> dict | None:
+    """This process's own Ray's head (``address``, ``group``: the process group of its processes), if started."""
+    return {k: v for k, v in _OWN["head"].items() if k != "watchdog"} if _OWN else None
+
+
+def _end_own_ray() -> None:
+    """At exit of a process that started a Ray of its own: disconnected, then its head ended (its watchdog kills
+    the head's process group and removes its folder; a driver killed with -9 closes the watchdog's pipe just the
+    same) and its folder removed."""
     import sys
 
     ray = sys.modules.get("ray")
@@ -111,7 +144,10 @@ def _end_own_ray(temp_dir: str) -> None:
         if ray is not None and ray.is_initialized():
             ray.shutdown()
     finally:
-        ray_temp.remove(temp_dir)
+        from pipeline.execution import own_ray
+
+        own_ray.stop(_OWN.get("head"))
+        ray_temp.remove(_OWN.get("folder"))
 
 
 class ResourceError(ConfigError):
