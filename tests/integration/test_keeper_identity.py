@@ -40,6 +40,39 @@ def silent_address():
 
 
 @pytest.fixture
+def hung_address():
+    """A server that answers the HTTP/2 handshake as Ray's GCS does, then never answers a call (a GCS that hangs
+    after accepting): its address."""
+    import threading
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    conns: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                c, _ = s.accept()
+            except OSError:
+                return
+            conns.append(c)
+            try:
+                c.recv(65536)
+                c.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")  # an empty SETTINGS frame, then silence
+            except OSError:
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{s.getsockname()[1]}"
+    finally:
+        s.close()
+        for c in conns:
+            c.close()
+
+
+@pytest.fixture
 def fake_keeper(tmp_path):
     """A live process of this test's own, recorded as this machine's keeper in a state folder under tmp_path."""
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
@@ -114,6 +147,28 @@ def test_fleet_down_returns_and_says_what_it_waited_for(fake_keeper, silent_addr
     assert "does not answer" in r.stderr and silent_address[0] in r.stderr
     assert f"stopped keeper {p.pid}" in r.stdout
     assert p.wait(60) is not None  # the keeper (this test's process) got its SIGTERM
+    assert keeper.running(d) is None and not os.path.exists(private)
+
+
+def test_a_ray_that_answers_the_handshake_then_hangs_is_said_within_the_bound(hung_address):
+    assert keeper.answers(hung_address) is None  # the handshake alone would let it be joined
+    why = keeper.accepts(hung_address, timeout_s=1)
+    assert why is not None and "answered its handshake but not Ray's first call within 1 s" in why
+    assert hung_address in why
+
+
+def test_fleet_commands_return_when_the_keepers_ray_hangs_after_the_handshake(fake_keeper, hung_address):
+    p, d, private = fake_keeper
+    _record(d, p.pid, hung_address, private)
+    env = {keeper.DIR_ENV: d}
+    r = run_mcprm("fleet", "status", timeout=300, env=env)  # joins nothing: says why, exit 1
+    assert r.returncode == 1 and "answered its handshake but not Ray's first call" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    r = run_mcprm("fleet", "down", timeout=300, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "answered its handshake but not Ray's first call" in r.stderr and hung_address in r.stderr
+    assert f"stopped keeper {p.pid}" in r.stdout
+    assert p.wait(60) is not None
     assert keeper.running(d) is None and not os.path.exists(private)
 
 
