@@ -344,9 +344,24 @@ def _keep(folder: str) -> None:
 def _serve(folder: str, private: str, grace: float, stop: list) -> None:
     import ray
 
+    from pipeline.execution import own_ray
+
     p = _paths(folder)
-    ray.init(address="local", include_dashboard=False, _temp_dir=os.path.join(private, "r"), namespace=NAMESPACE,
-             logging_level=logging.ERROR, log_to_driver=False)
+    # the head under a watchdog of its own (pipeline.execution.own_ray): a keeper killed with -9 takes every Ray
+    # process with it, the raylet's agents included
+    head = own_ray.start(private, token=p["token"])
+    try:
+        ray.init(address=head["address"], namespace=NAMESPACE, logging_level=logging.ERROR, log_to_driver=False)
+        _watch_fleet(folder, private, grace, stop)
+    finally:
+        ray.shutdown()
+        own_ray.stop(head)
+
+
+def _watch_fleet(folder: str, private: str, grace: float, stop: list) -> None:
+    import ray
+
+    p = _paths(folder)
     # ray.init sets a SIGTERM handler that exits at once: the keeper's own again, so that a stop (`mcprm fleet
     # down`) shuts Ray down and removes its folder
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
@@ -378,7 +393,6 @@ def _serve(folder: str, private: str, grace: float, stop: list) -> None:
         if (_load(folder) or {}).get("pid") == os.getpid():
             os.remove(p["state"])
     print(f"keeper {os.getpid()}: stopping Ray", flush=True)
-    ray.shutdown()
 
 
 def _end(st: dict, timeout_s: float) -> str:

@@ -52,16 +52,17 @@ def _prctl(option: int, arg: int) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0)
 
 
-def start(temp_dir: str) -> dict:
+def start(temp_dir: str, token: str | None = None) -> dict:
     """Start a head whose files go to ``temp_dir``, tied to this process; its ``address``, ``group`` (the process
-    group of its processes), ``auth`` (what a process sets to join it: Ray's token authentication with a token of
-    its own, mode 0600, in ``temp_dir``) and ``watchdog`` (the :class:`subprocess.Popen` to close at the end:
-    :func:`stop`)."""
-    import secrets
+    group of its processes), ``auth`` (what a process sets to join it: Ray's token authentication with the token
+    at ``token``, default a new one of mode 0600 in ``temp_dir``) and ``watchdog`` (the :class:`subprocess.Popen`
+    to close at the end: :func:`stop`)."""
+    if token is None:
+        import secrets
 
-    token = os.path.join(temp_dir, "auth_token")
-    with open(os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-        f.write(secrets.token_hex(32))
+        token = os.path.join(temp_dir, "auth_token")
+        with open(os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(secrets.token_hex(32))
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": token}
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])), **auth)

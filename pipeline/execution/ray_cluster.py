@@ -14,7 +14,7 @@ from pipeline.execution import ray_temp
 log = logging.getLogger("mcprm")
 
 # The oldest Ray mcprm runs on: the first with token authentication (RAY_AUTH_MODE=token), which keeps other users
-# of a machine out of the Ray that holds its warm workers (pipeline.execution.local_head). pyproject.toml says the
+# of a machine out of the Ray that holds its warm workers (pipeline.execution.keeper). pyproject.toml says the
 # same; a Ray installed around it is refused where the token matters (keep_warm_ray_problem).
 RAY_MIN_VERSION = (2, 52)
 RAY_REQUIREMENT = "ray>=2.52"
