@@ -33,10 +33,11 @@ STOP_WAIT_S = 60.0  # the longest wait, once the driver is gone, for the head's 
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36  # prctl(2)
 
 HEAD = """
-import json, logging, sys
+import json, logging, os, sys
 import ray
-ray.init(address="local", include_dashboard=False, _temp_dir=sys.argv[1], logging_level=logging.ERROR,
-         log_to_driver=False)
+# Ray makes its temp dir world-writable: a folder inside the private one (mode 0700), which no one else can enter
+ray.init(address="local", include_dashboard=False, _temp_dir=os.path.join(sys.argv[1], "r"),
+         logging_level=logging.ERROR, log_to_driver=False)
 print(json.dumps({"address": ray.get_runtime_context().gcs_address}), flush=True)
 sys.stdin.read()  # until the watchdog closes it (or kills this process group)
 """

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -81,6 +82,7 @@ def test_a_driver_killed_with_9_leaves_no_ray_process_and_no_folder(tmpdir_env):
         got = json.loads(line)
         (left,) = _ours(d)
         assert not _group_gone(got["group"]) and not process_gone(got["worker"])  # up while the driver is
+        assert stat.S_IMODE(os.stat(os.path.join(d, left)).st_mode) == 0o700  # no one else enters it
     finally:
         p.send_signal(signal.SIGKILL)  # the driver this test started
         p.wait(60)
