@@ -134,12 +134,6 @@ def fleet_cfg(cfg: LabelConfig) -> LabelConfig:
     return cfg.replace(model=os.path.abspath(cfg.model)) if cfg.model and os.path.isdir(cfg.model) else cfg
 
 
-def fleet_info(cfg: LabelConfig, name: str, size: int, keep_warm_s: float, cpus: float, gpus: float) -> dict:
-    """What every worker of fleet ``name`` knows of it (its status; ``engine``: what borrowing runs must match)."""
-    return {"fleet": name, "size": size, "engine": engine_identity(cfg), "model_ref": [cfg.model, cfg.tokenizer],
-            "keep_warm_s": float(keep_warm_s), "cpus": cpus, "gpus": gpus, "created_at": time.time()}
-
-
 # ---------------------------------------------------------------------------------------------- the actor
 class FleetActor(ShardActor):
     """A :class:`ShardActor` kept warm between runs: a lease (one run at a time) and an idle timer (it stops
@@ -270,10 +264,11 @@ class FleetWorkers(OwnWorkers):
     after_close = None  # called with whether every release was answered
 
     def __init__(self, ray, cfg: LabelConfig, cpus: float, gpus: float, size: int, name: str = LOCAL_FLEET,
-                 keep_warm_s: float | None = None):
+                 keep_warm_s: float | None = None, lease: bool = True):
+        """``lease``: each worker started is leased to this run from birth (False: `mcprm fleet up`'s)."""
         import uuid
 
-        self.name, self.keep_warm_s = name, keep_warm_s
+        self.name, self.keep_warm_s, self.lease = name, keep_warm_s, lease
         self.run_id, self.holder = uuid.uuid4().hex[:12], this_holder(cfg.output)
         self.ray, self.cpus, self.gpus, self.size, self.born = ray, cpus, gpus, size, []
         self.status0: list[dict] | None = None  # borrowed: each worker's status when it was leased
@@ -284,8 +279,12 @@ class FleetWorkers(OwnWorkers):
             return
         self.cfg = fleet_cfg(cfg)
         self.model_ref = [self.cfg.model, self.cfg.tokenizer]
-        self.info = fleet_info(self.cfg, name, size, keep_warm_s, cpus, gpus)
-        self.cls = fleet_actor_class(ray, self.cfg, cpus, gpus)
+        # what every worker knows of its fleet (its status; ``engine``: what borrowing runs must match)
+        self.info = {"fleet": name, "size": size, "engine": engine_identity(self.cfg), "model_ref": self.model_ref,
+                     "keep_warm_s": float(keep_warm_s), "cpus": cpus, "gpus": gpus, "created_at": time.time()}
+        # restarted if they die; leases and status in a group of their own, answered while shards are labeled
+        self.cls = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
+                              max_concurrency=self.cfg.worker_shards, concurrency_groups={CONTROL: 2})(FleetActor)
         self.release_wait_s = 10.0  # (at the end of a run refused early, a worker may still be loading: it lapses)
         self.release_log_level = logging.INFO
         self.after_close = self._say_kept
@@ -305,13 +304,18 @@ class FleetWorkers(OwnWorkers):
         return self, [h for h, _ in leased]
 
     def new(self, index: int):
-        info = dict(self.info, index=index, lease={"run": self.run_id, "holder": self.holder})
+        info = dict(self.info, index=index)
+        if self.lease:
+            info["lease"] = {"run": self.run_id, "holder": self.holder}
         try:
             actor = self.cls.options(name=actor_name(self.name, index), namespace=NAMESPACE,
                                      lifetime="detached").remote(self.cfg, self.cpus, info)
-        except ValueError as e:  # the name is taken: another run of this machine started its workers meanwhile
+        except ValueError as e:  # the name is taken: another command started this fleet meanwhile
             if "already" not in str(e):
                 raise
+            self.abandon()
+            if self.name != LOCAL_FLEET:
+                raise FleetError(f"a fleet named {self.name!r} was started by another command meanwhile") from None
             raise FleetError("another `mcprm label` on this machine started its warm workers at the same moment: "
                              "rerun this command once that run is done (it then borrows them)") from None
         self.born.append(actor)
@@ -428,16 +432,12 @@ def connect(cfg: LabelConfig):
     return ray
 
 
-def _reachable(address: str, timeout_s: float = 5.0) -> None:
-    """A ``host:port`` address nothing answers at is said at once (Ray itself retries it for minutes)."""
-    host, sep, port = address.rpartition(":")
-    if "://" in address or not sep or not port.isdigit():
-        return  # ray://..., auto: left to Ray
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as e:
-        raise FleetError(f"no Ray cluster answers at {address} ({e.strerror or e}): check --ray-address / RAY_ADDRESS "
-                         "(`ray status` on the head prints it), or start one with `ray start --head`") from None
+def _reachable(address: str) -> None:
+    """An address nothing (or no Ray) answers at is said at once (Ray itself retries it for minutes)."""
+    why = keeper.answers(address) if "://" not in address else None  # (ray://...: left to Ray)
+    if why is not None:
+        raise FleetError(f"no Ray cluster answers at {address} ({why}): check --ray-address / RAY_ADDRESS (`ray "
+                         "status` on the head prints it), or start one with `ray start --head`")
 
 
 def fleet_names(ray) -> dict[str, list[int]]:
@@ -462,12 +462,6 @@ def fleet_status(ray, name: str) -> list[tuple[Any, dict]]:
     return out
 
 
-def fleet_actor_class(ray, cfg: LabelConfig, cpus: float, gpus: float):
-    """The Ray actor class of a fleet's workers (restarted if they die; leases and status in their own group)."""
-    return ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-                      max_concurrency=cfg.worker_shards, concurrency_groups={CONTROL: 2})(FleetActor)
-
-
 def start_fleet(cfg: LabelConfig, name: str, keep_warm_s: float) -> list[dict]:
     """Start fleet ``name``'s workers for ``cfg``'s engine, wait until each has built its backend, return their
     status. Refused when a fleet of that name is up."""
@@ -478,20 +472,13 @@ def start_fleet(cfg: LabelConfig, name: str, keep_warm_s: float) -> list[dict]:
                          f"first (`mcprm fleet down --fleet {name}`) or name another with --fleet NAME")
     n, cpus, gpus = worker_shape(ray, cfg)
     check_resources(ray, cfg, n, cpus, gpus)
-    cls = fleet_actor_class(ray, cfg, cpus, gpus)
-    info = fleet_info(cfg, name, n, keep_warm_s, cpus, gpus)
-    actors = []
+    workers = FleetWorkers(ray, cfg, cpus, gpus, n, name, keep_warm_s, lease=False)
     try:
-        for i in range(n):
-            actors.append(cls.options(name=actor_name(name, i), namespace=NAMESPACE, lifetime="detached")
-                          .remote(cfg, cpus, dict(info, index=i)))
+        actors = [workers.new(i) for i in range(n)]
         ray.get([a.ready.remote() for a in actors])
         return [ray.get(control(a, "status"), timeout=CALL_WAIT_S) for a in actors]
     except BaseException as e:
-        for a in actors:
-            ray.kill(a, no_restart=True)
-        if isinstance(e, ValueError) and "already" in str(e):  # another `fleet up` of that name at the same time
-            raise FleetError(f"a fleet named {name!r} was started by another command meanwhile") from None
+        workers.abandon()
         if getattr(e, "actor_init_failed", False):
             raise init_error(e) from None
         if isinstance(e, ray.exceptions.RayTaskError):
