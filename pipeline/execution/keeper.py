@@ -151,7 +151,8 @@ def _live(st: dict | None) -> dict | None:
 
 
 def running(d: str | None = None) -> dict | None:
-    """The keeper's state (``pid``, ``process``, ``machine``, ``address``, ``temp_dir``, ``started_at``) if this
+    """The keeper's state (``pid``, ``process``, ``machine``, ``address``, ``temp_dir``, ``started_at``,
+    ``ray_group``: the process group of its Ray's processes, :mod:`pipeline.execution.own_ray`) if this
     machine's keeper runs (its address not probed: :func:`answers`)."""
     return _live(_load(machine_dir(d)))
 
@@ -352,13 +353,13 @@ def _serve(folder: str, private: str, grace: float, stop: list) -> None:
     head = own_ray.start(private, token=p["token"])
     try:
         ray.init(address=head["address"], namespace=NAMESPACE, logging_level=logging.ERROR, log_to_driver=False)
-        _watch_fleet(folder, private, grace, stop)
+        _watch_fleet(folder, private, grace, stop, head["group"])
     finally:
         ray.shutdown()
         own_ray.stop(head)
 
 
-def _watch_fleet(folder: str, private: str, grace: float, stop: list) -> None:
+def _watch_fleet(folder: str, private: str, grace: float, stop: list, group: int) -> None:
     import ray
 
     p = _paths(folder)
@@ -368,7 +369,8 @@ def _watch_fleet(folder: str, private: str, grace: float, stop: list) -> None:
     import socket
 
     st = {"pid": os.getpid(), "process": this_process(), "machine": namespace_key(), "host": socket.gethostname(),
-          "address": ray.get_runtime_context().gcs_address, "temp_dir": private, "started_at": time.time()}
+          "address": ray.get_runtime_context().gcs_address, "temp_dir": private, "started_at": time.time(),
+          "ray_group": group}
     tmp = p["state"] + ".tmp"
     with open(tmp, "w") as f:
         json.dump(st, f)

@@ -1,8 +1,8 @@
 """A run's own workers kept warm on this machine when asked (``--keep-warm``): the next ``mcprm label --keep-warm``
 with the same engine borrows them and starts none; another engine stops the idle ones and starts its own; once
 nothing is warm, this machine's Ray stops by itself. Every way a run ends says what it keeps and how to stop it;
-``mcprm fleet down`` stops it. Chaos: the keeper killed with -9 takes its Ray and workers with it and the next run
-starts afresh; a run killed with -9 leaves its workers to the rerun, and nothing outlives the keep-warm. Real
+``mcprm fleet down`` stops it. Chaos: the keeper killed with -9 takes its Ray (every process of it, the raylet's
+agents too) and workers with it and the next run starts afresh; a run killed with -9 leaves its workers to the rerun, and nothing outlives the keep-warm. Real
 ``mcprm`` subprocesses, a real local Ray (this test's own: its state folder under tmp_path), the real bundled model;
 only processes this test started are signalled."""
 
@@ -195,6 +195,15 @@ def test_keeper_killed_takes_its_ray_with_it_and_the_next_run_starts_afresh(smal
         return False
 
     wait_for(refused, 120, "the keeper's Ray to stop answering")
+
+    def group_gone() -> bool:  # the process group recorded for the keeper's Ray (head and agents): signal 0 only
+        try:
+            os.killpg(st["ray_group"], 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    wait_for(group_gone, 120, "every process of the keeper's Ray (its agents too) to be gone")
 
     r = run_mcprm("label", "--input", small_input, "--output", str(tmp_path / "b"), "--keep-warm", "5m", *ARGS,
                   env=env, timeout=900)
