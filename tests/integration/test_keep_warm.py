@@ -2,9 +2,9 @@
 with the same engine borrows them and starts none; another engine stops the idle ones and starts its own; once
 nothing is warm, this machine's Ray stops by itself. Every way a run ends says what it keeps and how to stop it;
 ``mcprm fleet down`` stops it. Chaos: the keeper killed with -9 takes its Ray (every process of it, the raylet's
-agents too) and workers with it and the next run starts afresh; a run killed with -9 leaves its workers to the rerun, and nothing outlives the keep-warm. Real
-``mcprm`` subprocesses, a real local Ray (this test's own: its state folder under tmp_path), the real bundled model;
-only processes this test started are signalled."""
+agents too) and workers with it and the next run starts afresh; a run killed with -9 leaves its workers to the
+rerun, and nothing outlives the keep-warm. Real ``mcprm`` subprocesses, a real local Ray (this test's own: its
+state folder under tmp_path), the real bundled model; only processes this test started are signalled."""
 
 from __future__ import annotations
 
