@@ -1,10 +1,14 @@
 """Where shards run: in this process (``local``) or on Ray actors (``ray``, the default).
 
 Both executors take a lazy iterator of ``(shard_index, solutions)`` and call ``on_done(result)`` as shards
-finish (in completion order). Only this module and :mod:`pipeline.execution.ray_cluster` import ray.
+finish (in completion order). Which one a run gets is chosen here (:func:`make_executor`; workers up already,
+leased before the input is read: :func:`warm_executor`). Ray is imported only by the execution modules, inside
+the functions that need it.
 
-Ray: one actor per worker (per GPU for vLLM, ``--num-workers`` CPU actors for hf) keeps its model loaded and
-is fed a stream of shards, two in flight per actor so it never idles between shards. A shard whose actor dies
+Ray: a worker factory starts the actors (:class:`pipeline.execution.workers.OwnWorkers`, a run's own; a warm
+fleet's, :class:`pipeline.execution.fleet.FleetWorkers`), given the resources each gets. One actor per worker
+(per GPU for vLLM, ``--num-workers`` CPU actors for hf) keeps its model loaded and is fed a stream of shards, two
+in flight per actor so it never idles between shards. A shard whose actor dies
 (OOM, node loss, ``kill -9``) is resubmitted to the restarted or another actor, at most
 ``max_shard_retries`` times; since a shard file is written whole under its final name and its content is
 deterministic, a retried shard can never be duplicated. An exception raised by mcprm's own code (bad config,
