@@ -45,6 +45,8 @@ from pipeline.execution import keeper
 from pipeline.execution.keeper import NAMESPACE
 from pipeline.execution.ray_cluster import (
     RAY_REQUIREMENT,
+    accepts,
+    answers,
     check_resources,
     gpu_count,
     init_error,
@@ -417,12 +419,11 @@ def connect(cfg: LabelConfig):
                              "address with --ray-address ADDRESS (or set RAY_ADDRESS); no warm workers are kept "
                              "on this machine (--keep-warm) either")
         keeper.use_auth()
-        why = keeper.answers(st["address"]) or keeper.accepts(st["address"])
+        why = answers(st["address"]) or accepts(st["address"])
         if why is not None:
             raise FleetError(f"this machine's warm workers' Ray does not answer ({why}): stop it with `mcprm "
                              "fleet down` (it stops its keeper without joining it)")
         address = st["address"]
-    _reachable(address)
     if ray.is_initialized():  # (init_ray keeps a connection): the fleet must be looked for where it was asked
         have = ray.get_runtime_context().gcs_address
         if ":" in address and "://" not in address and have != address:
@@ -430,14 +431,6 @@ def connect(cfg: LabelConfig):
                              "fleet from a process of its own (the mcprm command), or call ray.shutdown() first")
     init_ray(address, log_to_driver=cfg.ray_logs)
     return ray
-
-
-def _reachable(address: str) -> None:
-    """An address nothing (or no Ray) answers at is said at once (Ray itself retries it for minutes)."""
-    why = keeper.answers(address) if "://" not in address else None  # (ray://...: left to Ray)
-    if why is not None:
-        raise FleetError(f"no Ray cluster answers at {address} ({why}): check --ray-address / RAY_ADDRESS (`ray "
-                         "status` on the head prints it), or start one with `ray start --head`")
 
 
 def fleet_names(ray) -> dict[str, list[int]]:

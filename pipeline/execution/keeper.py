@@ -23,8 +23,8 @@ authentication, so no other user's process joins) and ``keeper.log``. Ray's own 
 
 A keeper counts as running only when its recorded pid still names the process recorded (its start time too: a
 pid is reused after a kill -9 or an OOM kill), and its cluster is joined only once its address answers
-(:func:`answers`, a bounded probe of its handshake, then :func:`accepts`, a bounded first call of Ray's own): a
-keeper that died, or whose Ray does not answer, never makes a command wait.
+(:func:`pipeline.execution.ray_cluster.answers`, a bounded probe of its handshake, then ``accepts``, a bounded
+first call of Ray's own): a keeper that died, or whose Ray does not answer, never makes a command wait.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import time
 
 from pipeline.errors import FatalError
 from pipeline.execution import ray_temp
+from pipeline.execution.ray_cluster import accepts, answers
 from pipeline.processes import namespace_key, process_gone, same_process, this_process
 
 log = logging.getLogger("mcprm")
@@ -54,7 +55,6 @@ TEMP_PREFIX = ray_temp.PREFIX  # the keeper's private folder for Ray's files, un
 # the longest wait for the state folder's lock: held by a claim (moments), a stop (STOP_WAIT_S and a kill) or a
 # start (START_TIMEOUT_S at most), so more than the longest of these
 LOCK_WAIT_S = START_TIMEOUT_S + 60.0
-PROBE_S = 5.0  # the longest wait for the recorded Ray address to answer before it is joined
 STOP_WAIT_S = 30.0  # a stopped keeper that is not gone after this long is killed, with its process group
 
 
@@ -153,58 +153,8 @@ def _live(st: dict | None) -> dict | None:
 def running(d: str | None = None) -> dict | None:
     """The keeper's state (``pid``, ``process``, ``machine``, ``address``, ``temp_dir``, ``started_at``,
     ``ray_group``: the process group of its Ray's processes, :mod:`pipeline.execution.own_ray`) if this
-    machine's keeper runs (its address not probed: :func:`answers`)."""
+    machine's keeper runs (its address not probed: :func:`pipeline.execution.ray_cluster.answers`)."""
     return _live(_load(machine_dir(d)))
-
-
-# HTTP/2's client preface and an empty SETTINGS frame: Ray's GCS (a gRPC server) answers with a SETTINGS frame
-_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
-
-
-def answers(address: str, timeout_s: float = PROBE_S) -> str | None:
-    """Why the Ray at ``address`` (``host:port`` of its GCS) does not answer within ``timeout_s``, or None when
-    it does: a TCP connection and an HTTP/2 handshake, the first thing its gRPC server does. Ray itself retries an
-    address that does not answer for minutes; this is asked first, so that nothing waits on a dead cluster."""
-    import socket
-
-    host, sep, port = str(address).rpartition(":")
-    if not sep or not port.isdigit():
-        return None  # not host:port: left to Ray
-    deadline = time.monotonic() + timeout_s
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as s:
-            s.sendall(_H2_HELLO)
-            got = b""
-            while len(got) < 9:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError
-                s.settimeout(left)
-                chunk = s.recv(9 - len(got))
-                if not chunk:
-                    return f"the Ray at {address} closed the connection without answering"
-                got += chunk
-    except TimeoutError:
-        return f"nothing answered at {address} within {timeout_s:g} s"
-    except OSError as e:
-        return f"nothing answers at {address} ({e.strerror or e})"
-    if got[3] != 0x4:
-        return f"what answers at {address} is not a Ray cluster (no HTTP/2 handshake)"
-    return None
-
-
-def accepts(address: str, timeout_s: float = PROBE_S) -> str | None:
-    """Why the Ray at ``address`` does not answer Ray's own first call (its cluster id) within ``timeout_s``, or
-    None when it does. A GCS that answers the handshake (:func:`answers`) but hangs after it would make
-    ``ray.init`` retry for many minutes; this bounded call is made first (with this process's token set:
-    :func:`use_auth`)."""
-    import ray._raylet
-
-    try:
-        ray._raylet.InnerGcsClient.standalone(str(address), None, int(timeout_s * 1000))
-    except Exception as e:  # noqa: BLE001 - Ray's RpcError (deadline exceeded, unavailable, unauthenticated)
-        return f"the Ray at {address} answered its handshake but not Ray's first call within {timeout_s:g} s ({e})"
-    return None
 
 
 def stop_command() -> str:

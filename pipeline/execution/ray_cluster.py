@@ -67,6 +67,62 @@ def keep_warm_ray_problem(found: str | None) -> str | None:
             f"(pip install -U '{RAY_REQUIREMENT}') or run without --keep-warm")
 
 
+PROBE_S = 5.0  # the longest wait for a Ray address to answer before it is joined
+# HTTP/2's client preface and an empty SETTINGS frame: Ray's GCS (a gRPC server) answers with a SETTINGS frame
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def answers(address: str, timeout_s: float = PROBE_S) -> str | None:
+    """Why the Ray at ``address`` (``host:port`` of its GCS) does not answer within ``timeout_s``, or None when
+    it does: a TCP connection and an HTTP/2 handshake, the first thing its gRPC server does. Ray itself retries an
+    address that does not answer for minutes; this is asked first, so that nothing waits on a dead cluster."""
+    import socket
+
+    host, sep, port = str(address).rpartition(":")
+    if not sep or not port.isdigit():
+        return None  # not host:port: left to Ray
+    deadline = time.monotonic() + timeout_s
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as s:
+            s.sendall(_H2_HELLO)
+            got = b""
+            while len(got) < 9:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                s.settimeout(left)
+                chunk = s.recv(9 - len(got))
+                if not chunk:
+                    return f"the Ray at {address} closed the connection without answering"
+                got += chunk
+    except TimeoutError:
+        return f"nothing answered at {address} within {timeout_s:g} s"
+    except OSError as e:
+        return f"nothing answers at {address} ({e.strerror or e})"
+    if got[3] != 0x4:
+        return f"what answers at {address} is not a Ray cluster (no HTTP/2 handshake)"
+    return None
+
+
+def accepts(address: str, timeout_s: float = PROBE_S) -> str | None:
+    """Why the Ray at ``address`` does not answer Ray's own first call (its cluster id) within ``timeout_s``, or
+    None when it does. A GCS that answers the handshake (:func:`answers`) but hangs after it would make
+    ``ray.init`` retry for many minutes; this bounded call is made first (with this process's token set)."""
+    host, sep, port = str(address).rpartition(":")
+    if not sep or not port.isdigit():
+        return None  # not host:port: left to Ray
+    import ray._raylet
+    from ray.exceptions import AuthenticationError
+
+    try:
+        ray._raylet.InnerGcsClient.standalone(str(address), None, int(timeout_s * 1000))
+    except AuthenticationError:
+        return None  # it answered (refused this process's token): ray.init says so, with what to do
+    except Exception as e:  # noqa: BLE001 - Ray's RpcError (deadline exceeded, unavailable)
+        return f"the Ray at {address} answered its handshake but not Ray's first call within {timeout_s:g} s ({e})"
+    return None
+
+
 _OWN: dict = {}  # this process's own Ray (pipeline.execution.own_ray), once started: its head and folder
 
 
@@ -88,6 +144,11 @@ def init_ray(address: str | None = None, log_to_driver: bool = False) -> None:
             _start_own_ray()
         address = _OWN["head"]["address"]
         use_token(_OWN["head"]["auth"])
+    elif "://" not in address:  # (ray://...: Ray Client's, left to Ray)
+        why = answers(address) or accepts(address)
+        if why is not None:
+            raise ConfigError(f"no Ray cluster answers at {address} ({why}): check --ray-address / RAY_ADDRESS "
+                              "(`ray status` on the head prints it), or start one with `ray start --head`")
     # Let actors find the top-level packages (pipeline, rollouts, graders) when running from a checkout.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}}

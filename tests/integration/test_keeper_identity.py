@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from pipeline.execution import keeper, ray_temp
+from pipeline.execution import keeper, ray_cluster, ray_temp
 from pipeline.processes import namespace_key, process_start
 
 from .conftest import ROOT, run_mcprm
@@ -119,13 +119,13 @@ def test_a_reused_pid_is_not_a_live_keeper(fake_keeper, silent_address):
 
 
 def test_an_address_that_does_not_answer_is_said_within_the_bound(silent_address):
-    why = keeper.answers(silent_address[0], timeout_s=0.5)
+    why = ray_cluster.answers(silent_address[0], timeout_s=0.5)
     assert why is not None and "nothing answered" in why and silent_address[0] in why
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
     port = closed.getsockname()[1]
     closed.close()
-    assert "nothing answers" in keeper.answers(f"127.0.0.1:{port}", timeout_s=0.5)
+    assert "nothing answers" in ray_cluster.answers(f"127.0.0.1:{port}", timeout_s=0.5)
 
 
 def test_train_on_a_cpu_machine_never_looks_for_warm_workers(fake_keeper, silent_address, tmp_path):
@@ -151,10 +151,18 @@ def test_fleet_down_returns_and_says_what_it_waited_for(fake_keeper, silent_addr
 
 
 def test_a_ray_that_answers_the_handshake_then_hangs_is_said_within_the_bound(hung_address):
-    assert keeper.answers(hung_address) is None  # the handshake alone would let it be joined
-    why = keeper.accepts(hung_address, timeout_s=1)
+    assert ray_cluster.answers(hung_address) is None  # the handshake alone would let it be joined
+    why = ray_cluster.accepts(hung_address, timeout_s=1)
     assert why is not None and "answered its handshake but not Ray's first call within 1 s" in why
     assert hung_address in why
+
+
+def test_label_on_a_cluster_that_hangs_after_the_handshake_says_so(hung_address, small_input, tmp_path):
+    r = run_mcprm("label", "--input", small_input, "--output", str(tmp_path / "o"), "--ray-address", hung_address,
+                  "--quiet", timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"no Ray cluster answers at {hung_address}" in r.stderr
+    assert "answered its handshake but not Ray's first call" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_fleet_commands_return_when_the_keepers_ray_hangs_after_the_handshake(fake_keeper, hung_address):

@@ -13,6 +13,7 @@ import pytest
 
 from pipeline import processes
 from pipeline.execution import keeper as K
+from pipeline.execution import ray_cluster
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,9 @@ def _files(d: str) -> dict[str, bytes]:
 
 def test_its_ray_answers_the_probe_and_its_keeper_is_recorded_by_identity(keeper):
     d, st = keeper
-    assert K.answers(st["address"]) is None  # the HTTP/2 handshake of Ray's GCS
+    assert ray_cluster.answers(st["address"]) is None  # the HTTP/2 handshake of Ray's GCS
+    with K.authenticated(d):
+        assert ray_cluster.accepts(st["address"]) is None  # and Ray's own first call
     assert st["process"]["pid"] == st["pid"] and st["process"]["start"] == processes.process_start(st["pid"])
 
 
