@@ -129,3 +129,18 @@ def test_a_lease_whose_process_is_gone_is_taken_over_at_once():
     assert a.acquire("r2", this_holder("/b"), 60, now=110.0)["run"] == "r1"  # held
     assert a.acquire("r2", this_holder("/b"), 60, 110.0, "r0") is not None  # replacing another run: no
     assert a.acquire("r2", this_holder("/b"), 60, 110.0, "r1") is None and a.lease["run"] == "r2"
+
+
+def test_a_run_in_this_process_keeps_nothing_and_says_so(caplog, monkeypatch):
+    """The worker factory a run's executor gets (pipeline.execution.fleet.run_workers): a run that labels in this
+    process keeps nothing and says why; a run on a cluster's Ray gets its own workers; neither touches a keeper."""
+    import logging
+
+    monkeypatch.setattr(fleet.keeper, "ensure", lambda *a, **k: pytest.fail("no keeper may be started"))
+    with caplog.at_level(logging.WARNING, logger="mcprm"):
+        assert fleet.run_workers(cfg(executor="auto", keep_warm="10m"), "local", "a small machine") is None
+    assert "--keep-warm: this run labels in this process (a small machine): nothing is kept" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mcprm"):
+        assert fleet.run_workers(cfg(ray_address="10.0.0.1:6379"), "ray", "--ray-address given") is None
+    assert caplog.text == ""
