@@ -13,6 +13,7 @@ started elsewhere, as three processes:
   Ray's head processes and the raylet's agents are in that group;
 - the driver joins the head by its address (:func:`pipeline.execution.ray_cluster.init_ray`).
 
+The pipe is close-on-exec, so a process the driver starts (a grader worker, the keeper) never holds it open.
 When the pipe closes (the driver exits or is killed), the watchdog kills the head's process group, waits (at most
 :data:`STOP_WAIT_S`) until every process of it and every orphan handed to it (Ray's workers) is gone, removes the
 private Ray folder (:mod:`pipeline.execution.ray_temp`) and exits. The driver reads the head's address within
