@@ -29,7 +29,7 @@ def free_gpus(command: str) -> None:
     """This machine's idle warm workers (kept by an earlier ``mcprm label``) stopped before ``command``
     uses the GPUs itself; a failed check never stops the command."""
     try:
-        from pipeline.execution.kept import free_local_workers
+        from pipeline.execution.fleet import free_local_workers
 
         free_local_workers(command)
     except Exception as e:  # noqa: BLE001

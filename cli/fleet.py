@@ -126,7 +126,7 @@ def down_cmd(fleet: Annotated[str | None, typer.Option(
     from pipeline.execution.fleet import connect, stop_fleet
 
     if fleet is None and not ray_address:  # (RAY_ADDRESS fills ray_address: a cluster's fleet is meant then)
-        from pipeline.execution.kept import stop_local
+        from pipeline.execution.fleet import stop_local
 
         with user_errors():
             got = stop_local(force=force)

@@ -97,7 +97,7 @@ _LEFT_OUT = object()  # an option that adds nothing to a configuration's identit
 
 # CPUs (hf on CPU: torch threads; every backend: grader processes) of one worker of a CPU or remote backend
 # when --cpus-per-worker is not given: the one place that default is declared (LabelConfig.worker_cpus). A machine's
-# cores are used by workers, one per CPU (Ray: ``planned_workers``, ``executors.worker_shape``), never by threads:
+# cores are used by workers, one per CPU (Ray: ``planned_workers``, ``ray_cluster.worker_shape``), never by threads:
 # workers x threads stays at most the CPUs. Measured with the bundled 1 M-parameter model on a 2-core machine
 # shared with other work: 2 torch threads ran a 64 x 200-token forward pass at 0.61-0.65/s against 1.38-1.68/s
 # for 1 thread, and a one-token decode step at 4/s against 100-160/s (each thread waits for the other at every

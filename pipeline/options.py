@@ -41,7 +41,7 @@ DEFAULT_TARGET_CONFIDENCE = 0.9  # sequential: the first error's posterior at wh
 # model's prior: declared once, in pipeline.stats.changepoint (DEAD_PREFIX_RATE, imported above)
 DEFAULT_MAX_BATCH_REQUESTS = 512  # requests per generate() call (ExecutorConfig; the scheduler's default)
 DEFAULT_KEEP_WARM = "1h"  # how long `mcprm fleet up`'s fleet stays warm after its last run (ExecutorConfig.keep_warm)
-# how long a run's own workers stay warm on this machine after it (pipeline.execution.kept): off, since a kept
+# how long a run's own workers stay warm on this machine after it (pipeline.execution.fleet): off, since a kept
 # engine holds its GPU after the command ends; a user turns it on with --keep-warm or keep_warm in a run file
 DEFAULT_LOCAL_KEEP_WARM = "off"
 FLEET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a fleet's name (--fleet): part of its Ray actors' names

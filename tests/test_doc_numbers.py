@@ -306,6 +306,9 @@ ALLOWED: dict[str, dict[str, str]] = {
         "waits up to 10 s for it to go": TIMER,
         "handshake within 5 s": TIMER,
         "then after 30 s SIGKILL": TIMER,
+        "first call (its cluster id) within 5 s": TIMER,
+        "(lease, status, counters) waits at most 60 s": TIMER,
+        "waits at most 60 s until each of them": TIMER,
     },
     "training.md": {
         "beta 0.05 (PRIME's)": DEFAULT,

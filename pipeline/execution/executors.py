@@ -1,10 +1,14 @@
 """Where shards run: in this process (``local``) or on Ray actors (``ray``, the default).
 
 Both executors take a lazy iterator of ``(shard_index, solutions)`` and call ``on_done(result)`` as shards
-finish (in completion order). Only this module and :mod:`pipeline.execution.ray_cluster` import ray.
+finish (in completion order). Which one a run gets is chosen here (:func:`make_executor`; workers up already,
+leased before the input is read: :func:`warm_executor`). Ray is imported only by the execution modules, inside
+the functions that need it.
 
-Ray: one actor per worker (per GPU for vLLM, ``--num-workers`` CPU actors for hf) keeps its model loaded and
-is fed a stream of shards, two in flight per actor so it never idles between shards. A shard whose actor dies
+Ray: a worker factory starts the actors (:class:`pipeline.execution.workers.OwnWorkers`, a run's own; a warm
+fleet's, :class:`pipeline.execution.fleet.FleetWorkers`), given the resources each gets. One actor per worker
+(per GPU for vLLM, ``--num-workers`` CPU actors for hf) keeps its model loaded and is fed a stream of shards, two
+in flight per actor so it never idles between shards. A shard whose actor dies
 (OOM, node loss, ``kill -9``) is resubmitted to the restarted or another actor, at most
 ``max_shard_retries`` times; since a shard file is written whole under its final name and its content is
 deterministic, a retried shard can never be duplicated. An exception raised by mcprm's own code (bad config,
@@ -25,12 +29,14 @@ from pipeline.config import LabelConfig
 from pipeline.execution.ray_cluster import (
     RAY_REQUIREMENT,
     check_resources,
-    cpus_per_gpu,
+    cpu_count,
+    gpu_count,
     init_error,
     init_ray,
     task_cause,
-    workers_fitting,
+    worker_shape,
 )
+from pipeline.execution.workers import OwnWorkers
 from pipeline.solution import Solution
 
 log = logging.getLogger("mcprm")
@@ -90,48 +96,6 @@ class LocalExecutor:
         self.worker.close()
 
 
-class _ShardActor:
-    """Body of the Ray actor: a ShardWorker living in the actor process."""
-
-    def __init__(self, cfg: LabelConfig, cpus: float | None = None):
-        import time as _t
-
-        t0 = _t.time()
-        from pipeline.labeling.worker import ShardWorker
-
-        self.worker = ShardWorker(cfg, cpus=cpus)
-        self.started = (t0, _t.time())  # (constructor entered, backend ready): engine start, seen from the actor
-
-    def process(self, version: int, shard: int, solutions, cfg: LabelConfig | None = None) -> dict:
-        t0 = time.time()
-        if cfg is not None:
-            self.worker.use(cfg)  # a worker kept across runs labels each run's shards with that run's settings
-        res = self.worker.process(version, shard, solutions)
-        res["pid"] = os.getpid()
-        res["t_start"], res["t_end"] = t0, time.time()
-        return res
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def backend_stats(self) -> dict:
-        return self.worker.backend.stats.as_dict()
-
-    def node_id(self) -> str:
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
-
-    def gpu_ids(self) -> list:
-        import ray
-
-        return ray.get_gpu_ids()
-
-    def ready(self) -> tuple[str, float, float]:
-        """(node id, constructor entered, backend ready) once the backend is built."""
-        return (self.node_id(), *self.started)
-
-
 class RayExecutor:
     """Shards on Ray actors, one per GPU (or CPU slot). Labeling starts as soon as the first actor has built
     its backend; the others join as they come up. ``borrow`` lends the running actors to later runs."""
@@ -139,9 +103,11 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, cfg: LabelConfig, max_shard_retries: int = 3, shards_hint: int | None = None,
-                 start: int | None = None):
-        """``start``: actors to start now, of the ``worker_shape`` count (None: all); :meth:`scale_to` starts
-        the others (an executor started while the input is still read grows with it: pipeline.run)."""
+                 start: int | None = None, workers=None):
+        """``workers``: the worker factory, called with the resources each actor gets (``(ray, cfg, cpus, gpus,
+        size)``; default :class:`pipeline.execution.workers.OwnWorkers`). ``start``: actors to start now, of the
+        ``worker_shape`` count (None: all); :meth:`scale_to` starts the others (an executor started while the input
+        is still read grows with it: pipeline.run)."""
         from rollouts.base import require
 
         ray = require("ray", f"pip install '{RAY_REQUIREMENT}'")
@@ -151,18 +117,26 @@ class RayExecutor:
         n, cpus, gpus = worker_shape(ray, cfg, shards_hint)
         self.cpus_per_worker, self.gpus_per_worker = cpus, gpus
         check_resources(ray, cfg, n, cpus, gpus)
-        self.build_cfg, self.max_workers = cfg, n  # what the actors are built from; at most this many
-        self.actor_cls = self._actor_class(ray, cfg, cpus, gpus)
-        self._track([self._new_actor(i) for i in range(max(1, min(n, start or n)))], cfg, max_shard_retries)
+        self.workers = (workers or OwnWorkers)(ray, cfg, cpus, gpus, n)
+        try:
+            actors = [self.workers.new(i) for i in range(max(1, min(n, start or n)))]
+        except BaseException:
+            self.workers.abandon()
+            raise
+        self._track(actors, None if self.workers.per_shard_cfg else cfg, max_shard_retries)
         self.max_workers = n  # the checked shape: scale_to starts at most this many
         self.t_created = t_start
+        self.workers.started(self)
 
-    def _actor_class(self, ray, cfg: LabelConfig, cpus: float, gpus: float):
-        return ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-                          max_concurrency=cfg.worker_shards)(_ShardActor)  # (shards an actor labels at once)
-
-    def _new_actor(self, index: int):
-        return self.actor_cls.remote(self.build_cfg, self.cpus_per_worker)
+    @classmethod
+    def of(cls, workers, actors: list) -> RayExecutor:
+        """An executor over ``actors`` that are up already (a warm fleet's, leased by ``workers``): it starts none,
+        and labels on them from the first shard (``startup_seconds`` 0)."""
+        ex = cls.__new__(cls)
+        ex.ray, ex.workers = workers.ray, workers
+        ex._track(list(actors), None)
+        workers.started(ex)
+        return ex
 
     def _track(self, actors: list, cfg: LabelConfig | None, max_shard_retries: int = 3) -> None:
         """Run state over ``actors`` (``cfg``: the settings they were built with; None: every shard is sent with
@@ -190,7 +164,7 @@ class RayExecutor:
         (the rest are killed, mid-load if need be). Returns the number running."""
         n = max(1, min(int(n), self.max_workers))
         while len(self.actors) < n:
-            self.actors.append(self._new_actor(len(self.actors)))
+            self.actors.append(self.workers.new(len(self.actors)))
         for a in self.actors[n:]:
             try:
                 self.ray.kill(a)
@@ -220,13 +194,13 @@ class RayExecutor:
         return _Borrowed(self, num_workers or self.num_workers)
 
     def backend_stats(self) -> list[dict]:
-        """Each live actor's backend counters (cumulative since the actor started; a restarted actor's
-        counters start again at zero)."""
+        """Each live actor's backend counters for this run (a run's own actors: since they started; a restarted
+        actor's start again at zero)."""
         out = []
-        for a in self.actors:
+        for i, a in enumerate(self.actors[: self.active]):
             try:
-                out.append(self.ray.get(a.backend_stats.remote(), timeout=30))
-            except Exception as e:  # a dead or unreachable actor: its counters are lost, not the labels
+                out.append(self.workers.stats(i, a))
+            except Exception as e:  # noqa: BLE001 - a dead or unreachable actor: its counters are lost, not the labels
                 log.warning("could not read a worker's backend counters: %s", e)
         return out
 
@@ -253,6 +227,7 @@ class RayExecutor:
         """Label ``shards`` on the first ``self.active`` actors; ``cfg``: the run's settings when they are not the
         ones the actors were built with (a kept executor serving another run)."""
         ray = self.ray
+        cfg = self.workers.shard_cfg(cfg)
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, WorkerCrashedError
 
         if not isinstance(shards, CountedShards):
@@ -398,24 +373,10 @@ class RayExecutor:
             fill()
 
     def close(self) -> None:
-        for a in self.actors:
-            try:
-                self.ray.kill(a)
-            except Exception:  # pragma: no cover
-                pass
+        self.workers.close(self)
 
-
-def worker_shape(ray, cfg: LabelConfig, shards_hint: int | None = None) -> tuple[int, float, float]:
-    """(workers, CPUs each, GPUs each) for ``cfg`` on the connected cluster: ``--num-workers``, else as many as
-    its GPUs (a GPU backend) or CPUs hold, at most ``shards_hint``."""
-    gpus = cfg.worker_gpus
-    cpus = cfg.worker_cpus(cpus_per_gpu(ray) if gpus > 0 else None)
-    n = cfg.num_workers
-    if n is None:
-        res = ray.cluster_resources()
-        n = workers_fitting(res.get("GPU", 0), gpus) if gpus > 0 else int(res.get("CPU", 1) // max(cpus, 1e-9))
-        n = max(1, min(n, shards_hint or n))
-    return n, cpus, gpus
+    def manifest_entry(self) -> dict | None:
+        return self.workers.manifest_entry(self)
 
 
 class _Borrowed:
@@ -455,23 +416,6 @@ class _Borrowed:
 SMALL_MACHINE_CPUS = 4
 
 
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def gpu_count() -> int:
-    """GPUs this machine shows (device files or CUDA_VISIBLE_DEVICES), without importing torch."""
-    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if vis is not None:
-        return len([d for d in vis.split(",") if d.strip() and d.strip() != "-1"])
-    import glob
-
-    return len(glob.glob("/dev/nvidia[0-9]*"))
-
-
 def choose_executor(cfg: LabelConfig) -> tuple[str, str]:
     """(executor, why): what ``--executor auto`` means on this machine, or what was asked for."""
     if cfg.fleet:  # (--executor local with --fleet is refused by the config)
@@ -493,5 +437,24 @@ def choose_executor(cfg: LabelConfig) -> tuple[str, str]:
 
 
 def make_executor(cfg: LabelConfig, shards_hint: int | None = None, start: int | None = None):
-    name, _ = choose_executor(cfg)
-    return RayExecutor(cfg, shards_hint=shards_hint, start=start) if name == "ray" else LocalExecutor(cfg)
+    """The executor a run starts for itself (:func:`choose_executor`): on Ray, its workers kept warm on this
+    machine after it where ``--keep-warm`` says so (a fleet's workers: :func:`pipeline.execution.fleet.run_workers`),
+    else its own."""
+    from pipeline.execution import fleet
+
+    name, why = choose_executor(cfg)
+    workers = fleet.run_workers(cfg, name, why)
+    if name == "local":
+        return LocalExecutor(cfg)
+    return RayExecutor(cfg, shards_hint=shards_hint, start=start, workers=workers)
+
+
+def warm_executor(cfg: LabelConfig) -> RayExecutor | None:
+    """Workers up already, leased to this run before its input is read: a warm fleet's (``--fleet``), or this
+    machine's, kept by an earlier ``--keep-warm`` run, when they run this run's engine; None: the run starts its
+    own (:func:`make_executor`)."""
+    from pipeline.execution import fleet
+
+    cfg = cfg.resolved()
+    leased = fleet.borrow_fleet(cfg) if cfg.fleet else fleet.local_fleet(cfg, choose_executor(cfg)[0])
+    return None if leased is None else RayExecutor.of(*leased)

@@ -1,43 +1,72 @@
-"""A warm fleet: rollout workers kept loaded on a running Ray cluster between runs, so that a scheduled refresh
-starts no engine at all.
+"""Warm workers: rollout workers kept loaded between runs, so that a run (a scheduled refresh, the next `label`)
+starts no engine. One mechanism, two places it lives:
 
-``mcprm fleet up`` starts named **detached** actors (:class:`_FleetActor`, a :class:`_ShardActor` that also keeps a
-lease and an idle timer) in the Ray namespace :data:`NAMESPACE`, named ``fleet/<name>/<i>``, each with its backend
-built, and returns. ``mcprm label --fleet NAME`` borrows them (:func:`borrow_fleet`, a :class:`FleetExecutor`):
+- a **fleet** on a running Ray cluster: ``mcprm fleet up`` starts named **detached** actors (:class:`FleetActor`)
+  in the Ray namespace :data:`NAMESPACE`, named ``fleet/<name>/<i>``, each with its backend built, and returns;
+  ``mcprm label --fleet NAME`` borrows them (:func:`borrow_fleet`);
+- this machine's fleet :data:`LOCAL_FLEET`, on the Ray of this machine's keeper (:mod:`pipeline.execution.keeper`):
+  a run asked to keep its workers (``--keep-warm DURATION``, or ``keep_warm`` in its run file; off by default:
+  :data:`pipeline.options.DEFAULT_LOCAL_KEEP_WARM`) starts them as that fleet (:func:`run_workers`), and the next
+  such run with the same engine borrows them (:func:`local_fleet`); idle ones of another engine are stopped first.
+
+Either way a run uses a fleet's workers through :class:`FleetWorkers`, the worker factory of a
+:class:`pipeline.execution.executors.RayExecutor`:
 
 - only when the fleet's **engine identity** (:func:`engine_identity`: the backend, the ``ModelRef`` -- model,
   tokenizer, dtype, seed -- and the backend's options section, exactly what a worker's engine is built from and what
   ``ShardWorker.use`` refuses to change) equals the run's; else a :class:`FleetError` naming each option that differs;
-- one run per worker at a time: a run takes a **lease** on each worker it uses (the free ones, up to
-  ``--num-workers``; :mod:`pipeline.execution.leases`), which lapses if its run dies; a worker labels only its
-  leaseholder's shards, and a run that finds no free worker stops at once with an error naming the runs that hold
-  them;
+- one run per worker at a time: a run takes a **lease** on each worker it uses (renewed every :data:`RENEW_S`,
+  lapsing :data:`LEASE_TTL_S` after its last renewal, so a run killed with -9 frees its workers by itself; a holder
+  of this machine whose process is provably gone, :func:`holder_gone`, is taken over at once); a worker labels only
+  its leaseholder's shards, and a run that finds no free worker stops at once with an error naming the runs that
+  hold them;
 - the run never kills the workers: closing it releases its leases.
 
-Each worker stops itself once it has been idle (no lease, no shard) for its ``--keep-warm`` (a thread in the actor:
-nothing runs on the driver). ``mcprm fleet down`` stops a fleet at once. Only this module (and the executors and
-ray_cluster modules) import ray, inside the functions that need it.
+Each worker stops itself once it has been idle (no lease, no shard) for its keep-warm (a thread in the actor:
+nothing runs on the driver); the keeper then stops this machine's Ray. ``mcprm fleet down`` stops a fleet at once
+(:func:`stop_fleet`; this machine's, with its Ray: :func:`stop_local`). However a run that keeps workers ends, it
+says what it leaves running, until when, and the command that stops it (:func:`kept_notice`). A run that keeps
+nothing and needs GPUs stops this machine's idle warm workers first (:func:`free_local_workers`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
+import socket
 import threading
 import time
 from typing import Any
 
 from pipeline.config import ConfigError, LabelConfig, option_fields
-from pipeline.execution import local_head
-from pipeline.execution.executors import RayExecutor, _ShardActor, worker_shape
-from pipeline.execution.leases import CONTROL, LEASE_TTL_S, Leases, control, holder_gone, this_holder
-from pipeline.execution.local_head import NAMESPACE
-from pipeline.execution.ray_cluster import RAY_REQUIREMENT, check_resources, init_error, init_ray, task_cause
-from pipeline.options import parse_duration
+from pipeline.execution import keeper
+from pipeline.execution.keeper import NAMESPACE
+from pipeline.execution.ray_cluster import (
+    RAY_REQUIREMENT,
+    accepts,
+    answers,
+    check_resources,
+    gpu_count,
+    init_error,
+    init_ray,
+    task_cause,
+    worker_shape,
+)
+from pipeline.execution.workers import OwnWorkers, ShardActor
+from pipeline.options import DEFAULT_LOCAL_KEEP_WARM, parse_duration, parse_keep_warm
+from pipeline.processes import namespace_key, process_gone, this_process
 from rollouts.registry import ModelRef
 
 log = logging.getLogger("mcprm")
+
+LOCAL_FLEET = "local"  # the fleet name of the workers kept on this machine
+LEASE_TTL_S = 60.0  # a run's lease on a worker lapses this long after its last renewal
+RENEW_S = 10.0  # how often a run renews its leases
+CONTROL = "control"  # the actors' concurrency group for leases and status: answered while a shard is labeled
+CALL_WAIT_S = 60.0  # the longest wait for a fleet worker to answer a lease or status call
+STOP_WORKERS_S = 60.0  # `mcprm fleet down`: the longest wait for this machine's warm workers to be gone
 
 
 class FleetError(ConfigError):
@@ -46,6 +75,24 @@ class FleetError(ConfigError):
 
 def actor_name(fleet: str, index: int) -> str:
     return f"fleet/{fleet}/{index}"
+
+
+def control(handle, method: str, *args):
+    """Call ``method`` of a fleet worker in its control group (answered while it labels a shard)."""
+    return getattr(handle, method).options(concurrency_group=CONTROL).remote(*args)
+
+
+def this_holder(output: str) -> dict:
+    """Who holds a lease: this process (host; machine: host, boot and pid namespace; pid and start time) for a run
+    writing ``output``."""
+    return {"host": socket.gethostname(), "machine": namespace_key(), "pid": os.getpid(),
+            "process": this_process(), "output": output}
+
+
+def holder_gone(holder: dict) -> bool:
+    """Whether a lease's holder is provably gone: a process of this host, boot and pid namespace whose pid no
+    longer names it (gone, or reused by a process started since). A holder in another container is never."""
+    return holder.get("machine") == namespace_key() and process_gone(holder.get("process"))
 
 
 # ---------------------------------------------------------------------------------------------- engine identity
@@ -82,15 +129,22 @@ def engine_diff(fleet: dict, run: dict) -> list[str]:
             for k in keys if fleet.get(k) != run.get(k)]
 
 
+def fleet_cfg(cfg: LabelConfig) -> LabelConfig:
+    """``cfg`` as a fleet's workers are built from it: resolved, a model folder by its full path (the workers may
+    start anywhere, and serve runs started from anywhere)."""
+    cfg = cfg.resolved()
+    return cfg.replace(model=os.path.abspath(cfg.model)) if cfg.model and os.path.isdir(cfg.model) else cfg
+
+
 # ---------------------------------------------------------------------------------------------- the actor
-class _FleetActor(_ShardActor):
-    """A :class:`_ShardActor` kept warm between runs: a lease (one run at a time) and an idle timer (it stops
+class FleetActor(ShardActor):
+    """A :class:`ShardActor` kept warm between runs: a lease (one run at a time) and an idle timer (it stops
     itself after ``keep_warm_s`` with no lease and no shard)."""
 
     def __init__(self, cfg: LabelConfig, cpus: float, info: dict):
         super().__init__(cfg, cpus)
         self.info = dict(info)
-        born = self.info.pop("lease", None)  # started by a run for itself (pipeline.execution.kept): its lease
+        born = self.info.pop("lease", None)  # started by a run for itself (run_workers): its lease
         self.lease: dict | None = None  # run, holder (host, pid, output), since, until
         if born:
             self.lease = {**born, "since": time.time(), "until": time.time() + LEASE_TTL_S}
@@ -106,8 +160,8 @@ class _FleetActor(_ShardActor):
                 replace: str | None = None) -> dict | None:
         """Take or renew the lease for ``run``: None when it holds it now, else the lease that holds the worker.
         (A lease left without its run -- the actor restarted under a run -- is taken back by that run's output.)
-        ``replace``: the run of a lease whose holder the caller found gone (a process of its own machine that no
-        longer exists, :func:`pipeline.execution.leases.holder_gone`): taken over at once, not after it lapses."""
+        ``replace``: the run of a lease whose holder the caller found gone (:func:`holder_gone`): taken over at
+        once, not after it lapses."""
         now = time.time() if now is None else now
         with self._lock:
             self._lapse(now)
@@ -199,27 +253,177 @@ class _FleetActor(_ShardActor):
                 self.idle_since = time.time()
 
 
-# ---------------------------------------------------------------------------------------------- the driver side
+# ---------------------------------------------------------------------------------------------- a run's side
+class FleetWorkers(OwnWorkers):
+    """A fleet's workers as one run uses them (the worker factory of its RayExecutor): started by the run as fleet
+    ``name`` (named, detached, leased to it from birth: :func:`run_workers`) or borrowed up already
+    (:meth:`borrowed`); their leases renewed while the run lasts and released at its end, never the workers killed.
+    Every shard goes with its run's settings, the model spelled as the fleet's workers were built."""
+
+    per_shard_cfg = True
+    release_wait_s = 60.0  # how long close() waits for the releases (a lease not released lapses by itself)
+    release_log_level = logging.WARNING  # (of a lease not released in that time)
+    after_close = None  # called with whether every release was answered
+
+    def __init__(self, ray, cfg: LabelConfig, cpus: float, gpus: float, size: int, name: str = LOCAL_FLEET,
+                 keep_warm_s: float | None = None, lease: bool = True):
+        """``lease``: each worker started is leased to this run from birth (False: `mcprm fleet up`'s)."""
+        import uuid
+
+        self.name, self.keep_warm_s, self.lease = name, keep_warm_s, lease
+        self.run_id, self.holder = uuid.uuid4().hex[:12], this_holder(cfg.output)
+        self.ray, self.cpus, self.gpus, self.size, self.born = ray, cpus, gpus, size, []
+        self.status0: list[dict] | None = None  # borrowed: each worker's status when it was leased
+        self.stats0: list[dict] = []  # borrowed: each worker's counters then
+        self.source = f"--fleet {name}"  # how the run came to borrow it (the manifest's reason)
+        self.borrow_seconds = 0.0
+        if ray is None:  # borrowed (the classmethod fills in the rest)
+            return
+        self.cfg = fleet_cfg(cfg)
+        self.model_ref = [self.cfg.model, self.cfg.tokenizer]
+        # what every worker knows of its fleet (its status; ``engine``: what borrowing runs must match)
+        self.info = {"fleet": name, "size": size, "engine": engine_identity(self.cfg), "model_ref": self.model_ref,
+                     "keep_warm_s": float(keep_warm_s), "cpus": cpus, "gpus": gpus, "created_at": time.time()}
+        # restarted if they die; leases and status in a group of their own, answered while shards are labeled
+        self.cls = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
+                              max_concurrency=self.cfg.worker_shards, concurrency_groups={CONTROL: 2})(FleetActor)
+        self.release_wait_s = 10.0  # (at the end of a run refused early, a worker may still be loading: it lapses)
+        self.release_log_level = logging.INFO
+        self.after_close = self._say_kept
+
+    @classmethod
+    def borrowed(cls, ray, cfg: LabelConfig, name: str, leased: list[tuple[Any, dict]], run: str, holder: dict,
+                 borrow_seconds: float) -> tuple[FleetWorkers, list]:
+        """Fleet ``name``'s workers ``leased`` (handle, status) to run ``run`` of ``holder``: the factory and the
+        actors for :meth:`pipeline.execution.executors.RayExecutor.of`."""
+        self = cls(None, cfg, 0.0, 0.0, len(leased), name, parse_duration(cfg.keep_warm) if cfg.keep_warm else None)
+        self.ray, self.cfg, self.run_id, self.holder = ray, cfg, run, holder
+        self.status0 = [st for _, st in leased]
+        self.cpus, self.gpus = self.status0[0]["cpus"], self.status0[0]["gpus"]
+        self.model_ref = self.status0[0]["model_ref"]
+        self.borrow_seconds = borrow_seconds
+        self.stats0 = [ray.get(control(h, "backend_stats"), timeout=CALL_WAIT_S) for h, _ in leased]
+        return self, [h for h, _ in leased]
+
+    def new(self, index: int):
+        info = dict(self.info, index=index)
+        if self.lease:
+            info["lease"] = {"run": self.run_id, "holder": self.holder}
+        try:
+            actor = self.cls.options(name=actor_name(self.name, index), namespace=NAMESPACE,
+                                     lifetime="detached").remote(self.cfg, self.cpus, info)
+        except ValueError as e:  # the name is taken: another command started this fleet meanwhile
+            if "already" not in str(e):
+                raise
+            self.abandon()
+            if self.name != LOCAL_FLEET:
+                raise FleetError(f"a fleet named {self.name!r} was started by another command meanwhile") from None
+            raise FleetError("another `mcprm label` on this machine started its warm workers at the same moment: "
+                             "rerun this command once that run is done (it then borrows them)") from None
+        self.born.append(actor)
+        return actor
+
+    def started(self, executor) -> None:
+        self.executor = executor
+        for i, st in enumerate(self.status0 or []):  # up already: the run starts on them at once
+            executor._node_of[i] = st["node"]
+            executor.actor_start[i] = (st["started_at"], st["ready_at"])
+            executor.ready_at[i] = time.time()
+        if self.status0:
+            executor.cpus_per_worker, executor.gpus_per_worker = self.cpus, self.gpus
+        self._stop = threading.Event()
+        threading.Thread(target=self._renew, daemon=True, name="mcprm-fleet-lease").start()
+
+    def shard_cfg(self, cfg: LabelConfig | None) -> LabelConfig:
+        # the fleet's own spelling of the model (its engine identity matched this run's)
+        return (cfg or self.cfg).replace(model=self.model_ref[0], tokenizer=self.model_ref[1])
+
+    ADDITIVE = ("requests", "samples", "prompt_tokens", "generated_tokens", "cached_prompt_tokens", "generate_seconds",
+                "prefix_cache_queries")
+
+    def stats(self, index: int, actor) -> dict:
+        """This run's counters only: what the worker counts now less what it counted when the run borrowed it (a
+        warm worker's counters run over all the runs it served; one restarted since: all of it)."""
+        now = self.ray.get(control(actor, "backend_stats"), timeout=30)
+        was = self.stats0[index] if index < len(self.stats0) else {}
+        d = dict(now)
+        for k in self.ADDITIVE:
+            if isinstance(now.get(k), (int, float)) and isinstance(was.get(k), (int, float)) and now[k] >= was[k]:
+                d[k] = round(now[k] - was[k], 3)
+        return d
+
+    def _renew(self) -> None:
+        while not self._stop.wait(RENEW_S):
+            for i, a in enumerate(list(self.executor.actors)):
+                try:
+                    other = self.ray.get(control(a, "acquire", self.run_id, self.holder, LEASE_TTL_S), timeout=30)
+                except Exception as e:  # noqa: BLE001 - loading or restarting: renewed (taken back) next time
+                    log.debug("fleet %s worker %d: lease not renewed (%s)", self.name, i, e)
+                    continue
+                if other is not None:
+                    log.error("fleet %s worker %d was leased to another run (%s) after this run's lease lapsed",
+                              self.name, i, other["holder"])
+
+    def close(self, executor) -> None:
+        """Release this run's leases (the workers stay up, warm for their keep-warm time from now)."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        refs = [control(a, "release", self.run_id, self.keep_warm_s) for a in executor.actors]
+        released = True
+        try:
+            self.ray.get(refs, timeout=self.release_wait_s)
+        except Exception as e:  # noqa: BLE001 - a worker gone (or still loading); an unreleased lease lapses by itself
+            released = False
+            log.log(self.release_log_level, "fleet %s: a lease was not released (%s); it lapses in %.0f s", self.name,
+                    e, LEASE_TTL_S)
+        if self.after_close is not None:
+            try:
+                self.after_close(released)
+            except Exception as e:  # noqa: BLE001 - a notice that failed must not hide the run's own outcome
+                log.warning("could not report this machine's warm workers: %s", e)
+
+    def _say_kept(self, released: bool) -> None:
+        log.warning("%s", kept_notice(len(self.executor.actors), engine_identity(self.cfg), self.keep_warm_s,
+                                      released))
+
+    def manifest_entry(self, executor) -> dict:
+        """What the manifest's ``execution.fleet`` says: the workers this run started and kept, or the fleet it
+        borrowed (its workers' pids and engine starts, made before this run, and the time the borrowing took)."""
+        n = len(executor.actors)
+        if self.status0 is None:
+            return {"name": self.name, "borrowed": False, "workers": n, "used": executor.active,
+                    "keep_warm_s": self.keep_warm_s,
+                    "reason": f"started {n} worker(s), kept warm on this machine for {self.keep_warm_s:g} s after "
+                              "the run (--keep-warm; `mcprm fleet down` stops them)"}
+        return {"name": self.name, "borrowed": True, "workers": n, "pids": [st["pid"] for st in self.status0],
+                "borrow_seconds": round(self.borrow_seconds, 3),
+                "engine_started_at": [st["ready_at"] for st in self.status0],
+                "fleet_engine_start_seconds": [round(st["engine_start_s"], 3) for st in self.status0],
+                "reason": f"{self.source}: borrowed {n} warm worker(s) of the fleet, no engine start (borrowed in "
+                          f"{self.borrow_seconds:.1f} s)"}
+
+
+# ---------------------------------------------------------------------------------------------- fleets on a cluster
 def connect(cfg: LabelConfig):
     """Ray, connected to the cluster a fleet lives on (``--ray-address`` or ``RAY_ADDRESS``: never a Ray of this
-    process's own, whose actors would end with it)."""
+    process's own, whose actors would end with it; without one, this machine's keeper's)."""
     from rollouts.base import require
 
     ray = require("ray", f"pip install '{RAY_REQUIREMENT}'")
     address = cfg.ray_address or os.environ.get("RAY_ADDRESS")
     if not address or address == "local":
-        st = local_head.running()  # this machine's warm workers (pipeline.execution.kept)
+        st = keeper.running()
         if st is None:
             raise FleetError("a fleet lives on a running Ray cluster: start one (`ray start --head`) and pass its "
                              "address with --ray-address ADDRESS (or set RAY_ADDRESS); no warm workers are kept "
                              "on this machine (--keep-warm) either")
-        why = local_head.answers(st["address"])
+        keeper.use_auth()
+        why = answers(st["address"]) or accepts(st["address"])
         if why is not None:
             raise FleetError(f"this machine's warm workers' Ray does not answer ({why}): stop it with `mcprm "
                              "fleet down` (it stops its keeper without joining it)")
-        local_head.use_auth()
         address = st["address"]
-    _reachable(address)
     if ray.is_initialized():  # (init_ray keeps a connection): the fleet must be looked for where it was asked
         have = ray.get_runtime_context().gcs_address
         if ":" in address and "://" not in address and have != address:
@@ -229,24 +433,10 @@ def connect(cfg: LabelConfig):
     return ray
 
 
-def _reachable(address: str, timeout_s: float = 5.0) -> None:
-    """A ``host:port`` address nothing answers at is said at once (Ray itself retries it for minutes)."""
-    import socket
-
-    host, sep, port = address.rpartition(":")
-    if "://" in address or not sep or not port.isdigit():
-        return  # ray://..., auto: left to Ray
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as e:
-        raise FleetError(f"no Ray cluster answers at {address} ({e.strerror or e}): check --ray-address / RAY_ADDRESS "
-                         "(`ray status` on the head prints it), or start one with `ray start --head`") from None
-
-
 def fleet_names(ray) -> dict[str, list[int]]:
     """Each fleet on the cluster: its name and its live workers' indices."""
     out: dict[str, list[int]] = {}
-    for name in local_head.fleet_actor_names(ray):
+    for name in keeper.fleet_actor_names(ray):
         parts = name.split("/")
         if len(parts) == 3 and parts[2].isdigit():
             out.setdefault(parts[1], []).append(int(parts[2]))
@@ -259,29 +449,10 @@ def fleet_status(ray, name: str) -> list[tuple[Any, dict]]:
     for i in fleet_names(ray).get(name, []):
         try:
             h = ray.get_actor(actor_name(name, i), namespace=NAMESPACE)
-            out.append((h, ray.get(control(h, "status"), timeout=60)))
+            out.append((h, ray.get(control(h, "status"), timeout=CALL_WAIT_S)))
         except Exception as e:  # noqa: BLE001 - stopped (expired, taken down) between the listing and the call
             log.debug("fleet %s worker %d: %s", name, i, e)
     return out
-
-
-def fleet_cfg(cfg: LabelConfig) -> LabelConfig:
-    """``cfg`` as a fleet's workers are built from it: resolved, a model folder by its full path (the workers may
-    start anywhere, and serve runs started from anywhere)."""
-    cfg = cfg.resolved()
-    return cfg.replace(model=os.path.abspath(cfg.model)) if cfg.model and os.path.isdir(cfg.model) else cfg
-
-
-def fleet_actor_class(ray, cfg: LabelConfig, cpus: float, gpus: float):
-    """The Ray actor class of a fleet's workers (restarted if they die; leases and status in their own group)."""
-    return ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-                      max_concurrency=cfg.worker_shards, concurrency_groups={CONTROL: 2})(_FleetActor)
-
-
-def fleet_info(cfg: LabelConfig, name: str, size: int, keep_warm_s: float, cpus: float, gpus: float) -> dict:
-    """What every worker of fleet ``name`` knows of it (its status; ``engine``: what borrowing runs must match)."""
-    return {"fleet": name, "size": size, "engine": engine_identity(cfg), "model_ref": [cfg.model, cfg.tokenizer],
-            "keep_warm_s": float(keep_warm_s), "cpus": cpus, "gpus": gpus, "created_at": time.time()}
 
 
 def start_fleet(cfg: LabelConfig, name: str, keep_warm_s: float) -> list[dict]:
@@ -294,20 +465,13 @@ def start_fleet(cfg: LabelConfig, name: str, keep_warm_s: float) -> list[dict]:
                          f"first (`mcprm fleet down --fleet {name}`) or name another with --fleet NAME")
     n, cpus, gpus = worker_shape(ray, cfg)
     check_resources(ray, cfg, n, cpus, gpus)
-    cls = fleet_actor_class(ray, cfg, cpus, gpus)
-    info = fleet_info(cfg, name, n, keep_warm_s, cpus, gpus)
-    actors = []
+    workers = FleetWorkers(ray, cfg, cpus, gpus, n, name, keep_warm_s, lease=False)
     try:
-        for i in range(n):
-            actors.append(cls.options(name=actor_name(name, i), namespace=NAMESPACE, lifetime="detached")
-                          .remote(cfg, cpus, dict(info, index=i)))
+        actors = [workers.new(i) for i in range(n)]
         ray.get([a.ready.remote() for a in actors])
-        return [ray.get(control(a, "status")) for a in actors]
+        return [ray.get(control(a, "status"), timeout=CALL_WAIT_S) for a in actors]
     except BaseException as e:
-        for a in actors:
-            ray.kill(a, no_restart=True)
-        if isinstance(e, ValueError) and "already" in str(e):  # another `fleet up` of that name at the same time
-            raise FleetError(f"a fleet named {name!r} was started by another command meanwhile") from None
+        workers.abandon()
         if getattr(e, "actor_init_failed", False):
             raise init_error(e) from None
         if isinstance(e, ray.exceptions.RayTaskError):
@@ -327,64 +491,7 @@ def stop_fleet(ray, name: str, force: bool = False) -> int:
     return len(workers)
 
 
-class FleetExecutor(Leases, RayExecutor):
-    """A warm fleet's workers leased to one run: a :class:`RayExecutor` over them that starts no actor (they are
-    up: ``startup_seconds`` is 0) and whose ``close`` releases the leases instead of killing the actors."""
-
-    def __init__(self, ray, cfg: LabelConfig, name: str, leased: list[tuple[Any, dict]], run: str, holder: dict,
-                 borrow_seconds: float):
-        self.ray, self.fleet, self.run_id, self.holder = ray, name, run, holder
-        self.source = f"--fleet {name}"  # how the run came to borrow it (the manifest's reason)
-        self._track([h for h, _ in leased], None)  # None: every shard goes with its run's own settings
-        self.status0 = [st for _, st in leased]
-        for i, st in enumerate(self.status0):  # up already: the run starts on them at once
-            self._node_of[i] = st["node"]
-            self.actor_start[i] = (st["started_at"], st["ready_at"])
-            self.ready_at[i] = time.time()
-        self.cpus_per_worker, self.gpus_per_worker = self.status0[0]["cpus"], self.status0[0]["gpus"]
-        self.model_ref = self.status0[0]["model_ref"]
-        self.keep_warm_s = parse_duration(cfg.keep_warm) if cfg.keep_warm else None
-        self.borrow_seconds = borrow_seconds
-        self.stats0 = [ray.get(control(h, "backend_stats"), timeout=60) for h, _ in leased]  # counters before this run
-        self._start_renewing()
-
-    def run(self, version, shards, on_done, cfg: LabelConfig | None = None) -> None:
-        if cfg is not None:  # the fleet's own spelling of the model (its engine identity matched this run's)
-            cfg = cfg.replace(model=self.model_ref[0], tokenizer=self.model_ref[1])
-        super().run(version, shards, on_done, cfg)
-
-    ADDITIVE = ("requests", "samples", "prompt_tokens", "generated_tokens", "cached_prompt_tokens", "generate_seconds",
-                "prefix_cache_queries")
-
-    def backend_stats(self) -> list[dict]:
-        """Each worker's backend counters for this run only: what they count now less what they counted when the run
-        borrowed them (a warm worker's counters run over all the runs it served; one restarted since: all of it)."""
-        out = []
-        for a, was in zip(self.actors, self.stats0):
-            try:
-                now = self.ray.get(control(a, "backend_stats"), timeout=30)
-            except Exception as e:  # noqa: BLE001 - a worker gone: its counters are lost, not the labels
-                log.warning("could not read a fleet worker's backend counters: %s", e)
-                continue
-            d = dict(now)
-            for k in self.ADDITIVE:
-                if isinstance(now.get(k), (int, float)) and isinstance(was.get(k), (int, float)) and now[k] >= was[k]:
-                    d[k] = round(now[k] - was[k], 3)
-            out.append(d)
-        return out
-
-    def manifest_entry(self) -> dict:
-        """What the manifest's ``execution.fleet`` says: the fleet borrowed, its workers' pids and engine starts
-        (made at ``fleet up``, none by this run), the time the borrowing took."""
-        return {"name": self.fleet, "borrowed": True, "workers": len(self.actors),
-                "pids": [st["pid"] for st in self.status0], "borrow_seconds": round(self.borrow_seconds, 3),
-                "engine_started_at": [st["ready_at"] for st in self.status0],
-                "fleet_engine_start_seconds": [round(st["engine_start_s"], 3) for st in self.status0],
-                "reason": f"{self.source}: borrowed {len(self.actors)} warm worker(s) of the fleet, no engine "
-                          f"start (borrowed in {self.borrow_seconds:.1f} s)"}
-
-
-def borrow_fleet(cfg: LabelConfig) -> FleetExecutor:
+def borrow_fleet(cfg: LabelConfig) -> tuple[FleetWorkers, list]:
     """Lease the free workers of fleet ``cfg.fleet`` (up to ``--num-workers``) for one run of ``cfg``."""
     t0 = time.perf_counter()
     ray = connect(cfg)
@@ -404,7 +511,8 @@ def borrow_fleet(cfg: LabelConfig) -> FleetExecutor:
     return lease_workers(ray, cfg, name, workers, t0)
 
 
-def lease_workers(ray, cfg: LabelConfig, name: str, workers: list[tuple[Any, dict]], t0: float) -> FleetExecutor:
+def lease_workers(ray, cfg: LabelConfig, name: str, workers: list[tuple[Any, dict]], t0: float
+                  ) -> tuple[FleetWorkers, list]:
     """Lease the free ones of ``workers`` (fleet ``name``'s, running ``cfg``'s engine), up to ``--num-workers``."""
     import uuid
 
@@ -415,9 +523,9 @@ def lease_workers(ray, cfg: LabelConfig, name: str, workers: list[tuple[Any, dic
     for h, st in workers:
         if len(leased) == want:
             break
-        other = ray.get(control(h, "acquire", run, holder, LEASE_TTL_S))
+        other = ray.get(control(h, "acquire", run, holder, LEASE_TTL_S), timeout=CALL_WAIT_S)
         if other is not None and other.get("run") and holder_gone(other.get("holder") or {}):
-            other = ray.get(control(h, "acquire", run, holder, LEASE_TTL_S, None, other["run"]))
+            other = ray.get(control(h, "acquire", run, holder, LEASE_TTL_S, None, other["run"]), timeout=CALL_WAIT_S)
         if other is None:
             leased.append((h, st))
         elif not other.get("stopping"):
@@ -433,4 +541,157 @@ def lease_workers(ray, cfg: LabelConfig, name: str, workers: list[tuple[Any, dic
     if len(leased) < want:
         log.warning("fleet %s has %d worker(s), %d of them serving other runs: this run uses %d (--num-workers %d)",
                     name, len(workers), len(held), len(leased), want)
-    return FleetExecutor(ray, cfg, name, leased, run, holder, time.perf_counter() - t0)
+    return FleetWorkers.borrowed(ray, cfg, name, leased, run, holder, time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------------------------- this machine's fleet
+def _asked_keep_warm(cfg: LabelConfig) -> float:
+    """Seconds asked for (``--keep-warm``, the run file, else the default: off, 0)."""
+    return parse_keep_warm(cfg.keep_warm if cfg.keep_warm is not None else DEFAULT_LOCAL_KEEP_WARM)
+
+
+def _on_a_cluster(cfg: LabelConfig) -> bool:
+    return bool(cfg.fleet or cfg.ray_address or os.environ.get("RAY_ADDRESS"))
+
+
+def local_keep_warm(cfg: LabelConfig, executor: str) -> float | None:
+    """Seconds this run's workers stay warm on this machine after it (None: they stop with the run, as they do
+    unless the user asks); ``executor``: the one chosen for it (only Ray workers are kept)."""
+    if _on_a_cluster(cfg) or cfg.executor == "local" or executor != "ray":
+        return None
+    return _asked_keep_warm(cfg) or None
+
+
+def kept_notice(workers: int, engine: dict | None, keep_s: float, released: bool = True) -> str:
+    """What a run that keeps workers says as it ends: what stays running, until when, and how to stop it."""
+    until = time.time() + keep_s + (0.0 if released else LEASE_TTL_S)
+    what = f" ({engine.get('backend')} {os.path.basename(str(engine.get('model')))})" if engine else ""
+    return (f"kept warm on this machine: {workers} worker(s){what} with their engine loaded, until "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(until))}"
+            f"{'' if released else ' at the latest'} (--keep-warm {keep_s:g} s; a later `mcprm label --keep-warm` "
+            f"with the same engine uses them and restarts the clock). Stop them now: {keeper.stop_command()}")
+
+
+def run_workers(cfg: LabelConfig, executor: str, why: str):
+    """The worker factory of the executor a run starts for itself (``executor``, chosen for ``why``): this
+    machine's fleet where ``--keep-warm`` asks to keep them (None: the run's own). A run that keeps nothing and
+    needs GPUs first stops this machine's idle warm workers (a kept vLLM engine holds most of a GPU's memory)."""
+    keep = local_keep_warm(cfg, executor)
+    if keep and _connect_local(cfg):
+        return functools.partial(FleetWorkers, name=LOCAL_FLEET, keep_warm_s=keep)
+    if keep is None and not _on_a_cluster(cfg) and cfg.executor != "local" and _asked_keep_warm(cfg):
+        log.warning("--keep-warm: this run labels in this process (%s): nothing is kept; pass --executor ray to "
+                    "keep its workers", why)
+    if executor == "ray" and not _on_a_cluster(cfg) and cfg.worker_gpus > 0:
+        free_local_workers("this `mcprm label` (without --keep-warm it uses workers of its own)")
+    return None
+
+
+def _connect_local(cfg: LabelConfig) -> bool:
+    """Join this machine's Ray (started if none is up); False when this process is connected to another Ray
+    already (a caller's own: the workers are then started there, not kept)."""
+    if keeper.join(keeper.ensure(), cfg.ray_logs) is None:
+        log.warning("this process is connected to another Ray cluster: the run's workers are not kept warm")
+        return False
+    return True
+
+
+def _stop_idle(ray, wait_s: float, force: bool = False) -> int:
+    """Stop this machine's warm workers (refused while one serves a run, unless ``force``) and wait until they
+    are gone (their GPUs free)."""
+    n = stop_fleet(ray, LOCAL_FLEET, force=force)
+    deadline = time.monotonic() + wait_s
+    while fleet_names(ray).get(LOCAL_FLEET) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return n
+
+
+def local_fleet(cfg: LabelConfig, executor: str) -> tuple[FleetWorkers, list] | None:
+    """This machine's warm workers leased to this run (``executor``: the one chosen for it) when they run its
+    engine (None: the run starts its own, kept as this machine's fleet: :func:`run_workers`). Idle ones of another
+    engine are stopped."""
+    t0 = time.perf_counter()
+    keep = local_keep_warm(cfg, executor)
+    if not keep or not _connect_local(cfg):
+        return None
+    import ray
+
+    workers = fleet_status(ray, LOCAL_FLEET)
+    if not workers:
+        return None
+    diff = engine_diff(workers[0][1]["engine"], engine_identity(cfg))
+    if diff:
+        busy = [st["lease"]["holder"] for _, st in workers if st["lease"]]
+        if busy:
+            raise FleetError(f"this machine's warm workers run another engine ({'; '.join(diff)}) and serve another "
+                             f"run ({busy[0]}): wait for it to finish, or stop them with `{keeper.stop_command()} "
+                             "--force`")
+        log.warning("this machine's warm workers run another engine (%s): stopping them", "; ".join(diff))
+        _stop_idle(ray, 120)
+        return None
+    try:
+        leased, actors = lease_workers(ray, cfg, LOCAL_FLEET, workers, t0)
+    except FleetError as e:  # every warm worker serves another run of this machine (their GPUs are taken)
+        raise FleetError(f"this machine's GPUs are held by its warm workers, which serve another `mcprm label` now: "
+                         f"wait for it to finish (`mcprm fleet status`). {e}") from None
+    leased.source = "kept warm on this machine by an earlier run (--keep-warm)"
+    leased.keep_warm_s = keep
+    engine = workers[0][1]["engine"]
+    leased.after_close = lambda released: log.warning("%s", kept_notice(len(actors), engine, keep, released))
+    return leased, actors
+
+
+def free_local_workers(command: str) -> int:
+    """Stop this machine's idle warm workers before ``command`` uses its GPUs itself (score, a GPU train, generate
+    or judge, a label run that keeps nothing): a kept vLLM engine holds most of a GPU's memory. Workers serving a
+    run are left alone (with a warning). Nothing is imported or started, and Ray is never joined, when this
+    machine shows no GPU or no keeper runs here. Returns the workers stopped."""
+    if not gpu_count() or keeper.running() is None:
+        return 0
+    with keeper.authenticated():
+        got = keeper.connected(f"{command} goes on without checking them")
+        if got is None:
+            return 0
+        ray, joined = got
+        try:
+            workers = fleet_status(ray, LOCAL_FLEET)
+            if any(s["lease"] for _, s in workers):
+                log.warning("this machine's warm workers serve a run now: %s may find their GPUs' memory taken",
+                            command)
+                return 0
+            n = _stop_idle(ray, 60)
+            if n:
+                log.warning("stopped this machine's %d warm worker(s) (kept by an earlier `mcprm label "
+                            "--keep-warm`): %s needs the GPUs", n, command)
+            return n
+        finally:
+            if joined:
+                ray.shutdown()
+
+
+def stop_local(force: bool = False) -> tuple[int, str] | None:
+    """``mcprm fleet down`` without a fleet name or cluster: stop this machine's warm workers now, then its Ray
+    (when no other fleet lives on it). None when no keeper runs here; else (workers stopped, what was done and
+    waited for). Refused while they serve a run, unless ``force``. Every wait has a bound: a Ray that does not
+    answer its probes is not joined, its keeper is stopped (killed if it does not stop in time)."""
+    if keeper.running() is None:
+        return None
+    n, others = 0, {}
+    with keeper.authenticated():
+        got = keeper.connected("stopping its keeper without joining it")
+        if got is not None:
+            ray, joined = got
+            try:
+                n = _stop_idle(ray, STOP_WORKERS_S, force=force)
+                others = fleet_names(ray)
+            finally:
+                if joined:
+                    ray.shutdown()
+    if others.get(LOCAL_FLEET):
+        said = (f"waited {STOP_WORKERS_S:g} s for {len(others[LOCAL_FLEET])} warm worker(s) to stop; they are "
+                "still stopping")
+    elif others:
+        said = f"left this machine's Ray up for the other fleet(s) on it ({', '.join(others)})"
+    else:
+        said = keeper.stop() or "its keeper was gone already"
+    return n, said

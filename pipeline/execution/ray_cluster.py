@@ -14,7 +14,7 @@ from pipeline.execution import ray_temp
 log = logging.getLogger("mcprm")
 
 # The oldest Ray mcprm runs on: the first with token authentication (RAY_AUTH_MODE=token), which keeps other users
-# of a machine out of the Ray that holds its warm workers (pipeline.execution.local_head). pyproject.toml says the
+# of a machine out of the Ray that holds its warm workers (pipeline.execution.keeper). pyproject.toml says the
 # same; a Ray installed around it is refused where the token matters (keep_warm_ray_problem).
 RAY_MIN_VERSION = (2, 52)
 RAY_REQUIREMENT = "ray>=2.52"
@@ -24,6 +24,23 @@ def workers_fitting(total: float, each: float) -> int:
     """How many workers of ``each`` (GPUs or CPUs) ``total`` holds. Shares like 1/5 of a GPU are not exact in
     floating point (``1 // 0.2`` is 4.0), so the quotient is taken with a little slack."""
     return int(total / each + 1e-6) if each > 0 else 0
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def gpu_count() -> int:
+    """GPUs this machine shows (device files or CUDA_VISIBLE_DEVICES), without importing torch."""
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None:
+        return len([d for d in vis.split(",") if d.strip() and d.strip() != "-1"])
+    import glob
+
+    return len(glob.glob("/dev/nvidia[0-9]*"))
 
 
 def installed_ray_version() -> str | None:
@@ -50,43 +67,137 @@ def keep_warm_ray_problem(found: str | None) -> str | None:
             f"(pip install -U '{RAY_REQUIREMENT}') or run without --keep-warm")
 
 
+PROBE_S = 5.0  # the longest wait for a Ray address to answer before it is joined
+# HTTP/2's client preface and an empty SETTINGS frame: Ray's GCS (a gRPC server) answers with a SETTINGS frame
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def answers(address: str, timeout_s: float = PROBE_S) -> str | None:
+    """Why the Ray at ``address`` (``host:port`` of its GCS) does not answer within ``timeout_s``, or None when
+    it does: a TCP connection and an HTTP/2 handshake, the first thing its gRPC server does. Ray itself retries an
+    address that does not answer for minutes; this is asked first, so that nothing waits on a dead cluster."""
+    import socket
+
+    host, sep, port = str(address).rpartition(":")
+    if not sep or not port.isdigit():
+        return None  # not host:port: left to Ray
+    deadline = time.monotonic() + timeout_s
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as s:
+            s.sendall(_H2_HELLO)
+            got = b""
+            while len(got) < 9:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                s.settimeout(left)
+                chunk = s.recv(9 - len(got))
+                if not chunk:
+                    return f"the Ray at {address} closed the connection without answering"
+                got += chunk
+    except TimeoutError:
+        return f"nothing answered at {address} within {timeout_s:g} s"
+    except OSError as e:
+        return f"nothing answers at {address} ({e.strerror or e})"
+    if got[3] != 0x4:
+        return f"what answers at {address} is not a Ray cluster (no HTTP/2 handshake)"
+    return None
+
+
+def accepts(address: str, timeout_s: float = PROBE_S) -> str | None:
+    """Why the Ray at ``address`` does not answer Ray's own first call (its cluster id) within ``timeout_s``, or
+    None when it does. A GCS that answers the handshake (:func:`answers`) but hangs after it would make
+    ``ray.init`` retry for many minutes; this bounded call is made first (with this process's token set)."""
+    host, sep, port = str(address).rpartition(":")
+    if not sep or not port.isdigit():
+        return None  # not host:port: left to Ray
+    import ray._raylet
+    from ray.exceptions import AuthenticationError
+
+    try:
+        ray._raylet.InnerGcsClient.standalone(str(address), None, int(timeout_s * 1000))
+    except AuthenticationError:
+        return None  # it answered (refused this process's token): ray.init says so, with what to do
+    except Exception as e:  # noqa: BLE001 - Ray's RpcError (deadline exceeded, unavailable)
+        return f"the Ray at {address} answered its handshake but not Ray's first call within {timeout_s:g} s ({e})"
+    return None
+
+
+_OWN: dict = {}  # this process's own Ray (pipeline.execution.own_ray), once started: its head and folder
+
+
 def init_ray(address: str | None = None, log_to_driver: bool = False) -> None:
+    """Connect this process to Ray: the cluster at ``address`` (or ``RAY_ADDRESS``), else a Ray of its own
+    (:mod:`pipeline.execution.own_ray`: its head in a process group of its own that nothing outlives, its files in
+    a private folder), started once and joined again after a ``ray.shutdown()``."""
     from rollouts.base import require
 
     ray = require("ray", f"pip install '{RAY_REQUIREMENT}'")
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS") or None
-    # Ray's own log lines (workers' output, ANSI colour) stay out of the user's terminal unless asked (-v).
-    kwargs = dict(ignore_reinit_error=True, logging_level=logging.WARNING if log_to_driver else logging.ERROR,
-                  log_to_driver=log_to_driver)
-    own = None
     if address is None:
-        kwargs["include_dashboard"] = False
         # a Ray of our own: a bare ray.init() joins any cluster this machine's last `ray start` (or another job's
-        # test cluster) left in /tmp/ray, whose resources are not ours; its files go to a folder of this run's own
-        # (never /tmp/ray, where every run would leave a world-writable session folder), removed at exit
-        address = "local"
-        own = kwargs["_temp_dir"] = ray_temp.new()
+        # test cluster) left in /tmp/ray, whose resources are not ours, and leaves a world-writable session folder
+        # there; the head's files go to a folder of this process's own instead
+        if not _OWN or _OWN["head"]["watchdog"].poll() is not None:
+            _start_own_ray()
+        address = _OWN["head"]["address"]
+        use_token(_OWN["head"]["auth"])
+    elif "://" not in address:  # (ray://...: Ray Client's, left to Ray)
+        why = answers(address) or accepts(address)
+        if why is not None:
+            raise ConfigError(f"no Ray cluster answers at {address} ({why}): check --ray-address / RAY_ADDRESS "
+                              "(`ray status` on the head prints it), or start one with `ray start --head`")
     # Let actors find the top-level packages (pipeline, rollouts, graders) when running from a checkout.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}}
+    # Ray's own log lines (workers' output, ANSI colour) stay out of the user's terminal unless asked (-v).
+    ray.init(address=address, runtime_env=env, ignore_reinit_error=True, log_to_driver=log_to_driver,
+             logging_level=logging.WARNING if log_to_driver else logging.ERROR)
+
+
+def use_token(auth: dict[str, str]) -> None:
+    """Set Ray's token authentication variables ``auth`` in this process (Ray reads its mode into a cached config:
+    refreshed here, as Ray's own ``_enable_token_auth`` does)."""
+    os.environ.update(auth)
+    refresh_ray_config()
+
+
+def refresh_ray_config() -> None:
+    import sys
+
+    if "ray" in sys.modules:
+        from ray._raylet import Config
+
+        Config.initialize("")
+
+
+def _start_own_ray() -> None:
+    from pipeline.execution import own_ray
+
+    folder = ray_temp.new()
     try:
-        ray.init(address=address, runtime_env=env, **kwargs)
+        head = own_ray.start(folder)
     except BaseException:
-        ray_temp.remove(own)
+        ray_temp.remove(folder)
         raise
-    if own is not None:
+    if not _OWN:
         import atexit
 
-        atexit.register(_end_own_ray, own)
+        atexit.register(_end_own_ray)
+    _OWN.update(head=head, folder=folder)
 
 
-def _end_own_ray(temp_dir: str) -> None:
-    """At exit of a process that started a Ray of its own: Ray stopped (its processes first: they write to the
-    folder until they are gone), then its folder removed. Ray's head processes share the driver's fate (Ray's
-    kernel fate-sharing on Linux), so a driver killed with -9 takes them with it; its folder is removed by the
-    next mcprm process that starts a Ray (:func:`pipeline.execution.ray_temp.sweep`)."""
+def own_ray_head() -> dict | None:
+    """This process's own Ray's head (``address``, ``group``: the process group of its processes), if started."""
+    return {k: v for k, v in _OWN["head"].items() if k != "watchdog"} if _OWN else None
+
+
+def _end_own_ray() -> None:
+    """At exit of a process that started a Ray of its own: disconnected, then its head ended (its watchdog kills
+    the head's process group and removes its folder; a driver killed with -9 closes the watchdog's pipe just the
+    same) and its folder removed."""
     import sys
 
     ray = sys.modules.get("ray")
@@ -94,7 +205,10 @@ def _end_own_ray(temp_dir: str) -> None:
         if ray is not None and ray.is_initialized():
             ray.shutdown()
     finally:
-        ray_temp.remove(temp_dir)
+        from pipeline.execution import own_ray
+
+        own_ray.stop(_OWN.get("head"))
+        ray_temp.remove(_OWN.get("folder"))
 
 
 class ResourceError(ConfigError):
@@ -166,6 +280,19 @@ def cpus_per_gpu(ray) -> float | None:
     per = [n["Resources"].get("CPU", 0) / n["Resources"]["GPU"] for n in ray.nodes()
            if n.get("Alive") and n.get("Resources", {}).get("GPU")]
     return min(per) if per else None
+
+
+def worker_shape(ray, cfg: LabelConfig, shards_hint: int | None = None) -> tuple[int, float, float]:
+    """(workers, CPUs each, GPUs each) for ``cfg`` on the connected cluster: ``--num-workers``, else as many as
+    its GPUs (a GPU backend) or CPUs hold, at most ``shards_hint``."""
+    gpus = cfg.worker_gpus
+    cpus = cfg.worker_cpus(cpus_per_gpu(ray) if gpus > 0 else None)
+    n = cfg.num_workers
+    if n is None:
+        res = ray.cluster_resources()
+        n = workers_fitting(res.get("GPU", 0), gpus) if gpus > 0 else int(res.get("CPU", 1) // max(cpus, 1e-9))
+        n = max(1, min(n, shards_hint or n))
+    return n, cpus, gpus
 
 
 def init_error(e: BaseException) -> BaseException:

@@ -72,15 +72,10 @@ def label(config: LabelConfig, executor=None) -> RunResult:
     wrote anything (bad input rows, no valid solution) leaves no output folder it created."""
     preflight(config, backend=executor is None and not config.fleet)
     fleet = None
-    if executor is None and config.fleet:  # a warm fleet's workers, leased before the input is read
-        from pipeline.execution.fleet import borrow_fleet
+    if executor is None:  # warm workers (--fleet's, or this machine's --keep-warm ones), leased before reading
+        from pipeline.execution.executors import warm_executor
 
-        executor = fleet = borrow_fleet(config.resolved())
-    elif executor is None:  # this machine's warm workers, kept by an earlier run (--keep-warm)
-        from pipeline.execution.kept import local_fleet, local_keep_warm
-
-        if local_keep_warm(resolved := config.resolved()):
-            executor = fleet = local_fleet(resolved)
+        executor = fleet = warm_executor(config)
     if fleet is not None:
         config = config.replace(num_workers=fleet.num_workers)  # the shard layout's workers: those leased
     try:

@@ -45,10 +45,10 @@ class EarlyStart:
         """Ray up (in this thread: Ray sets its SIGTERM handler from the main thread only) and one actor asked for:
         it loads its model in its own process while this one goes on reading."""
         if self.executor is None:
-            from pipeline.execution.kept import start_executor
+            from pipeline.execution.executors import make_executor
 
             self.started_at = time.time()
-            self.executor = start_executor(self.cfg, start=1)
+            self.executor = make_executor(self.cfg, start=1)
 
     def staged(self, n: int) -> None:
         """``n`` solutions staged so far (called for each): start at the first, one more actor per shard's worth."""
@@ -107,7 +107,7 @@ def execute_run(run: Run, lock: OutputLock, executor=None) -> tuple[dict[int, di
     worker_stats: list[dict] = []
     own = executor is None  # started by this run (its start-up events are recorded)
     if todo > 0:
-        from pipeline.execution.kept import start_executor
+        from pipeline.execution.executors import make_executor
 
         if executor is None and run.starter is not None:  # started while the input was read
             executor = run.starter.take(len(plan["shards"]) - len(done_shards))
@@ -115,7 +115,7 @@ def execute_run(run: Run, lock: OutputLock, executor=None) -> tuple[dict[int, di
                 run.events["engine_started"] = run.starter.started_at
         if executor is None:
             run.events["engine_started"] = time.time()
-            executor = start_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
+            executor = make_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
         try:
             def on_done(res: dict) -> None:
                 if res["shard"] in results:  # a retried task's second attempt: the first one recorded stays

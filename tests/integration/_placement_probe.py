@@ -14,8 +14,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from pipeline.config import LabelConfig
-from pipeline.execution.executors import worker_shape
-from pipeline.execution.ray_cluster import check_resources
+from pipeline.execution.ray_cluster import check_resources, worker_shape
 
 
 class Probe:

@@ -226,15 +226,15 @@ def test_a_leased_worker_serves_one_run_and_an_idle_fleet_stops_itself(small_inp
     worker serves the next run; idle for its --keep-warm, the fleet stops itself (no driver left running)."""
     import ray
 
-    from pipeline.execution.fleet import borrow_fleet
+    from pipeline.execution.executors import warm_executor
 
     up = run_mcprm("fleet", "up", "--ray-address", ray_head, "--fleet", "t2", "--num-workers", "1",
                    "--cpus-per-worker", "1", "--keep-warm", "1h", timeout=600)
     assert up.returncode == 0, up.stdout + up.stderr
     if ray.is_initialized():  # an earlier test's own Ray: this test's fleet is on its own head
         ray.shutdown()
-    held = borrow_fleet(make_cfg(small_input, str(tmp_path / "holder"), executor="ray", ray_address=ray_head,
-                                 fleet="t2").resolved())
+    held = warm_executor(make_cfg(small_input, str(tmp_path / "holder"), executor="ray", ray_address=ray_head,
+                                 fleet="t2"))
     try:
         args = ("--input", small_input, "--output", str(tmp_path / "b"), "--ray-address", ray_head, "--fleet", "t2",
                 "--k", "2", "--max-new-tokens", "48", "--limit", "2", "--quiet")
@@ -260,9 +260,9 @@ def test_lease_one_run_at_a_time_and_lapse():
     lapsed (its driver stopped renewing), it is free again."""
     import threading
 
-    from pipeline.execution.fleet import _FleetActor
+    from pipeline.execution.fleet import FleetActor
 
-    a = object.__new__(_FleetActor)  # the lease state only, without a backend
+    a = object.__new__(FleetActor)  # the lease state only, without a backend
     a.lease, a.busy, a.idle_since, a.runs_served, a._lock = None, 0, 0.0, 0, threading.Lock()
     a.stopping = False
     a.info = {"keep_warm_s": 60.0}

@@ -1,10 +1,10 @@
 """A run's own workers kept warm on this machine when asked (``--keep-warm``): the next ``mcprm label --keep-warm``
 with the same engine borrows them and starts none; another engine stops the idle ones and starts its own; once
 nothing is warm, this machine's Ray stops by itself. Every way a run ends says what it keeps and how to stop it;
-``mcprm fleet down`` stops it. Chaos: the keeper killed with -9 takes its Ray and workers with it and the next run
-starts afresh; a run killed with -9 leaves its workers to the rerun, and nothing outlives the keep-warm. Real
-``mcprm`` subprocesses, a real local Ray (this test's own: its state folder under tmp_path), the real bundled model;
-only processes this test started are signalled."""
+``mcprm fleet down`` stops it. Chaos: the keeper killed with -9 takes its Ray (every process of it, the raylet's
+agents too) and workers with it and the next run starts afresh; a run killed with -9 leaves its workers to the
+rerun, and nothing outlives the keep-warm. Real ``mcprm`` subprocesses, a real local Ray (this test's own: its
+state folder under tmp_path), the real bundled model; only processes this test started are signalled."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import pytest
 
 from pipeline.bundled import SAMPLE_PATH
 from pipeline.corpus import read_corpus
-from pipeline.execution import local_head
+from pipeline.execution import keeper as K
 from pipeline.processes import pid_alive
 
 from .conftest import ROOT, own_actor_pids, popen_mcprm, rows_by_key, run_mcprm, wait_for
@@ -35,17 +35,17 @@ def local_ray(tmp_path):
     """This test's own state folder for this machine's Ray (``MCPRM_LOCAL_RAY_DIR``): the keeper the runs start
     is found there, and stopped at the end if it is still up."""
     d = str(tmp_path / "local-ray")
-    env = {local_head.DIR_ENV: d, local_head.GRACE_ENV: "3", "RAY_ADDRESS": ""}
+    env = {K.DIR_ENV: d, K.GRACE_ENV: "3", "RAY_ADDRESS": ""}
     try:
         yield d, env
     finally:
-        local_head.stop(d)
+        K.stop(d)
 
 
 def _says_kept(text: str, d: str, workers: int = 1) -> bool:
     """The run said what it keeps, until when, and the exact command that stops it."""
     return (f"kept warm on this machine: {workers} worker(s)" in text and " until " in text
-            and f"Stop them now: {local_head.DIR_ENV}={d} mcprm fleet down" in text)
+            and f"Stop them now: {K.DIR_ENV}={d} mcprm fleet down" in text)
 
 
 def _parts(out: str) -> list[str]:
@@ -102,7 +102,7 @@ def test_kept_workers_serve_the_next_run_and_stop_with_the_machines_ray(small_in
     assert "fleet" not in json.loads((tmp_path / "d" / "manifest.json").read_text())["execution"]
     assert [s["pid"] for s in _status(env)] == [st3["pid"]]
 
-    keeper = local_head.running(d)
+    keeper = K.running(d)
     assert keeper is not None
     # a command that needs the GPUs itself (train, score, ...) stops the idle warm workers first (on a machine that
     # shows a GPU: CUDA_VISIBLE_DEVICES; without one, nothing looks for warm workers at all)
@@ -112,9 +112,9 @@ def test_kept_workers_serve_the_next_run_and_stop_with_the_machines_ray(small_in
     assert free.returncode == 0 and "stopped this machine's 1 warm worker(s)" in free.stderr, free.stderr
     assert _status(env) == []
     deadline = time.monotonic() + 120
-    while local_head.running(d) is not None and time.monotonic() < deadline:
+    while K.running(d) is not None and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert local_head.running(d) is None  # no warm worker left: the machine's Ray stopped (grace 3 s)
+    assert K.running(d) is None  # no warm worker left: the machine's Ray stopped (grace 3 s)
 
 
 def test_keep_warm_on_a_cluster_needs_a_fleet(small_input, tmp_path):
@@ -148,7 +148,7 @@ def test_every_exit_says_what_is_kept_and_fleet_down_stops_it(small_input, local
     # `mcprm fleet down` with no name finds them: workers and this machine's Ray stop now
     r = run_mcprm("fleet", "down", env=env, timeout=300)
     assert r.returncode == 0 and "stopped 1 worker(s)" in r.stdout, r.stdout + r.stderr
-    assert local_head.running(d) is None
+    assert K.running(d) is None
     wait_for(lambda: _gone(workers), 120, "the warm worker to stop")
     r = run_mcprm("fleet", "down", env=env, timeout=300)
     assert r.returncode == 0 and "no warm workers are kept on this machine" in r.stdout, r.stdout + r.stderr
@@ -163,27 +163,27 @@ def test_every_exit_says_what_is_kept_and_fleet_down_stops_it(small_input, local
     workers = own_actor_pids(pids_file)
     r = run_mcprm("fleet", "down", env=env, timeout=300)
     assert r.returncode == 0 and "stopped 1 worker(s)" in r.stdout, r.stdout + r.stderr
-    wait_for(lambda: _gone(workers) and local_head.running(d) is None, 120, "nothing left running")
+    wait_for(lambda: _gone(workers) and K.running(d) is None, 120, "nothing left running")
 
 
 def test_keeper_killed_takes_its_ray_with_it_and_the_next_run_starts_afresh(small_input, reference_run, local_ray,
                                                                              tmp_path):
     d, env = local_ray
     _, _, ref = reference_run
-    st = local_head.ensure(d)  # this test's own keeper (its child): the runs below use it
+    st = K.ensure(d)  # this test's own keeper (its child): the runs below use it
     keeper = st["pid"]
     pids_file = tmp_path / "pids.json"
     r = run_mcprm("label", "--input", small_input, "--output", str(tmp_path / "a"), "--keep-warm", "5m", *ARGS,
                   env={**env, "MCPRM_WORKER_PIDS_FILE": str(pids_file)}, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert local_head.running(d)["pid"] == keeper
+    assert K.running(d)["pid"] == keeper
     workers = own_actor_pids(pids_file)
     assert workers and not _gone(workers)
 
     os.kill(keeper, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):  # reaped here (a child of this process)
         os.waitpid(keeper, 0)
-    assert local_head.running(d) is None
+    assert K.running(d) is None
     wait_for(lambda: _gone(workers), 120, "the warm worker to go with its keeper")
     host, port = st["address"].rsplit(":", 1)
 
@@ -196,17 +196,26 @@ def test_keeper_killed_takes_its_ray_with_it_and_the_next_run_starts_afresh(smal
 
     wait_for(refused, 120, "the keeper's Ray to stop answering")
 
+    def group_gone() -> bool:  # the process group recorded for the keeper's Ray (head and agents): signal 0 only
+        try:
+            os.killpg(st["ray_group"], 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    wait_for(group_gone, 120, "every process of the keeper's Ray (its agents too) to be gone")
+
     r = run_mcprm("label", "--input", small_input, "--output", str(tmp_path / "b"), "--keep-warm", "5m", *ARGS,
                   env=env, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     assert rows_by_key(read_corpus(str(tmp_path / "b"))) == ref
     fleet = json.loads((tmp_path / "b" / "manifest.json").read_text())["execution"]["fleet"]
     assert fleet["borrowed"] is False  # a new keeper, new workers
-    new = local_head.running(d)
+    new = K.running(d)
     assert new is not None and new["pid"] != keeper and not os.path.exists(st["temp_dir"])
     r = run_mcprm("fleet", "down", env=env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert local_head.running(d) is None
+    assert K.running(d) is None
 
 
 def test_run_killed_while_using_kept_workers_the_rerun_takes_them_and_nothing_outlives_them(
@@ -218,7 +227,7 @@ def test_run_killed_while_using_kept_workers_the_rerun_takes_them_and_nothing_ou
                   env={**env, "MCPRM_WORKER_PIDS_FILE": str(pids_file)}, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     workers = own_actor_pids(pids_file)
-    keeper = local_head.running(d)
+    keeper = K.running(d)
 
     out = str(tmp_path / "b")
     args = ("label", "--input", small_input, "--output", out, *ARGS)
@@ -237,5 +246,5 @@ def test_run_killed_while_using_kept_workers_the_rerun_takes_them_and_nothing_ou
     fleet = json.loads(open(os.path.join(out, "manifest.json")).read())["execution"]["fleet"]
     assert fleet["borrowed"] is True and fleet["pids"] == workers
     # released with 3 s of keep-warm: the worker stops itself, then the keeper stops this machine's Ray
-    wait_for(lambda: _gone([*workers, keeper["pid"]]) and local_head.running(d) is None, 300, "nothing left running")
+    wait_for(lambda: _gone([*workers, keeper["pid"]]) and K.running(d) is None, 300, "nothing left running")
     wait_for(lambda: not os.path.exists(keeper["temp_dir"]), 60, "Ray's private folder removed")

@@ -27,7 +27,7 @@ def _own_shard_actors() -> dict[str, str]:
 
     job = ray.get_runtime_context().get_job_id()
     return {aid: a["State"] for aid, a in state.actors().items()
-            if a["JobID"] == job and a["ActorClassName"] == "_ShardActor"}
+            if a["JobID"] == job and a["ActorClassName"] == "ShardActor"}
 
 
 @pytest.fixture

@@ -6,8 +6,13 @@ from __future__ import annotations
 import pytest
 
 from pipeline.config import ConfigError, LabelConfig
-from pipeline.execution.kept import local_keep_warm
+from pipeline.execution import fleet
+from pipeline.execution.executors import choose_executor
 from pipeline.options import DEFAULT_LOCAL_KEEP_WARM, parse_duration, parse_keep_warm
+
+
+def local_keep_warm(c: LabelConfig) -> float | None:
+    return fleet.local_keep_warm(c, choose_executor(c)[0])
 
 
 def cfg(**kw) -> LabelConfig:
@@ -89,14 +94,13 @@ def test_the_package_requires_that_ray():
 
 
 def test_the_stop_command_names_a_state_folder_of_its_own(monkeypatch):
-    from pipeline.execution import local_head
-    from pipeline.execution.kept import kept_notice, stop_command
+    from pipeline.execution import keeper
 
-    monkeypatch.delenv(local_head.DIR_ENV, raising=False)
-    assert stop_command() == "mcprm fleet down"
-    monkeypatch.setenv(local_head.DIR_ENV, "/x y")
-    assert stop_command() == "MCPRM_LOCAL_RAY_DIR='/x y' mcprm fleet down"
-    text = kept_notice(2, {"backend": "vllm", "model": "/m/Qwen"}, 600)
+    monkeypatch.delenv(keeper.DIR_ENV, raising=False)
+    assert keeper.stop_command() == "mcprm fleet down"
+    monkeypatch.setenv(keeper.DIR_ENV, "/x y")
+    assert keeper.stop_command() == "MCPRM_LOCAL_RAY_DIR='/x y' mcprm fleet down"
+    text = fleet.kept_notice(2, {"backend": "vllm", "model": "/m/Qwen"}, 600)
     assert "2 worker(s) (vllm Qwen)" in text and "until " in text and text.endswith("mcprm fleet down")
 
 
@@ -108,8 +112,7 @@ def test_a_lease_whose_process_is_gone_is_taken_over_at_once():
     import sys
     import threading
 
-    from pipeline.execution.fleet import _FleetActor
-    from pipeline.execution.leases import holder_gone, this_holder
+    from pipeline.execution.fleet import FleetActor, holder_gone, this_holder
 
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
@@ -119,10 +122,25 @@ def test_a_lease_whose_process_is_gone_is_taken_over_at_once():
     assert holder_gone(dict(me, process=dict(me["process"], start="1")))  # this pid, reused by another process
     assert not holder_gone(dict(dead, machine="node-2-0000"))
 
-    a = object.__new__(_FleetActor)  # the lease state only, without a backend
+    a = object.__new__(FleetActor)  # the lease state only, without a backend
     a.lease, a.busy, a.idle_since, a.runs_served, a._lock = None, 0, 0.0, 0, threading.Lock()
     a.stopping, a.info = False, {"keep_warm_s": 60.0}
     assert a.acquire("r1", dead, 60, now=100.0) is None
     assert a.acquire("r2", this_holder("/b"), 60, now=110.0)["run"] == "r1"  # held
     assert a.acquire("r2", this_holder("/b"), 60, 110.0, "r0") is not None  # replacing another run: no
     assert a.acquire("r2", this_holder("/b"), 60, 110.0, "r1") is None and a.lease["run"] == "r2"
+
+
+def test_a_run_in_this_process_keeps_nothing_and_says_so(caplog, monkeypatch):
+    """The worker factory a run's executor gets (pipeline.execution.fleet.run_workers): a run that labels in this
+    process keeps nothing and says why; a run on a cluster's Ray gets its own workers; neither touches a keeper."""
+    import logging
+
+    monkeypatch.setattr(fleet.keeper, "ensure", lambda *a, **k: pytest.fail("no keeper may be started"))
+    with caplog.at_level(logging.WARNING, logger="mcprm"):
+        assert fleet.run_workers(cfg(executor="auto", keep_warm="10m"), "local", "a small machine") is None
+    assert "--keep-warm: this run labels in this process (a small machine): nothing is kept" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mcprm"):
+        assert fleet.run_workers(cfg(ray_address="10.0.0.1:6379"), "ray", "--ray-address given") is None
+    assert caplog.text == ""

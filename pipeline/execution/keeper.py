@@ -1,9 +1,10 @@
-"""This machine's own Ray cluster for the warm workers an ``mcprm label --keep-warm`` run keeps between runs.
+"""This machine's keeper: the Ray cluster that holds this machine's warm workers (the fleet named ``local``,
+:mod:`pipeline.execution.fleet`) between ``mcprm label --keep-warm`` runs, and joining it.
 
 A run that keeps its workers warm on this machine (``--keep-warm DURATION``, or ``keep_warm`` in its run file)
 needs a Ray that outlives the command: a Ray a command starts for itself (``ray.init()``) ends with it, and its
 detached actors with it. :func:`ensure` finds this machine's **keeper** or starts one: a small process
-(``python -m pipeline.execution.local_head``, in a session of its own) that starts a local Ray head as its
+(``python -m pipeline.execution.keeper``, in a session of its own) that starts a local Ray head as its
 driver and watches it. It stops the cluster (and itself) once no fleet worker has been up for its grace time
 (:data:`GRACE_S`): the workers stop themselves after their ``--keep-warm`` (pipeline.execution.fleet), and the
 keeper then stops Ray; nothing is left running. Ray's processes share the keeper's fate (Ray's kernel
@@ -22,7 +23,8 @@ authentication, so no other user's process joins) and ``keeper.log``. Ray's own 
 
 A keeper counts as running only when its recorded pid still names the process recorded (its start time too: a
 pid is reused after a kill -9 or an OOM kill), and its cluster is joined only once its address answers
-(:func:`answers`, a bounded probe): a keeper that died, or whose Ray does not answer, never makes a command wait.
+(:func:`pipeline.execution.ray_cluster.answers`, a bounded probe of its handshake, then ``accepts``, a bounded
+first call of Ray's own): a keeper that died, or whose Ray does not answer, never makes a command wait.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import time
 
 from pipeline.errors import FatalError
 from pipeline.execution import ray_temp
+from pipeline.execution.ray_cluster import accepts, answers
 from pipeline.processes import namespace_key, process_gone, same_process, this_process
 
 log = logging.getLogger("mcprm")
@@ -52,7 +55,6 @@ TEMP_PREFIX = ray_temp.PREFIX  # the keeper's private folder for Ray's files, un
 # the longest wait for the state folder's lock: held by a claim (moments), a stop (STOP_WAIT_S and a kill) or a
 # start (START_TIMEOUT_S at most), so more than the longest of these
 LOCK_WAIT_S = START_TIMEOUT_S + 60.0
-PROBE_S = 5.0  # the longest wait for the recorded Ray address to answer before it is joined
 STOP_WAIT_S = 30.0  # a stopped keeper that is not gone after this long is killed, with its process group
 
 
@@ -82,10 +84,10 @@ def auth_env(d: str | None = None) -> dict[str, str]:
 
 
 def use_auth(d: str | None = None) -> None:
-    """Set :func:`auth_env` in this process (Ray reads its mode into a cached config: refreshed here, as Ray's own
-    ``_enable_token_auth`` does)."""
-    os.environ.update(auth_env(d))
-    _refresh_ray_config()
+    """Set :func:`auth_env` in this process."""
+    from pipeline.execution.ray_cluster import use_token
+
+    use_token(auth_env(d))
 
 
 @contextlib.contextmanager
@@ -102,14 +104,9 @@ def authenticated(d: str | None = None):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        _refresh_ray_config()
+        from pipeline.execution.ray_cluster import refresh_ray_config
 
-
-def _refresh_ray_config() -> None:
-    if "ray" in sys.modules:
-        from ray._raylet import Config
-
-        Config.initialize("")
+        refresh_ray_config()
 
 
 @contextlib.contextmanager
@@ -154,56 +151,63 @@ def _live(st: dict | None) -> dict | None:
 
 
 def running(d: str | None = None) -> dict | None:
-    """The keeper's state (``pid``, ``process``, ``machine``, ``address``, ``temp_dir``, ``started_at``) if this
-    machine's keeper runs (its address not probed: :func:`answers`)."""
+    """The keeper's state (``pid``, ``process``, ``machine``, ``address``, ``temp_dir``, ``started_at``,
+    ``ray_group``: the process group of its Ray's processes, :mod:`pipeline.execution.own_ray`) if this
+    machine's keeper runs (its address not probed: :func:`pipeline.execution.ray_cluster.answers`)."""
     return _live(_load(machine_dir(d)))
 
 
-# HTTP/2's client preface and an empty SETTINGS frame: Ray's GCS (a gRPC server) answers with a SETTINGS frame
-_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+def stop_command() -> str:
+    """The exact command that stops this machine's warm workers (with this process's state folder, if not the
+    default one)."""
+    import shlex
+
+    d = os.environ.get(DIR_ENV)
+    return (f"{DIR_ENV}={shlex.quote(d)} " if d else "") + "mcprm fleet down"
 
 
-def answers(address: str, timeout_s: float = PROBE_S) -> str | None:
-    """Why the Ray at ``address`` (``host:port`` of its GCS) does not answer within ``timeout_s``, or None when
-    it does: a TCP connection and an HTTP/2 handshake, the first thing its gRPC server does. Ray itself retries an
-    address that does not answer for minutes; this is asked first, so that nothing waits on a dead cluster."""
-    import socket
+def join(st: dict, log_to_driver: bool = False) -> bool | None:
+    """Connect this process to this machine's Ray (``st``: its keeper's state): True when it joined now, False when
+    it was connected already, None when it is connected to another Ray (left as it is). A Ray that does not answer
+    within the probes' bounds is never joined (Ray itself retries such an address for minutes): a
+    :class:`KeeperError` says what was waited for."""
+    from pipeline.execution.ray_cluster import init_ray
 
-    host, sep, port = str(address).rpartition(":")
-    if not sep or not port.isdigit():
-        return None  # not host:port: left to Ray
-    deadline = time.monotonic() + timeout_s
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        return False if ray.get_runtime_context().gcs_address == st["address"] else None
+    use_auth()
+    why = answers(st["address"]) or accepts(st["address"])
+    if why is not None:
+        raise KeeperError(f"this machine's warm workers' Ray does not answer ({why}); stop it with "
+                          f"`{stop_command()}` and rerun")
+    init_ray(st["address"], log_to_driver=log_to_driver)
+    return True
+
+
+def connected(what: str):
+    """(ray, joined) connected to this machine's Ray with its token, or None when no keeper runs here, its Ray does
+    not answer (said, with ``what`` that is then skipped) or this process is connected to another Ray. The caller
+    shuts Ray down if ``joined``, inside :func:`authenticated` (which puts the token variables back)."""
+    st = running()
+    if st is None:
+        return None
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as s:
-            s.sendall(_H2_HELLO)
-            got = b""
-            while len(got) < 9:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError
-                s.settimeout(left)
-                chunk = s.recv(9 - len(got))
-                if not chunk:
-                    return f"the Ray at {address} closed the connection without answering"
-                got += chunk
-    except TimeoutError:
-        return f"nothing answered at {address} within {timeout_s:g} s"
-    except OSError as e:
-        return f"nothing answers at {address} ({e.strerror or e})"
-    if got[3] != 0x4:
-        return f"what answers at {address} is not a Ray cluster (no HTTP/2 handshake)"
-    return None
+        joined = join(st)
+    except KeeperError as e:
+        log.warning("%s; %s", e, what)
+        return None
+    if joined is None:
+        log.warning("this process is connected to another Ray: this machine's warm workers were not checked")
+        return None
+    import ray
+
+    return ray, joined
 
 
 def _touch(path: str) -> None:
     with open(path, "a"):
         os.utime(path, None)
-
-
-def _remove_private(path: str | None) -> None:
-    """Remove a keeper's private Ray folder once its keeper is gone (:func:`pipeline.execution.ray_temp.remove`:
-    only such a folder under the system temp dir, owned by this user, never a link)."""
-    ray_temp.remove(path)
 
 
 def _reap(folder: str, old: dict | None) -> None:
@@ -214,7 +218,7 @@ def _reap(folder: str, old: dict | None) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.remove(_paths(folder)["state"])
     if old and old.get("machine") == namespace_key() and process_gone(old.get("process")):
-        _remove_private(old.get("temp_dir"))
+        ray_temp.remove(old.get("temp_dir"))
 
 
 def ensure(d: str | None = None, timeout_s: float = START_TIMEOUT_S) -> dict:
@@ -243,7 +247,7 @@ def ensure(d: str | None = None, timeout_s: float = START_TIMEOUT_S) -> dict:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         with open(p["log"], "ab") as logf:
-            proc = subprocess.Popen([sys.executable, "-m", "pipeline.execution.local_head", folder],
+            proc = subprocess.Popen([sys.executable, "-m", "pipeline.execution.keeper", folder],
                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                     start_new_session=True, env=env, close_fds=True)
         deadline = time.monotonic() + timeout_s
@@ -285,22 +289,38 @@ def _keep(folder: str) -> None:
     finally:
         if "ray" in sys.modules:  # (Ray's processes write to the folder until they are gone)
             sys.modules["ray"].shutdown()
-        _remove_private(private)
+        ray_temp.remove(private)
 
 
 def _serve(folder: str, private: str, grace: float, stop: list) -> None:
     import ray
 
+    from pipeline.execution import own_ray
+
     p = _paths(folder)
-    ray.init(address="local", include_dashboard=False, _temp_dir=os.path.join(private, "r"), namespace=NAMESPACE,
-             logging_level=logging.ERROR, log_to_driver=False)
+    # the head under a watchdog of its own (pipeline.execution.own_ray): a keeper killed with -9 takes every Ray
+    # process with it, the raylet's agents included
+    head = own_ray.start(private, token=p["token"])
+    try:
+        ray.init(address=head["address"], namespace=NAMESPACE, logging_level=logging.ERROR, log_to_driver=False)
+        _watch_fleet(folder, private, grace, stop, head["group"])
+    finally:
+        ray.shutdown()
+        own_ray.stop(head)
+
+
+def _watch_fleet(folder: str, private: str, grace: float, stop: list, group: int) -> None:
+    import ray
+
+    p = _paths(folder)
     # ray.init sets a SIGTERM handler that exits at once: the keeper's own again, so that a stop (`mcprm fleet
     # down`) shuts Ray down and removes its folder
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
     import socket
 
     st = {"pid": os.getpid(), "process": this_process(), "machine": namespace_key(), "host": socket.gethostname(),
-          "address": ray.get_runtime_context().gcs_address, "temp_dir": private, "started_at": time.time()}
+          "address": ray.get_runtime_context().gcs_address, "temp_dir": private, "started_at": time.time(),
+          "ray_group": group}
     tmp = p["state"] + ".tmp"
     with open(tmp, "w") as f:
         json.dump(st, f)
@@ -325,7 +345,6 @@ def _serve(folder: str, private: str, grace: float, stop: list) -> None:
         if (_load(folder) or {}).get("pid") == os.getpid():
             os.remove(p["state"])
     print(f"keeper {os.getpid()}: stopping Ray", flush=True)
-    ray.shutdown()
 
 
 def _end(st: dict, timeout_s: float) -> str:
@@ -350,17 +369,16 @@ def _end(st: dict, timeout_s: float) -> str:
     while time.monotonic() < deadline and not gone():
         time.sleep(0.2)
     if gone():
-        _remove_private(st.get("temp_dir"))  # (a keeper removes it itself as it stops: this is for one that could not)
+        ray_temp.remove(st.get("temp_dir"))  # (a keeper removes it itself as it stops: this is for one that could not)
         return f"stopped keeper {pid}"
-    if not gone():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and not gone():
-            time.sleep(0.1)
-    _remove_private(st.get("temp_dir"))
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and not gone():
+        time.sleep(0.1)
+    ray_temp.remove(st.get("temp_dir"))
     return f"keeper {pid} did not stop within {timeout_s:g} s of SIGTERM: killed it and its processes"
 
 

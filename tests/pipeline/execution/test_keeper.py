@@ -1,4 +1,4 @@
-"""This machine's Ray for warm workers (pipeline/execution/local_head.py), with a real keeper this test starts: its
+"""This machine's Ray for warm workers (pipeline/execution/K.py), with a real keeper this test starts: its
 state is this host's and this boot's only (a home folder that the nodes of a cluster share), and Ray's files go
 to a private folder (mode 0700) that is gone once the keeper stops."""
 
@@ -12,18 +12,19 @@ import stat
 import pytest
 
 from pipeline import processes
-from pipeline.execution import local_head
+from pipeline.execution import keeper as K
+from pipeline.execution import ray_cluster
 
 
 @pytest.fixture(scope="module")
 def keeper(tmp_path_factory):
     """A keeper of this test's own (its state folder under tmp), stopped at the end."""
     d = str(tmp_path_factory.mktemp("local-ray"))
-    st = local_head.ensure(d)
+    st = K.ensure(d)
     try:
         yield d, st
     finally:
-        local_head.stop(d)
+        K.stop(d)
 
 
 def _files(d: str) -> dict[str, bytes]:
@@ -38,7 +39,9 @@ def _files(d: str) -> dict[str, bytes]:
 
 def test_its_ray_answers_the_probe_and_its_keeper_is_recorded_by_identity(keeper):
     d, st = keeper
-    assert local_head.answers(st["address"]) is None  # the HTTP/2 handshake of Ray's GCS
+    assert ray_cluster.answers(st["address"]) is None  # the HTTP/2 handshake of Ray's GCS
+    with K.authenticated(d):
+        assert ray_cluster.accepts(st["address"]) is None  # and Ray's own first call
     assert st["process"]["pid"] == st["pid"] and st["process"]["start"] == processes.process_start(st["pid"])
 
 
@@ -54,12 +57,12 @@ def test_another_host_with_the_same_home_neither_sees_nor_touches_it(keeper, mon
     d, st = keeper
     before = _files(d)
     monkeypatch.setattr(socket, "gethostname", lambda: "node-2")
-    assert local_head.running(d) is None  # never node 1's Ray, though node 1's keeper pid is alive here
-    assert local_head.stop(d) is None
-    assert local_head.auth_env(d)["RAY_AUTH_TOKEN_PATH"] not in {os.path.join(d, p) for p in before}
+    assert K.running(d) is None  # never node 1's Ray, though node 1's keeper pid is alive here
+    assert K.stop(d) is None
+    assert K.auth_env(d)["RAY_AUTH_TOKEN_PATH"] not in {os.path.join(d, p) for p in before}
     monkeypatch.undo()
     assert _files(d) == before  # node 1's state and token as they were
-    assert local_head.running(d)["pid"] == st["pid"]
+    assert K.running(d)["pid"] == st["pid"]
 
 
 def test_another_boot_of_this_host_does_not_take_its_pid_for_a_live_keeper(keeper, monkeypatch, tmp_path):
@@ -67,9 +70,9 @@ def test_another_boot_of_this_host_does_not_take_its_pid_for_a_live_keeper(keepe
     other = tmp_path / "boot_id"
     other.write_text("00000000-1111-2222-3333-444444444444\n")
     monkeypatch.setattr(processes, "BOOT_ID_PATH", str(other))
-    assert local_head.running(d) is None
+    assert K.running(d) is None
     monkeypatch.undo()
-    assert local_head.running(d)["pid"] == st["pid"]
+    assert K.running(d)["pid"] == st["pid"]
 
 
 def test_the_state_names_its_host_and_boot(keeper):
@@ -83,12 +86,12 @@ def test_the_state_names_its_host_and_boot(keeper):
 
 def test_stopped_the_private_folder_is_gone(tmp_path):
     d = str(tmp_path / "local-ray")
-    st = local_head.ensure(d)
+    st = K.ensure(d)
     try:
         assert os.path.isdir(st["temp_dir"])
     finally:
-        assert local_head.stop(d)
-    assert local_head.running(d) is None and not os.path.exists(st["temp_dir"])
+        assert K.stop(d)
+    assert K.running(d) is None and not os.path.exists(st["temp_dir"])
 
 
 def test_a_process_of_another_user_is_alive(monkeypatch):
