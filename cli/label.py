@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from cli.common import echo, preflight, user_errors
-from pipeline.config import LabelConfig, option_default, option_fields
+from pipeline.config import LabelConfig, option_default, option_fields, section_of, section_title
 
 
 def option_enum(name: str, values) -> type[enum.Enum]:
@@ -29,8 +29,8 @@ def _shown(name: str, f) -> str | None:
 
 
 def option_help(name: str) -> str:
-    """An option's description with its default, both from where the option is declared (pipeline/config.py,
-    rollouts/registry.py)."""
+    """An option's description with its default, both from where the option is declared (pipeline/options.py,
+    rollouts/options.py)."""
     f, _ = option_fields()[name]
     shown = _shown(name, f)
     return f.metadata["help"] + (f" (default: {shown})" if shown is not None else "")
@@ -42,20 +42,7 @@ def _o(*decls: str, help: str, **kw):
     return typer.Option(*decls, help=help, show_default=False, **kw)
 
 
-PANELS = {  # config section (pipeline/config.py SECTIONS) -> its --help panel
-    "reading": "Input", "writing": "Output", "prompting": "Model and prompt", "hf": "hf backend",
-    "vllm": "vllm / sglang backends", "openai": "openai backend", "sampling": "Sampling", "labeling": "Strategy",
-    "grading": "Grading", "execution": "Execution (where and how widely it runs)",
-}
 COMMAND_PANEL = "This command"
-
-
-def _section_of(name: str) -> str:
-    import dataclasses
-
-    from pipeline.config import SECTIONS
-
-    return next(sec for sec, cls in SECTIONS.items() if name in {f.name for f in dataclasses.fields(cls)})
 
 
 def option_param(name: str, f, typ) -> inspect.Parameter:
@@ -70,7 +57,7 @@ def option_param(name: str, f, typ) -> inspect.Parameter:
     if base is bool:
         decls = (f"{flag}/--no-{name.replace('_', '-')}",)
     extra = {"envvar": md["envvar"]} if md.get("envvar") else {}
-    extra["rich_help_panel"] = PANELS.get(_section_of(name), "Options")
+    extra["rich_help_panel"] = section_title(section_of(name))
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
                              annotation=Annotated[base | None, _o(*decls, help=option_help(name), **extra)])
 
@@ -78,7 +65,7 @@ def option_param(name: str, f, typ) -> inspect.Parameter:
 CLI_ONLY = [  # options of the command itself, not of the run
     inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
         str | None, _o("--config", "-c", help="YAML/JSON file with any of these options (options given here win).",
-                              rich_help_panel="Input")]),
+                              rich_help_panel=section_title("reading"))]),
     inspect.Parameter("verbose", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
         bool, _o("--verbose/--no-verbose", "-v", help="Show Ray's own log lines and more detail. (default: off)",
                           rich_help_panel=COMMAND_PANEL)]),

@@ -1,7 +1,10 @@
 """The options of ``mcprm label``, one documented section per concern, and their defaults (each declared once,
-here): :class:`InputConfig`, :class:`OutputConfig`, :class:`ModelConfig`, :class:`SamplingOptions`,
-:class:`StrategyConfig`, :class:`GraderOptions`, :class:`ExecutorConfig` (the backends' own sections are declared
-with the backends, :mod:`rollouts.registry`). :class:`pipeline.config.LabelConfig` is the tree of them."""
+here or with the part it configures): :class:`ReadingOptions`, :class:`WritingOptions`, :class:`PromptingOptions`,
+:class:`SamplingOptions`, :class:`LabelingOptions`, :class:`GradingOptions`, :class:`ExecutionOptions` (the
+backends' own sections are declared with the backends, :mod:`rollouts.options`). A section has one name: the
+class ``SamplingOptions`` is the section ``sampling`` of :class:`pipeline.config.LabelConfig`
+(``cfg.sampling``), its ``--help`` panel and its docs/options.md heading "Sampling"
+(:func:`pipeline.config.section_title`)."""
 
 from __future__ import annotations
 
@@ -14,44 +17,36 @@ from graders.config import DEFAULT_TIMEOUT_S
 from pipeline.errors import FatalError
 from pipeline.input.spec import ANSWER_EXTRACTORS, FORMATS, InputSpec
 from pipeline.input.split import SPLIT_MODES
-from pipeline.stats.changepoint import DEAD_PREFIX_RATE  # noqa: F401  (re-exported: rules, strategies)
-from rollouts.registry import BACKENDS as BACKEND_SPECS
-from rollouts.registry import (
-    option,
+from pipeline.labeling.scheduler import DEFAULT_MAX_BATCH_REQUESTS
+from pipeline.labeling.strategies import (
+    DEFAULT_BISECT_FRACTION,
+    DEFAULT_K,
+    DEFAULT_RELATIVE_DROP,
+    DEFAULT_TARGET_CONFIDENCE,
+    DEFAULT_TRUST_PASS_RATE,
+    DEFAULT_UNREACHED_CLAIM,
+    DEFAULT_WAVE_GROWTH,
+    DEFAULT_WAVE_SIZE,
+    UNREACHED_CLAIMS,
 )
+from pipeline.labeling.strategies import STRATEGIES as STRATEGY_REGISTRY
+from rollouts.options import option
+from rollouts.registry import BACKENDS as BACKEND_SPECS
 
-DEFAULT_K = 20  # continuations per step prefix: the one default of k (SamplingOptions, StrategyParams); docs/labels.md says why
-# binary-search's probe point and relative drop (StrategyConfig, StrategyParams; BENCHMARKS.md)
-UNREADABLE_POLICIES = ("failure", "exclude")  # GraderOptions.unreadable (pipeline.labeling.last_step.outcome)
-DEFAULT_BISECT_FRACTION = 0.6
-DEFAULT_RELATIVE_DROP = 0.25
-# --reach-gate: a right final answer is trusted only when the completer solved the bare problem at least this
-# often (StrategyConfig.trust_pass_rate, StrategyParams; docs/labels.md, "Reach gating")
-DEFAULT_TRUST_PASS_RATE = 0.5
-# --reach-gate: an unreached row's first-error claim. answer: step 1 on a wrong answer (an error exists), none on a
-# right one (its answer is the only evidence); step1: step 1 on both, per-step's reading (StrategyConfig.unreached_claim)
-UNREACHED_CLAIMS = ("answer", "step1")
-DEFAULT_UNREACHED_CLAIM = "answer"
-DEFAULT_WAVE_SIZE = 2  # continuations per wave (binary-search, adaptive, sequential; StrategyParams)
-# each wave of a probe is this many times the one before (binary-search, adaptive): 2, 4, 8, 6 for K=20, so a
-# dead prefix takes 4 rounds, not 10 (the critical path on GPUs; BENCHMARKS.md)
-DEFAULT_WAVE_GROWTH = 2.0
-DEFAULT_TARGET_CONFIDENCE = 0.9  # sequential: the first error's posterior at which it stops (StrategyParams)
-# eps, how often a dead prefix still reaches the gold answer by luck (rules, strategies), is the first-error
-# model's prior: declared once, in pipeline.stats.changepoint (DEAD_PREFIX_RATE, imported above)
-DEFAULT_MAX_BATCH_REQUESTS = 512  # requests per generate() call (ExecutorConfig; the scheduler's default)
-DEFAULT_KEEP_WARM = "1h"  # how long `mcprm fleet up`'s fleet stays warm after its last run (ExecutorConfig.keep_warm)
+UNREADABLE_POLICIES = ("failure", "exclude")  # GradingOptions.unreadable (pipeline.labeling.last_step.outcome)
+DEFAULT_KEEP_WARM = "1h"  # how long `mcprm fleet up`'s fleet stays warm after its last run (ExecutionOptions.keep_warm)
 # how long a run's own workers stay warm on this machine after it (pipeline.execution.kept): off, since a kept
 # engine holds its GPU after the command ends; a user turns it on with --keep-warm or keep_warm in a run file
 DEFAULT_LOCAL_KEEP_WARM = "off"
 FLEET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a fleet's name (--fleet): part of its Ray actors' names
-DEFAULT_SHARD_SIZE = 64  # solutions per shard (OutputConfig; pipeline.ray_data's batch size)
+DEFAULT_SHARD_SIZE = 64  # solutions per shard (WritingOptions; pipeline.ray_data's batch size)
 
-STRATEGIES = ("per-step", "binary-search", "adaptive", "sequential")
-BACKENDS = tuple(BACKEND_SPECS)  # hf, vllm, openai (rollouts/registry.py)
+# the strategies' names, a live view of their registry (pipeline.labeling.strategies): a strategy registered
+# there is a --strategy choice, in its help and its check, with no list to keep here
+STRATEGIES = STRATEGY_REGISTRY.keys()
+BACKENDS = tuple(BACKEND_SPECS)  # hf, vllm, openai, sglang (rollouts/registry.py)
 EXECUTORS = ("auto", "ray", "local")
 PROMPT_FORMATS = ("plain", "chat")
-
 
 
 class ConfigError(FatalError, ValueError):
@@ -70,7 +65,7 @@ def _one_of(problems: list[str], name: str, value, allowed) -> None:
 
 # ---------------------------------------------------------------------------------------------- sections
 @dataclass
-class InputConfig:
+class ReadingOptions:
     """What to read and how (read by :mod:`pipeline.input`; the reader checks fields and files)."""
 
     input: list[str] = option(help="JSONL/Parquet file, folder or glob (any fsspec URL); repeatable.",
@@ -110,7 +105,7 @@ class InputConfig:
 
 
 @dataclass
-class OutputConfig:
+class WritingOptions:
     """Where the corpus goes and how it is cut into shards."""
 
     output: str = option("./mcprm-out", "Output corpus folder (any fsspec URL).", flags=("--output", "-o"))
@@ -126,7 +121,7 @@ class OutputConfig:
 
 
 @dataclass
-class ModelConfig:
+class PromptingOptions:
     """The model, the prompt it is given, and the backend that runs it."""
 
     model: str = option("", "Model folder or hub name (--backend openai: the name the server serves).", identity=True, shown="the bundled model")
@@ -177,7 +172,7 @@ class SamplingOptions:
 
 
 @dataclass
-class StrategyConfig:
+class LabelingOptions:
     """Which steps get rollouts, and how many (docs/labels.md, "Strategies")."""
 
     strategy: str = option("binary-search", "Labeling strategy (docs/labels.md).", identity=True, choices=STRATEGIES)
@@ -193,7 +188,8 @@ class StrategyConfig:
                                             shown="off", strategies=("binary-search", "adaptive"))
     trust_correct: bool | None = option(None, "Label solutions with a correct final answer positive without "
                                               "rollouts.", identity=True,
-                                        shown="on for binary-search/adaptive, off for per-step")
+                                        shown="on; off for " + ", ".join(
+                                            n for n, s in STRATEGY_REGISTRY.items() if not s.trusts_correct))
     early_stop: bool = option(True, "binary-search: stop a probe at its first success (off = K per probe, "
                                     "OmegaPRM's original).", identity=True,
                             strategies=("binary-search",))
@@ -246,11 +242,13 @@ class StrategyConfig:
         return out
 
     def effective_trust_correct(self) -> bool:
-        return self.strategy != "per-step" if self.trust_correct is None else bool(self.trust_correct)
+        if self.trust_correct is not None:
+            return bool(self.trust_correct)
+        return STRATEGY_REGISTRY[self.strategy].trusts_correct
 
 
 @dataclass
-class GraderOptions:
+class GradingOptions:
     """How a continuation's final answer is compared with the gold answer (:mod:`graders`)."""
 
     grader: str = option("sympy", "Answer grader: sympy | exact | math-verify | a registered grader.",
@@ -276,7 +274,7 @@ class GraderOptions:
 
 
 @dataclass
-class ExecutorConfig:
+class ExecutionOptions:
     """Where and how widely shards run (performance only: never part of the identity)."""
 
     executor: str = option("auto", "Where shards run: auto = local (in-process) on a small machine (< 4 CPUs, no "
