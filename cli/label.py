@@ -86,10 +86,16 @@ def _signature() -> inspect.Signature:
 
 
 def option_table() -> str:
-    """docs/options.md's option table (Markdown), made from the same field docs as ``--help``: every option of a run,
-    those without a command-line flag marked "run file only"."""
-    rows = ["| option | meaning (default) |", "| --- | --- |"]
+    """docs/options.md's option tables (Markdown), made from the same field docs as ``--help``: one table per
+    section under its heading (the section's ``--help`` panel title), every option of a run, those without a
+    command-line flag marked "run file only"."""
+    rows: list[str] = []
+    section = None
     for name, (f, _) in option_fields().items():
+        if section_of(name) != section:
+            section = section_of(name)
+            rows += [*([""] if rows else []), f"## {section_title(section)}", "",
+                     "| option | meaning (default) |", "| --- | --- |"]
         text = option_help(name).replace("|", "\\|")
         if f.metadata.get("cli", True):
             rows.append(f"| `--{name.replace('_', '-')}` | {text} |")
