@@ -13,8 +13,8 @@ import time
 def main() -> None:
     model, mode = sys.argv[1], sys.argv[2]  # mode: default | deterministic
     from rollouts import GenRequest, SamplingConfig
-    from rollouts.prompts import make_prompt_format
     from rollouts.options import VLLMOptions
+    from rollouts.prompts import make_prompt_format
     from rollouts.registry import _vllm_prepare
     from rollouts.vllm_backend import VLLMBackend
 

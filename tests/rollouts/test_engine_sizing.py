@@ -190,8 +190,8 @@ def test_start_lock_other_gpu_does_not_wait_and_the_wait_is_bounded(tmp_path, mo
 
 def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkeypatch, tmp_path):
     from rollouts import registry
-    from rollouts.options import VLLMOptions
     from rollouts.multi_engine import MultiEngineBackend
+    from rollouts.options import VLLMOptions
 
     built: list[dict] = []
 
