@@ -14,9 +14,9 @@ from pipeline.execution.executors import CountedShards
 from pipeline.execution.progress import LiveProgress  # phases, ETA, one final line
 from pipeline.run.plan import Run
 from pipeline.run.staging import read_staged
+from pipeline.solution import Solution
 from pipeline.storage.lock import OutputLock
 from pipeline.storage.manifest import ExecutionFacts
-from pipeline.solution import Solution
 from pipeline.storage.store import Fenced
 
 log = logging.getLogger("mcprm")
