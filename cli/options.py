@@ -14,13 +14,11 @@ from typing import Annotated, Any
 
 import typer
 
+from rollouts.options import field_default
+
 
 def option_enum(name: str, values) -> type[enum.Enum]:
     return enum.Enum(name, {v: v for v in values}, type=str)
-
-
-def field_default(f: dataclasses.Field) -> Any:
-    return f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
 
 
 def shown_default(f: dataclasses.Field) -> str | None:

@@ -35,7 +35,7 @@ from pipeline.options import (
     SamplingOptions,
     WritingOptions,
 )
-from rollouts.options import HFOptions, OpenAIOptions, VLLMOptions
+from rollouts.options import HFOptions, OpenAIOptions, VLLMOptions, field_default
 from rollouts.registry import BACKENDS as BACKEND_SPECS
 from rollouts.registry import BackendSpec, ModelRef
 
@@ -94,8 +94,7 @@ def section_of(name: str) -> str:
 
 
 def option_default(name: str) -> Any:
-    f = _fields()[name][1]
-    return f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+    return field_default(_fields()[name][1])
 
 
 def identity_fields() -> tuple[str, ...]:

@@ -35,6 +35,11 @@ def option(default: Any = dataclasses.MISSING, help: str = "", *, factory: Calla
     return dataclasses.field(default=default, metadata=md)
 
 
+def field_default(f: dataclasses.Field) -> Any:
+    """The default an :func:`option` field declares (a fresh one for a ``factory``)."""
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+
+
 @dataclass
 class HFOptions:
     """Options of the ``hf`` backend (transformers, CPU or GPU)."""

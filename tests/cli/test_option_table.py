@@ -43,8 +43,9 @@ def test_a_label_option_is_its_one_declaration():
     import dataclasses
 
     from cli.label import option_table
-    from cli.options import field_default, field_help
-    from pipeline.config import LabelConfig, SECTIONS, option_fields, section_of, section_title
+    from cli.options import field_help
+    from pipeline.config import SECTIONS, LabelConfig, option_fields, section_of, section_title
+    from rollouts.options import field_default
 
     params = {p.name: p for p in _command("label").params}
     table = option_table()
@@ -92,8 +93,9 @@ def test_a_train_option_is_its_one_declaration():
     unless given, its help is the field's, and a TrainConfig built in Python has the same defaults."""
     import dataclasses
 
-    from cli.options import field_default, field_help
+    from cli.options import field_help
     from pipeline.training.options import TrainConfig
+    from rollouts.options import field_default
 
     params = {p.name: p for p in _command("train").params}
     cfg = TrainConfig(corpus="c")
