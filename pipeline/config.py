@@ -328,12 +328,12 @@ class LabelConfig:
 
         ``identity=True``: its value. ``identity="non-default"`` (options added after corpora were written): its
         value only when set to other than its default (or ``legacy``), so every earlier corpus keeps its
-        identity. ``strategies=(...)``: a strategy outside them ignores the option, so its setting never
+        identity. ``strategy_option``: a strategy whose registry entry does not read it ignores the option, so its setting never
         refuses a refresh; an ``identity=True`` option scoped after corpora were written (wave_size,
         early_stop, confidence_width) is then recorded at its default, as those corpora hashed it."""
         md = _fields()[name][1].metadata
         mode = md.get("identity")
-        if md.get("strategies") and self.strategy not in md["strategies"]:  # an option this strategy ignores
+        if self.labeling.ignores(name):  # an option this strategy does not read
             return option_default(name) if mode is True else _LEFT_OUT
         if mode == "non-default" and getattr(self, name) == md.get("legacy", option_default(name)):
             return _LEFT_OUT

@@ -177,47 +177,47 @@ class LabelingOptions:
 
     strategy: str = option("binary-search", "Labeling strategy (docs/labels.md).", identity=True, choices=STRATEGIES)
     wave_size: int = option(DEFAULT_WAVE_SIZE, "adaptive / binary-search: continuations per wave.",
-                            identity=True, strategies=("binary-search", "adaptive", "sequential"))
+                            identity=True, strategy_option=True)
     wave_growth: float = option(DEFAULT_WAVE_GROWTH, "adaptive / binary-search: each wave of a probe is this many "
                                                      "times the one before (1 = equal waves).",
-                                identity="non-default", legacy=1.0, strategies=("binary-search", "adaptive"))
+                                identity="non-default", legacy=1.0, strategy_option=True)
     speculate: bool = option(True, "binary-search: a probe's first round also samples both possible next "
-                                   "probes (fewer GPU rounds, ~3% more tokens, same labels).", strategies=("binary-search",))
+                                   "probes (fewer GPU rounds, ~3% more tokens, same labels).", strategy_option=True)
     confidence_width: float | None = option(None, "adaptive: keep sampling a positive step until its 95% interval "
                                                   "is narrower than this.", identity=True,
-                                            shown="off", strategies=("binary-search", "adaptive"))
+                                            shown="off", strategy_option=True)
     trust_correct: bool | None = option(None, "Label solutions with a correct final answer positive without "
                                               "rollouts.", identity=True,
                                         shown="on; off for " + ", ".join(
                                             n for n, s in STRATEGY_REGISTRY.items() if not s.trusts_correct))
     early_stop: bool = option(True, "binary-search: stop a probe at its first success (off = K per probe, "
                                     "OmegaPRM's original).", identity=True,
-                            strategies=("binary-search",))
+                            strategy_option=True)
     bisect_fraction: float = option(DEFAULT_BISECT_FRACTION, "binary-search: the next probe's place between the last live and first "
                                          "dead prefix (0.5 = midpoint).",
-                                    identity="non-default", legacy=0.5, strategies=("binary-search",))
+                                    identity="non-default", legacy=0.5, strategy_option=True)
     relative_drop: float = option(DEFAULT_RELATIVE_DROP, "binary-search: a prefix under this fraction of the last live "
                                                "prefix's success rate is dead; 0 = any success is alive.",
-                                         identity="non-default", legacy=0.0, strategies=("binary-search",))
+                                         identity="non-default", legacy=0.0, strategy_option=True)
     reach_gate: bool = option(False, "binary-search: probe the bare problem and step 1 first; no claim on a "
                                      "solution neither reaches (docs/labels.md).",
-                              identity="non-default", legacy=False, strategies=("binary-search",))
+                              identity="non-default", legacy=False, strategy_option=True)
     trust_pass_rate: float = option(DEFAULT_TRUST_PASS_RATE, "--reach-gate: trust a right answer from this pass "
                                                              "rate up.",
-                                    identity="non-default", strategies=("binary-search",))
+                                    identity="non-default", strategy_option=True)
     unreached_claim: str = option(DEFAULT_UNREACHED_CLAIM, "--reach-gate: an unreached solution's first error "
                                                              "(docs/labels.md).",
-                                  identity="non-default", choices=UNREACHED_CLAIMS, strategies=("binary-search",))
+                                  identity="non-default", choices=UNREACHED_CLAIMS, strategy_option=True)
     reuse_rollouts: bool = option(True, "Count a continuation that writes the solution's next steps verbatim as a "
                                         "draw of those later prefixes too (no extra tokens; docs/labels.md).",
                                   identity="non-default", legacy=False)
     # the sequential strategy's stopping rules (pipeline/labeling/strategies.py)
     target_confidence: float = option(DEFAULT_TARGET_CONFIDENCE, "sequential: stop when the first error's posterior probability "
                                            "reaches this.", identity="non-default",
-                                      strategies=("sequential",))
+                                      strategy_option=True)
     max_tokens_per_solution: int | None = option(None, "sequential: a solution's token budget.",
                                                  identity="non-default",
-                                                 shown="off", strategies=("sequential",))
+                                                 shown="off", strategy_option=True)
 
     def problems(self) -> list[str]:
         out: list[str] = []
@@ -233,13 +233,20 @@ class LabelingOptions:
         if not 0 <= self.trust_pass_rate <= 1:
             out.append(f"--trust-pass-rate must be in [0, 1], got {self.trust_pass_rate}")
         _one_of(out, "unreached_claim", self.unreached_claim, UNREACHED_CLAIMS)
-        if self.reach_gate and self.strategy != "binary-search":
-            out.append(f"--reach-gate is an option of --strategy binary-search, not {self.strategy}")
+        if self.reach_gate and self.strategy in STRATEGY_REGISTRY and self.ignores("reach_gate"):
+            gated = " or ".join(n for n, st in STRATEGY_REGISTRY.items() if "reach_gate" in st.reads)
+            out.append(f"--reach-gate is an option of --strategy {gated}, not {self.strategy}")
         if not 0 < self.bisect_fraction < 1:
             out.append(f"--bisect-fraction must be in (0, 1), got {self.bisect_fraction}")
         if self.confidence_width is not None and not 0 < self.confidence_width < 1:
             out.append(f"--confidence-width must be in (0, 1), got {self.confidence_width}")
         return out
+
+    def ignores(self, name: str) -> bool:
+        """Whether this section's strategy ignores option ``name``: a strategy's option (``strategy_option``)
+        its registry entry does not read (:attr:`pipeline.labeling.strategies.Strategy.reads`)."""
+        f = next((f for f in dataclasses.fields(self) if f.name == name), None)
+        return bool(f and f.metadata.get("strategy_option")) and name not in STRATEGY_REGISTRY[self.strategy].reads
 
     def effective_trust_correct(self) -> bool:
         if self.trust_correct is not None:

@@ -24,8 +24,8 @@ def option(default: Any = dataclasses.MISSING, help: str = "", *, factory: Calla
     ``meta``: ``identity=True`` (the field changes what a label means: part of the corpus identity;
     ``identity="non-default"`` for an option added later: part of it only when set, so that corpora written
     before it existed keep their identity; with ``legacy=V``, part of it unless set to V, the behaviour before
-    the option existed, when its default is not that; ``strategies=(...)``: only for these strategies, the
-    others ignore it),
+    the option existed, when its default is not that; ``strategy_option=True``: read only by the labeling
+    strategies whose registry entry names it, ``Strategy.reads``; the others ignore it),
     ``flags=("--input", "-i")`` (its CLI spelling, default ``--name``), ``cli=False`` (run files only),
     ``choices`` (allowed values), ``shown`` (the default as people read it, for a None default),
     ``envvar``."""

@@ -490,12 +490,15 @@ def _bisect_cost(steps: int) -> float:
 class Strategy:
     """One labeling strategy, described: its name (``--strategy NAME``), its generator, a solution's expected
     labeling work from its number of steps (shard sizing, :mod:`pipeline.execution.sizing`), and whether a
-    solution with a right final answer is labeled positive without rollouts by default (``--trust-correct``)."""
+    solution with a right final answer is labeled positive without rollouts by default (``--trust-correct``),
+    and the strategies' options it reads (those declared ``strategy_option``; the others it ignores, so their
+    setting is no part of its corpus's identity)."""
 
     name: str
     run: Callable[[int, bool | None, StrategyParams], StrategyGen]
     cost: Callable[[int], float] = _scan_cost
     trusts_correct: bool = True
+    reads: frozenset[str] = frozenset()
 
 
 # The registry: ``--strategy``'s choices, its help, the config's check and the shard sizing all read it, so a
@@ -508,8 +511,14 @@ def register_strategy(strategy: Strategy) -> Strategy:
     return strategy
 
 
-for _s in (Strategy("per-step", per_step, trusts_correct=False), Strategy("binary-search", binary_search, _bisect_cost),
-           Strategy("adaptive", adaptive), Strategy("sequential", sequential)):
+_WAVES = frozenset({"wave_size", "wave_growth", "confidence_width"})
+for _s in (Strategy("per-step", per_step, trusts_correct=False),
+           Strategy("binary-search", binary_search, _bisect_cost,
+                    reads=_WAVES | {"speculate", "early_stop", "bisect_fraction", "relative_drop", "reach_gate",
+                                    "trust_pass_rate", "unreached_claim"}),
+           Strategy("adaptive", adaptive, reads=_WAVES),
+           Strategy("sequential", sequential, reads=frozenset({"wave_size", "target_confidence",
+                                                               "max_tokens_per_solution"}))):
     register_strategy(_s)
 
 

@@ -153,13 +153,32 @@ def test_a_new_strategy_is_one_registry_entry(monkeypatch):
     with pytest.raises(ConfigError, match="--strategy must be one of"):
         LabelConfig(strategy="every-other")
     monkeypatch.setitem(S.STRATEGIES, "every-other", S.Strategy("every-other", every_other, lambda n: n / 2,
-                                                                trusts_correct=False))
+                                                                trusts_correct=False,
+                                                                reads=frozenset({"wave_size"})))
     cfg = LabelConfig(strategy="every-other")  # the config's check reads the registry
     assert cfg.effective_trust_correct() is False  # the strategy's own default of --trust-correct
     assert solution_cost("every-other")(10) == 5.0
     assert [pr.step for pr in next(S.make_strategy("every-other", 5, None, S.StrategyParams(k=3)))] == [0, 2]
+    # the strategies' options it reads are its entry's: their setting is part of its corpus's identity, no
+    # list beside the options to extend; the ones it does not read leave the identity alone
+    assert cfg.identity() != cfg.replace(wave_size=3).identity()
+    assert cfg.identity() == cfg.replace(bisect_fraction=0.5, target_confidence=0.8).identity()
+    monkeypatch.setitem(S.STRATEGIES, "every-other", S.Strategy("every-other", every_other))
+    assert cfg.identity() == cfg.replace(wave_size=3).identity()
     monkeypatch.setattr(cli.label.label_cmd, "__signature__", cli.label._signature())
     app = typer.Typer()
     cli.label.register(app)
     strategy = {p.name: p for p in typer.main.get_command(app).params}["strategy"]
     assert choices(strategy) == ["per-step", "binary-search", "adaptive", "sequential", "every-other"]
+
+
+def test_the_strategies_options_are_read_by_a_registered_strategy():
+    """Every option declared ``strategy_option`` is read by some strategy, and a strategy reads only those."""
+    import dataclasses
+
+    from pipeline.labeling.strategies import STRATEGIES
+    from pipeline.options import LabelingOptions
+
+    scoped = {f.name for f in dataclasses.fields(LabelingOptions) if f.metadata.get("strategy_option")}
+    read = set().union(*(s.reads for s in STRATEGIES.values()))
+    assert scoped == read and "wave_size" in scoped and not STRATEGIES["per-step"].reads
