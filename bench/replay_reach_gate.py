@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 THRESHOLDS = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0)  # trust a right answer from this step-1 pass rate on
-WAVES = (2, 2.0)  # wave size and growth of the replayed probes (the defaults, pipeline.options)
-FRACTION = 0.6  # the binary search's probe point (pipeline.options.DEFAULT_BISECT_FRACTION)
+WAVES = (2, 2.0)  # wave size and growth of the replayed probes (the defaults, pipeline.labeling.strategies)
+FRACTION = 0.6  # the binary search's probe point (pipeline.labeling.strategies.DEFAULT_BISECT_FRACTION)
 
 
 def _breakdown():

@@ -14,7 +14,7 @@ from cli.common import echo, user_errors
 from cli.help import HelpCommand, McprmGroup
 
 # `fleet up` takes the options of `mcprm label` that decide the engine and the workers, declared where label's are
-# (pipeline/options.py, rollouts/registry.py): the same names, the same help, the same run file (--config).
+# (pipeline/options.py, rollouts/options.py): the same names, the same help, the same run file (--config).
 ENGINE_SECTIONS = ("prompting", "hf", "vllm", "openai")
 UP_OPTIONS = ("seed", "ray_address", "wait_for_resources", "num_workers", "cpus_per_worker", "gpus_per_worker",
               "keep_warm", "grader")

@@ -2,90 +2,41 @@
 
 from __future__ import annotations
 
-import enum
 import inspect
-import types
-import typing
 from typing import Annotated, Any
 
 import typer
 
 from cli.common import echo, preflight, user_errors
-from pipeline.config import LabelConfig, option_default, option_fields
-
-
-def option_enum(name: str, values) -> type[enum.Enum]:
-    return enum.Enum(name, {v: v for v in values}, type=str)
-
-
-def _shown(name: str, f) -> str | None:
-    """The default as ``--help`` says it: the field's ``shown`` text, else its value (on/off for flags)."""
-    if "shown" in f.metadata:
-        return f.metadata["shown"]
-    v = option_default(name)
-    if v is None:
-        return None
-    return "on" if v is True else "off" if v is False else str(v)
+from cli.options import field_help, field_param, given, typer_option
+from pipeline.config import LabelConfig, option_fields, section_of, section_title
 
 
 def option_help(name: str) -> str:
-    """An option's description with its default, both from where the option is declared (pipeline/config.py,
-    rollouts/registry.py)."""
-    f, _ = option_fields()[name]
-    shown = _shown(name, f)
-    return f.metadata["help"] + (f" (default: {shown})" if shown is not None else "")
+    """A ``mcprm label`` option's description with its default, both from where the option is declared
+    (pipeline/options.py, rollouts/options.py)."""
+    return field_help(option_fields()[name][0])
 
 
-def _o(*decls: str, help: str, **kw):
-    if any("/" in d for d in decls):
-        kw.setdefault("metavar", "")
-    return typer.Option(*decls, help=help, show_default=False, **kw)
-
-
-PANELS = {  # config section (pipeline/config.py SECTIONS) -> its --help panel
-    "reading": "Input", "writing": "Output", "prompting": "Model and prompt", "hf": "hf backend",
-    "vllm": "vllm / sglang backends", "openai": "openai backend", "sampling": "Sampling", "labeling": "Strategy",
-    "grading": "Grading", "execution": "Execution (where and how widely it runs)",
-}
 COMMAND_PANEL = "This command"
 
 
-def _section_of(name: str) -> str:
-    import dataclasses
-
-    from pipeline.config import SECTIONS
-
-    return next(sec for sec, cls in SECTIONS.items() if name in {f.name for f in dataclasses.fields(cls)})
-
-
 def option_param(name: str, f, typ) -> inspect.Parameter:
-    """A ``mcprm label`` option made from its config field: flags, type, choices, help and default text."""
-    md = f.metadata
-    flag = "--" + name.replace("_", "-")
-    args = [a for a in typing.get_args(typ) if a is not type(None)]
-    base = args[0] if typing.get_origin(typ) in (typing.Union, types.UnionType) and len(args) == 1 else typ
-    if md.get("choices"):
-        base = option_enum("".join(w.title() for w in name.split("_")), md["choices"])
-    decls = tuple(md.get("flags") or (flag,))
-    if base is bool:
-        decls = (f"{flag}/--no-{name.replace('_', '-')}",)
-    extra = {"envvar": md["envvar"]} if md.get("envvar") else {}
-    extra["rich_help_panel"] = PANELS.get(_section_of(name), "Options")
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                             annotation=Annotated[base | None, _o(*decls, help=option_help(name), **extra)])
+    """A ``mcprm label`` option made from its config field, in its section's help panel."""
+    return field_param(f, typ, panel=section_title(section_of(name)))
 
 
 CLI_ONLY = [  # options of the command itself, not of the run
     inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        str | None, _o("--config", "-c", help="YAML/JSON file with any of these options (options given here win).",
-                              rich_help_panel="Input")]),
+        str | None, typer_option("--config", "-c", help="YAML/JSON file with any of these options (options given here win).",
+                              rich_help_panel=section_title("reading"))]),
     inspect.Parameter("verbose", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, _o("--verbose/--no-verbose", "-v", help="Show Ray's own log lines and more detail. (default: off)",
+        bool, typer_option("--verbose/--no-verbose", "-v", help="Show Ray's own log lines and more detail. (default: off)",
                           rich_help_panel=COMMAND_PANEL)]),
     inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, _o("--quiet/--no-quiet", "-q", help="No progress output. (default: off)", rich_help_panel=COMMAND_PANEL)]),
+        bool, typer_option("--quiet/--no-quiet", "-q", help="No progress output. (default: off)", rich_help_panel=COMMAND_PANEL)]),
     inspect.Parameter("show_progress", inspect.Parameter.KEYWORD_ONLY, default=True, annotation=Annotated[
-        bool, _o("--progress/--no-progress", help="Live progress bar on a terminal (solutions, rollouts, tok/s, "
+        bool, typer_option("--progress/--no-progress", help="Live progress bar on a terminal (solutions, rollouts, tok/s, "
                                                   "ETA); plain lines every 10 s when not a terminal. (default: on)",
                                                   rich_help_panel=COMMAND_PANEL)]),
 ]
@@ -99,10 +50,16 @@ def _signature() -> inspect.Signature:
 
 
 def option_table() -> str:
-    """docs/options.md's option table (Markdown), made from the same field docs as ``--help``: every option of a run,
-    those without a command-line flag marked "run file only"."""
-    rows = ["| option | meaning (default) |", "| --- | --- |"]
+    """docs/options.md's option tables (Markdown), made from the same field docs as ``--help``: one table per
+    section under its heading (the section's ``--help`` panel title), every option of a run, those without a
+    command-line flag marked "run file only"."""
+    rows: list[str] = []
+    section = None
     for name, (f, _) in option_fields().items():
+        if section_of(name) != section:
+            section = section_of(name)
+            rows += [*([""] if rows else []), f"## {section_title(section)}", "",
+                     "| option | meaning (default) |", "| --- | --- |"]
         text = option_help(name).replace("|", "\\|")
         if f.metadata.get("cli", True):
             rows.append(f"| `--{name.replace('_', '-')}` | {text} |")
@@ -128,9 +85,9 @@ def label_cmd(**options: Any) -> None:
     config, verbose, quiet = options.pop("config"), options.pop("verbose"), options.pop("quiet")
     show_progress = options.pop("show_progress")
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="[mcprm] %(message)s")
-    given = {k: (v.value if isinstance(v, enum.Enum) else v) for k, v in options.items() if v is not None and v != []}
+    set_here = given(options)
     with user_errors(resume_hint=True):
-        cfg = LabelConfig.from_file(config, **given) if config else LabelConfig.from_dict(given, source="options")
+        cfg = LabelConfig.from_file(config, **set_here) if config else LabelConfig.from_dict(set_here, source="options")
         cfg.progress = show_progress and not quiet
         cfg.ray_logs = verbose
         if cfg.limit == 0:  # said as such, not as "no valid solutions" after a pass over the input

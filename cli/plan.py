@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from cli.common import preflight, user_errors
-from cli.label import option_enum, option_help
+from cli.label import option_help
+from cli.options import option_enum
 from pipeline.commands.plan import DEFAULT_GPU_TOKENS_PER_S, DEFAULT_PILOT
 from pipeline.options import BACKENDS, STRATEGIES
 

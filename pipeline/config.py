@@ -1,11 +1,12 @@
 """The one configuration of a labeling run: a tree of documented sub-configs, validated once.
 
 :class:`LabelConfig` holds one section per concern (declared in :mod:`pipeline.options`, with the defaults):
-:class:`InputConfig` (what to read), :class:`OutputConfig`
-(where to write), :class:`ModelConfig` (model, prompt, backend), one options class per backend (declared with
-the backend in :mod:`rollouts.registry`), :class:`SamplingOptions`, :class:`StrategyConfig`,
-:class:`GraderOptions` and :class:`ExecutorConfig`. Every field is declared with its documentation
-(:func:`rollouts.registry.option`): ``mcprm label --help`` and docs/options.md's option table are made from it, and
+:class:`ReadingOptions` (what to read), :class:`WritingOptions` (where to write), :class:`PromptingOptions` (model,
+prompt, backend), one options class per backend (declared with the backend in :mod:`rollouts.options`),
+:class:`SamplingOptions`, :class:`LabelingOptions`, :class:`GradingOptions` and :class:`ExecutionOptions`. A
+section's one name is its class's (:func:`section_name`: ``SamplingOptions`` is ``cfg.sampling``, the help panel
+and the docs heading "Sampling"). Every field is declared with its documentation
+(:func:`rollouts.options.option`): ``mcprm label --help`` and docs/options.md's option table are made from it, and
 ``--config run.yaml`` and the CLI both build the tree through :meth:`LabelConfig.from_dict`. Options keep
 their flat names (``cfg.k``, ``LabelConfig(input=[...], k=4)``), each living in exactly one section.
 
@@ -26,42 +27,48 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.options import (
     ConfigError,
-    ExecutorConfig,
-    GraderOptions,
-    InputConfig,
-    ModelConfig,
-    OutputConfig,
+    ExecutionOptions,
+    GradingOptions,
+    LabelingOptions,
+    PromptingOptions,
+    ReadingOptions,
     SamplingOptions,
-    StrategyConfig,
+    WritingOptions,
 )
+from rollouts.options import HFOptions, OpenAIOptions, VLLMOptions, field_default
 from rollouts.registry import BACKENDS as BACKEND_SPECS
-from rollouts.registry import (
-    BackendSpec,
-    HFOptions,
-    ModelRef,
-    OpenAIOptions,
-    VLLMOptions,
-)
+from rollouts.registry import BackendSpec, ModelRef
 
 if TYPE_CHECKING:
     from rollouts.base import SamplingConfig
     from rollouts.prompts import PromptFormat
 
-# The tree: section attribute -> its class, in the order of `mcprm label --help`. Sections are named for what they
-# decide (the options' own names -- input, output, model, strategy, grader, executor -- are taken by options); a
-# backend's options section is named after the backend (cfg.vllm.vllm_engine). Every option has one flat name
-# across the tree (cfg.vllm_engine).
-SECTIONS: dict[str, type] = {
-    "reading": InputConfig,
-    "writing": OutputConfig,
-    "prompting": ModelConfig,
-    **{name: spec.options for name, spec in BACKEND_SPECS.items() if not spec.section},  # sglang: the vllm section
-    "sampling": SamplingOptions,
-    "labeling": StrategyConfig,
-    "grading": GraderOptions,
-    "execution": ExecutorConfig,
-}
-assert (HFOptions, VLLMOptions, OpenAIOptions) == tuple(s.options for s in BACKEND_SPECS.values() if not s.section)
+
+def section_name(cls: type) -> str:
+    """A section's one name, its class's: ``SamplingOptions`` is the section ``sampling`` (``cfg.sampling``),
+    ``VLLMOptions`` the section ``vllm``."""
+    return cls.__name__.removesuffix("Options").lower()
+
+
+def section_title(name: str) -> str:
+    """The section's ``--help`` panel and docs/options.md heading: its name, with the backends that read it for
+    a backend's section ("vllm / sglang backends")."""
+    users = [b for b, spec in BACKEND_SPECS.items() if (spec.section or b) == name]
+    if not users:
+        return name.capitalize()
+    return " / ".join(users) + (" backends" if len(users) > 1 else " backend")
+
+
+# The tree, in the order of `mcprm label --help`: each section named after its class (section_name). Sections are
+# named for what they decide (the options' own names -- input, output, model, strategy, grader, executor -- are
+# taken by options); a backend's options section is named after the backend (cfg.vllm.vllm_engine). Every option
+# has one flat name across the tree (cfg.vllm_engine).
+SECTIONS: dict[str, type] = {section_name(cls): cls for cls in (
+    ReadingOptions, WritingOptions, PromptingOptions,
+    *(spec.options for spec in BACKEND_SPECS.values() if not spec.section),  # sglang: the vllm section
+    SamplingOptions, LabelingOptions, GradingOptions, ExecutionOptions)}
+# a backend's section is named after the backend whose options it is (LabelConfig.backend_options reads it so)
+assert all(section_name(s.options) == (s.section or s.name) for s in BACKEND_SPECS.values())
 
 
 @functools.cache
@@ -81,9 +88,13 @@ def option_fields() -> dict[str, tuple[dataclasses.Field, Any]]:
     return {name: (f, t) for name, (_, f, t) in _fields().items()}
 
 
+def section_of(name: str) -> str:
+    """The section option ``name`` lives in (``k``: ``sampling``)."""
+    return _fields()[name][0]
+
+
 def option_default(name: str) -> Any:
-    f = _fields()[name][1]
-    return f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+    return field_default(_fields()[name][1])
 
 
 def identity_fields() -> tuple[str, ...]:
@@ -142,16 +153,16 @@ class LabelConfig:
     sections: ``sampling=SamplingOptions(k=4)``); ``cfg.k`` reads and ``cfg.k = 4`` sets an option in its
     section. A wrong value raises :class:`ConfigError` naming the option."""
 
-    reading: InputConfig
-    writing: OutputConfig
-    prompting: ModelConfig
+    reading: ReadingOptions
+    writing: WritingOptions
+    prompting: PromptingOptions
     hf: HFOptions
     vllm: VLLMOptions
     openai: OpenAIOptions
     sampling: SamplingOptions
-    labeling: StrategyConfig
-    grading: GraderOptions
-    execution: ExecutorConfig
+    labeling: LabelingOptions
+    grading: GradingOptions
+    execution: ExecutionOptions
 
     def __init__(self, **options: Any):
         by_section: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
@@ -317,12 +328,12 @@ class LabelConfig:
 
         ``identity=True``: its value. ``identity="non-default"`` (options added after corpora were written): its
         value only when set to other than its default (or ``legacy``), so every earlier corpus keeps its
-        identity. ``strategies=(...)``: a strategy outside them ignores the option, so its setting never
+        identity. ``strategy_option``: a strategy whose registry entry does not read it ignores the option, so its setting never
         refuses a refresh; an ``identity=True`` option scoped after corpora were written (wave_size,
         early_stop, confidence_width) is then recorded at its default, as those corpora hashed it."""
         md = _fields()[name][1].metadata
         mode = md.get("identity")
-        if md.get("strategies") and self.strategy not in md["strategies"]:  # an option this strategy ignores
+        if self.labeling.ignores(name):  # an option this strategy does not read
             return option_default(name) if mode is True else _LEFT_OUT
         if mode == "non-default" and getattr(self, name) == md.get("legacy", option_default(name)):
             return _LEFT_OUT

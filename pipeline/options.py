@@ -1,7 +1,10 @@
 """The options of ``mcprm label``, one documented section per concern, and their defaults (each declared once,
-here): :class:`InputConfig`, :class:`OutputConfig`, :class:`ModelConfig`, :class:`SamplingOptions`,
-:class:`StrategyConfig`, :class:`GraderOptions`, :class:`ExecutorConfig` (the backends' own sections are declared
-with the backends, :mod:`rollouts.registry`). :class:`pipeline.config.LabelConfig` is the tree of them."""
+here or with the part it configures): :class:`ReadingOptions`, :class:`WritingOptions`, :class:`PromptingOptions`,
+:class:`SamplingOptions`, :class:`LabelingOptions`, :class:`GradingOptions`, :class:`ExecutionOptions` (the
+backends' own sections are declared with the backends, :mod:`rollouts.options`). A section has one name: the
+class ``SamplingOptions`` is the section ``sampling`` of :class:`pipeline.config.LabelConfig`
+(``cfg.sampling``), its ``--help`` panel and its docs/options.md heading "Sampling"
+(:func:`pipeline.config.section_title`)."""
 
 from __future__ import annotations
 
@@ -14,44 +17,36 @@ from graders.config import DEFAULT_TIMEOUT_S
 from pipeline.errors import FatalError
 from pipeline.input.spec import ANSWER_EXTRACTORS, FORMATS, InputSpec
 from pipeline.input.split import SPLIT_MODES
-from pipeline.stats.changepoint import DEAD_PREFIX_RATE  # noqa: F401  (re-exported: rules, strategies)
-from rollouts.registry import BACKENDS as BACKEND_SPECS
-from rollouts.registry import (
-    option,
+from pipeline.labeling.scheduler import DEFAULT_MAX_BATCH_REQUESTS
+from pipeline.labeling.strategies import (
+    DEFAULT_BISECT_FRACTION,
+    DEFAULT_K,
+    DEFAULT_RELATIVE_DROP,
+    DEFAULT_TARGET_CONFIDENCE,
+    DEFAULT_TRUST_PASS_RATE,
+    DEFAULT_UNREACHED_CLAIM,
+    DEFAULT_WAVE_GROWTH,
+    DEFAULT_WAVE_SIZE,
+    UNREACHED_CLAIMS,
 )
+from pipeline.labeling.strategies import STRATEGIES as STRATEGY_REGISTRY
+from rollouts.options import option
+from rollouts.registry import BACKENDS as BACKEND_SPECS
 
-DEFAULT_K = 20  # continuations per step prefix: the one default of k (SamplingOptions, StrategyParams); docs/labels.md says why
-# binary-search's probe point and relative drop (StrategyConfig, StrategyParams; BENCHMARKS.md)
-UNREADABLE_POLICIES = ("failure", "exclude")  # GraderOptions.unreadable (pipeline.labeling.last_step.outcome)
-DEFAULT_BISECT_FRACTION = 0.6
-DEFAULT_RELATIVE_DROP = 0.25
-# --reach-gate: a right final answer is trusted only when the completer solved the bare problem at least this
-# often (StrategyConfig.trust_pass_rate, StrategyParams; docs/labels.md, "Reach gating")
-DEFAULT_TRUST_PASS_RATE = 0.5
-# --reach-gate: an unreached row's first-error claim. answer: step 1 on a wrong answer (an error exists), none on a
-# right one (its answer is the only evidence); step1: step 1 on both, per-step's reading (StrategyConfig.unreached_claim)
-UNREACHED_CLAIMS = ("answer", "step1")
-DEFAULT_UNREACHED_CLAIM = "answer"
-DEFAULT_WAVE_SIZE = 2  # continuations per wave (binary-search, adaptive, sequential; StrategyParams)
-# each wave of a probe is this many times the one before (binary-search, adaptive): 2, 4, 8, 6 for K=20, so a
-# dead prefix takes 4 rounds, not 10 (the critical path on GPUs; BENCHMARKS.md)
-DEFAULT_WAVE_GROWTH = 2.0
-DEFAULT_TARGET_CONFIDENCE = 0.9  # sequential: the first error's posterior at which it stops (StrategyParams)
-# eps, how often a dead prefix still reaches the gold answer by luck (rules, strategies), is the first-error
-# model's prior: declared once, in pipeline.stats.changepoint (DEAD_PREFIX_RATE, imported above)
-DEFAULT_MAX_BATCH_REQUESTS = 512  # requests per generate() call (ExecutorConfig; the scheduler's default)
-DEFAULT_KEEP_WARM = "1h"  # how long `mcprm fleet up`'s fleet stays warm after its last run (ExecutorConfig.keep_warm)
+UNREADABLE_POLICIES = ("failure", "exclude")  # GradingOptions.unreadable (pipeline.labeling.last_step.outcome)
+DEFAULT_KEEP_WARM = "1h"  # how long `mcprm fleet up`'s fleet stays warm after its last run (ExecutionOptions.keep_warm)
 # how long a run's own workers stay warm on this machine after it (pipeline.execution.fleet): off, since a kept
 # engine holds its GPU after the command ends; a user turns it on with --keep-warm or keep_warm in a run file
 DEFAULT_LOCAL_KEEP_WARM = "off"
 FLEET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a fleet's name (--fleet): part of its Ray actors' names
-DEFAULT_SHARD_SIZE = 64  # solutions per shard (OutputConfig; pipeline.ray_data's batch size)
+DEFAULT_SHARD_SIZE = 64  # solutions per shard (WritingOptions; pipeline.ray_data's batch size)
 
-STRATEGIES = ("per-step", "binary-search", "adaptive", "sequential")
-BACKENDS = tuple(BACKEND_SPECS)  # hf, vllm, openai (rollouts/registry.py)
+# the strategies' names, a live view of their registry (pipeline.labeling.strategies): a strategy registered
+# there is a --strategy choice, in its help and its check, with no list to keep here
+STRATEGIES = STRATEGY_REGISTRY.keys()
+BACKENDS = tuple(BACKEND_SPECS)  # hf, vllm, openai, sglang (rollouts/registry.py)
 EXECUTORS = ("auto", "ray", "local")
 PROMPT_FORMATS = ("plain", "chat")
-
 
 
 class ConfigError(FatalError, ValueError):
@@ -70,7 +65,7 @@ def _one_of(problems: list[str], name: str, value, allowed) -> None:
 
 # ---------------------------------------------------------------------------------------------- sections
 @dataclass
-class InputConfig:
+class ReadingOptions:
     """What to read and how (read by :mod:`pipeline.input`; the reader checks fields and files)."""
 
     input: list[str] = option(help="JSONL/Parquet file, folder or glob (any fsspec URL); repeatable.",
@@ -110,7 +105,7 @@ class InputConfig:
 
 
 @dataclass
-class OutputConfig:
+class WritingOptions:
     """Where the corpus goes and how it is cut into shards."""
 
     output: str = option("./mcprm-out", "Output corpus folder (any fsspec URL).", flags=("--output", "-o"))
@@ -126,7 +121,7 @@ class OutputConfig:
 
 
 @dataclass
-class ModelConfig:
+class PromptingOptions:
     """The model, the prompt it is given, and the backend that runs it."""
 
     model: str = option("", "Model folder or hub name (--backend openai: the name the server serves).", identity=True, shown="the bundled model")
@@ -177,51 +172,52 @@ class SamplingOptions:
 
 
 @dataclass
-class StrategyConfig:
+class LabelingOptions:
     """Which steps get rollouts, and how many (docs/labels.md, "Strategies")."""
 
     strategy: str = option("binary-search", "Labeling strategy (docs/labels.md).", identity=True, choices=STRATEGIES)
     wave_size: int = option(DEFAULT_WAVE_SIZE, "adaptive / binary-search: continuations per wave.",
-                            identity=True, strategies=("binary-search", "adaptive", "sequential"))
+                            identity=True, strategy_option=True)
     wave_growth: float = option(DEFAULT_WAVE_GROWTH, "adaptive / binary-search: each wave of a probe is this many "
                                                      "times the one before (1 = equal waves).",
-                                identity="non-default", legacy=1.0, strategies=("binary-search", "adaptive"))
+                                identity="non-default", legacy=1.0, strategy_option=True)
     speculate: bool = option(True, "binary-search: a probe's first round also samples both possible next "
-                                   "probes (fewer GPU rounds, ~3% more tokens, same labels).", strategies=("binary-search",))
+                                   "probes (fewer GPU rounds, ~3% more tokens, same labels).", strategy_option=True)
     confidence_width: float | None = option(None, "adaptive: keep sampling a positive step until its 95% interval "
                                                   "is narrower than this.", identity=True,
-                                            shown="off", strategies=("binary-search", "adaptive"))
+                                            shown="off", strategy_option=True)
     trust_correct: bool | None = option(None, "Label solutions with a correct final answer positive without "
                                               "rollouts.", identity=True,
-                                        shown="on for binary-search/adaptive, off for per-step")
+                                        shown="on; off for " + ", ".join(
+                                            n for n, s in STRATEGY_REGISTRY.items() if not s.trusts_correct))
     early_stop: bool = option(True, "binary-search: stop a probe at its first success (off = K per probe, "
                                     "OmegaPRM's original).", identity=True,
-                            strategies=("binary-search",))
+                            strategy_option=True)
     bisect_fraction: float = option(DEFAULT_BISECT_FRACTION, "binary-search: the next probe's place between the last live and first "
                                          "dead prefix (0.5 = midpoint).",
-                                    identity="non-default", legacy=0.5, strategies=("binary-search",))
+                                    identity="non-default", legacy=0.5, strategy_option=True)
     relative_drop: float = option(DEFAULT_RELATIVE_DROP, "binary-search: a prefix under this fraction of the last live "
                                                "prefix's success rate is dead; 0 = any success is alive.",
-                                         identity="non-default", legacy=0.0, strategies=("binary-search",))
+                                         identity="non-default", legacy=0.0, strategy_option=True)
     reach_gate: bool = option(False, "binary-search: probe the bare problem and step 1 first; no claim on a "
                                      "solution neither reaches (docs/labels.md).",
-                              identity="non-default", legacy=False, strategies=("binary-search",))
+                              identity="non-default", legacy=False, strategy_option=True)
     trust_pass_rate: float = option(DEFAULT_TRUST_PASS_RATE, "--reach-gate: trust a right answer from this pass "
                                                              "rate up.",
-                                    identity="non-default", strategies=("binary-search",))
+                                    identity="non-default", strategy_option=True)
     unreached_claim: str = option(DEFAULT_UNREACHED_CLAIM, "--reach-gate: an unreached solution's first error "
                                                              "(docs/labels.md).",
-                                  identity="non-default", choices=UNREACHED_CLAIMS, strategies=("binary-search",))
+                                  identity="non-default", choices=UNREACHED_CLAIMS, strategy_option=True)
     reuse_rollouts: bool = option(True, "Count a continuation that writes the solution's next steps verbatim as a "
                                         "draw of those later prefixes too (no extra tokens; docs/labels.md).",
                                   identity="non-default", legacy=False)
     # the sequential strategy's stopping rules (pipeline/labeling/strategies.py)
     target_confidence: float = option(DEFAULT_TARGET_CONFIDENCE, "sequential: stop when the first error's posterior probability "
                                            "reaches this.", identity="non-default",
-                                      strategies=("sequential",))
+                                      strategy_option=True)
     max_tokens_per_solution: int | None = option(None, "sequential: a solution's token budget.",
                                                  identity="non-default",
-                                                 shown="off", strategies=("sequential",))
+                                                 shown="off", strategy_option=True)
 
     def problems(self) -> list[str]:
         out: list[str] = []
@@ -237,20 +233,29 @@ class StrategyConfig:
         if not 0 <= self.trust_pass_rate <= 1:
             out.append(f"--trust-pass-rate must be in [0, 1], got {self.trust_pass_rate}")
         _one_of(out, "unreached_claim", self.unreached_claim, UNREACHED_CLAIMS)
-        if self.reach_gate and self.strategy != "binary-search":
-            out.append(f"--reach-gate is an option of --strategy binary-search, not {self.strategy}")
+        if self.reach_gate and self.strategy in STRATEGY_REGISTRY and self.ignores("reach_gate"):
+            gated = " or ".join(n for n, st in STRATEGY_REGISTRY.items() if "reach_gate" in st.reads)
+            out.append(f"--reach-gate is an option of --strategy {gated}, not {self.strategy}")
         if not 0 < self.bisect_fraction < 1:
             out.append(f"--bisect-fraction must be in (0, 1), got {self.bisect_fraction}")
         if self.confidence_width is not None and not 0 < self.confidence_width < 1:
             out.append(f"--confidence-width must be in (0, 1), got {self.confidence_width}")
         return out
 
+    def ignores(self, name: str) -> bool:
+        """Whether this section's strategy ignores option ``name``: a strategy's option (``strategy_option``)
+        its registry entry does not read (:attr:`pipeline.labeling.strategies.Strategy.reads`)."""
+        f = next((f for f in dataclasses.fields(self) if f.name == name), None)
+        return bool(f and f.metadata.get("strategy_option")) and name not in STRATEGY_REGISTRY[self.strategy].reads
+
     def effective_trust_correct(self) -> bool:
-        return self.strategy != "per-step" if self.trust_correct is None else bool(self.trust_correct)
+        if self.trust_correct is not None:
+            return bool(self.trust_correct)
+        return STRATEGY_REGISTRY[self.strategy].trusts_correct
 
 
 @dataclass
-class GraderOptions:
+class GradingOptions:
     """How a continuation's final answer is compared with the gold answer (:mod:`graders`)."""
 
     grader: str = option("sympy", "Answer grader: sympy | exact | math-verify | a registered grader.",
@@ -276,7 +281,7 @@ class GraderOptions:
 
 
 @dataclass
-class ExecutorConfig:
+class ExecutionOptions:
     """Where and how widely shards run (performance only: never part of the identity)."""
 
     executor: str = option("auto", "Where shards run: auto = local (in-process) on a small machine (< 4 CPUs, no "

@@ -9,119 +9,13 @@ at import: the backend modules (torch, vllm, sglang, httpx) are imported only by
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .base import DEFAULT_ENGINES_PER_GPU, DEFAULT_MAX_MODEL_LEN, DEFAULT_VLLM_ENGINE, VLLM_ENGINES
+from .base import DEFAULT_MAX_MODEL_LEN
 from .devices import device_problem, vllm_problem
-
-
-def option(default: Any = dataclasses.MISSING, help: str = "", *, factory: Callable[[], Any] | None = None,
-           **meta: Any) -> Any:
-    """A config field and its documentation in one place: ``help`` is what ``mcprm label --help`` says.
-
-    ``meta``: ``identity=True`` (the field changes what a label means: part of the corpus identity;
-    ``identity="non-default"`` for an option added later: part of it only when set, so that corpora written
-    before it existed keep their identity; with ``legacy=V``, part of it unless set to V, the behaviour before
-    the option existed, when its default is not that; ``strategies=(...)``: only for these strategies, the
-    others ignore it),
-    ``flags=("--input", "-i")`` (its CLI spelling, default ``--name``), ``cli=False`` (run files only),
-    ``choices`` (allowed values), ``shown`` (the default as people read it, for a None default),
-    ``envvar``."""
-    md = {"help": help, **meta}
-    if factory is not None:
-        return dataclasses.field(default_factory=factory, metadata=md)
-    return dataclasses.field(default=default, metadata=md)
-
-
-
-
-@dataclass
-class HFOptions:
-    """Options of the ``hf`` backend (transformers, CPU or GPU)."""
-
-    device: str = option("cpu", "hf backend: cpu | cuda.")
-
-    def problems(self, active: bool) -> list[str]:
-        return []
-
-
-@dataclass
-class VLLMOptions:
-    """Options of the ``vllm`` backend (GPUs), which the ``sglang`` backend runs from too (its ``section``): the
-    fields whose help names sglang mean the same there, the others are vLLM's own."""
-
-    tensor_parallel_size: int = option(1, "vllm, sglang: GPUs per model replica (one actor each).")
-    gpu_memory_utilization: float = option(0.85, "vllm, sglang: share of each GPU's memory the engine may take "
-                                                 "(sglang's mem_fraction_static: weights and KV cache).", cli=False)
-    max_model_len: int | None = option(None, "The model's context in tokens (prompt-length check; vllm, "
-                                             "sglang: the engine's limit).", shown="the model config's")
-    load_format: str = option("auto", "vllm, sglang: weight loading; 'dummy' = random weights (benchmarks).",
-                              identity=True, cli=False)
-    vllm_engine: str = option(DEFAULT_VLLM_ENGINE, "vllm: loop (streaming), async (vLLM's AsyncLLM) or offline "
-                                                   "(one generate call per round).", choices=VLLM_ENGINES)
-    deterministic: bool = option(False, "A request's text does not depend on the rest of the batch. vllm: "
-                                        "batch-invariant kernels, prefix cache off (0.39x the tokens/s at 7B); "
-                                        "sglang: also seeds samples.")
-    compile_cache: str | None = option(None, "vllm: vLLM's cache folder (compiled graphs), shared by workers and runs; "
-                                             "local to each node.", shown="~/.cache/vllm (VLLM_CACHE_ROOT)")
-    vllm_inproc: bool = option(False, "vllm: the engine core in the worker's process: faster starts, "
-                                      "fewer tokens/s (BENCHMARKS.md).")
-    engines_per_gpu: int = option(DEFAULT_ENGINES_PER_GPU, "vllm: engines per GPU (docs/gpus.md).")
-    max_num_seqs: int | None = option(None, "vllm: sequences per engine step.",
-                                      shown="vLLM's")
-    max_num_batched_tokens: int | None = option(None, "vllm: tokens per engine step.",
-                                                shown="vLLM's")
-    cuda_graph_max: int | None = option(None, "vllm: CUDA graphs up to this batch; 0: vLLM's 512.",
-                                        shown="the sequence limit")
-
-    def problems(self, active: bool) -> list[str]:
-        out = []
-        if self.vllm_inproc and self.vllm_engine == "async":
-            out.append("--vllm-inproc needs --vllm-engine loop or offline (vLLM's AsyncLLM runs its engine core "
-                       "in a process of its own)")
-        if self.vllm_engine not in VLLM_ENGINES:
-            out.append(f"--vllm-engine must be one of {', '.join(VLLM_ENGINES)}, got {self.vllm_engine!r}")
-        if self.tensor_parallel_size < 1:
-            out.append(f"--tensor-parallel-size must be at least 1, got {self.tensor_parallel_size}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            out.append(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        if self.engines_per_gpu < 1:
-            out.append(f"--engines-per-gpu must be at least 1, got {self.engines_per_gpu}")
-        elif self.engines_per_gpu > 1 and self.tensor_parallel_size > 1:
-            out.append(f"--engines-per-gpu {self.engines_per_gpu} needs --tensor-parallel-size 1 (an engine spread "
-                       "over several GPUs cannot share them by fractions)")
-        elif self.engines_per_gpu > 1 and self.vllm_engine == "offline":
-            out.append(f"--engines-per-gpu {self.engines_per_gpu} needs a streaming engine (--vllm-engine loop, "
-                       "the default, or async)")
-        for name in ("max_num_seqs", "max_num_batched_tokens"):
-            v = getattr(self, name)
-            if v is not None and v < 1:
-                out.append(f"--{name.replace('_', '-')} must be at least 1, got {v}")
-        if self.cuda_graph_max is not None and self.cuda_graph_max < 0:
-            out.append(f"--cuda-graph-max must be 0 (vLLM's own) or more, got {self.cuda_graph_max}")
-        return out
-
-    def worker_gpus(self) -> float:
-        """GPUs one vLLM worker holds: its tensor-parallel GPUs, or 1/N of one with N engines per GPU."""
-        return float(self.tensor_parallel_size) / max(1, self.engines_per_gpu)
-
-
-@dataclass
-class OpenAIOptions:
-    """Options of the ``openai`` backend (an OpenAI-compatible server)."""
-
-    base_url: str | None = option(None, "openai backend: server URL, e.g. http://127.0.0.1:8000/v1 (key: "
-                                        "OPENAI_API_KEY).")
-    api_key: str | None = option(None, "openai backend: API key (default: OPENAI_API_KEY); never written to "
-                                       "manifests.", cli=False, secret=True)
-
-    def problems(self, active: bool) -> list[str]:
-        if active and not self.base_url:
-            return ["--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)"]
-        return []
+from .options import HFOptions, OpenAIOptions, VLLMOptions
 
 
 @dataclass(frozen=True)

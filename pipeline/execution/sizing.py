@@ -47,12 +47,12 @@ def shard_sizes(n: int, shard_size: int, workers: int = 1) -> list[int]:
 
 def solution_cost(strategy: str):
     """A solution's expected labeling work in relative units, from its number of steps (what a shard cut by
-    :func:`weighted_cuts` balances), declared with the strategies (:data:`pipeline.labeling.strategies.STRATEGY_COST`):
+    :func:`weighted_cuts` balances), declared with the strategies (:attr:`pipeline.labeling.strategies.Strategy.cost`):
     per-step and the scans sample every prefix but the last (``steps - 1``); binary-search about ``1 + log2(steps)``
     probes."""
-    from pipeline.labeling.strategies import STRATEGY_COST
+    from pipeline.labeling.strategies import STRATEGIES
 
-    return STRATEGY_COST[strategy]
+    return STRATEGIES[strategy].cost
 
 
 def weighted_cuts(costs: list[float], sizes: list[int]) -> list[int]:

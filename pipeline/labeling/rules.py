@@ -47,7 +47,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pipeline.options import DEAD_PREFIX_RATE
+from pipeline.stats.changepoint import DEAD_PREFIX_RATE
 
 DEFAULT_THRESHOLD = 0.05  # success probability separating "alive" from "dead" for the uncertainty measures
 

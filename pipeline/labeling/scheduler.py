@@ -33,9 +33,10 @@ from pipeline.labeling.last_step import (
 )
 from pipeline.labeling.reach import answer_bare, draw_bare
 from pipeline.labeling.strategies import Probe, ProbeResult, Reuse, StrategyParams, make_strategy, row_extra
-from pipeline.options import DEFAULT_MAX_BATCH_REQUESTS
 from pipeline.solution import LabeledSolution, Solution, StepStats
 from rollouts.base import Counters, GenRequest, RolloutBackend, SamplingConfig
+
+DEFAULT_MAX_BATCH_REQUESTS = 512  # requests per generate() call (max_batch_requests in a run file)
 
 
 def derive_seed(run_seed: int, key: str, step: int, draw: int) -> int:

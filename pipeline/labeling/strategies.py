@@ -26,23 +26,31 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from pipeline.labeling.last_step import last_step_label
-from pipeline.options import (
-    DEAD_PREFIX_RATE,
-    DEFAULT_BISECT_FRACTION,
-    DEFAULT_K,
-    DEFAULT_RELATIVE_DROP,
-    DEFAULT_TARGET_CONFIDENCE,
-    DEFAULT_TRUST_PASS_RATE,
-    DEFAULT_UNREACHED_CLAIM,
-    DEFAULT_WAVE_GROWTH,
-    DEFAULT_WAVE_SIZE,
-)
 from pipeline.solution import REACH_SEARCHED, REACH_TRUSTED, UNREACHED, StepStats
+from pipeline.stats.changepoint import DEAD_PREFIX_RATE
 from pipeline.stats.intervals import FIRST_SUCCESS, FIRST_WAVE, FIXED, next_wave, wilson
+
+# The strategies' parameters' defaults, declared once, here: the options of ``mcprm label`` (pipeline.options)
+# and :class:`StrategyParams` both read them. Why these values: docs/labels.md and BENCHMARKS.md.
+DEFAULT_K = 20  # continuations per step prefix (--k)
+DEFAULT_WAVE_SIZE = 2  # continuations per wave (binary-search, adaptive, sequential)
+# each wave of a probe is this many times the one before (binary-search, adaptive): 2, 4, 8, 6 for K=20, so a
+# dead prefix takes 4 rounds, not 10 (the critical path on GPUs)
+DEFAULT_WAVE_GROWTH = 2.0
+DEFAULT_BISECT_FRACTION = 0.6  # binary-search's probe point between the last live and first dead prefix
+DEFAULT_RELATIVE_DROP = 0.25  # binary-search: a prefix under this share of the last live one's rate is dead
+# --reach-gate: a right final answer is trusted only when the completer solved the bare problem at least this
+# often (docs/labels.md, "Reach gating")
+DEFAULT_TRUST_PASS_RATE = 0.5
+# --reach-gate: an unreached row's first-error claim. answer: step 1 on a wrong answer (an error exists), none on a
+# right one (its answer is the only evidence); step1: step 1 on both, per-step's reading
+UNREACHED_CLAIMS = ("answer", "step1")
+DEFAULT_UNREACHED_CLAIM = "answer"
+DEFAULT_TARGET_CONFIDENCE = 0.9  # sequential: the first error's posterior at which it stops
 
 # Probe.step of the bare problem (no step): drawn once per problem, seeds from its text alone, so every solution of
 # a problem is answered with the same draws (pipeline.labeling.reach)
@@ -470,10 +478,6 @@ def sequential(n_steps: int, solution_correct: bool | None, p: StrategyParams) -
     return oc
 
 
-STRATEGY_FUNCS = {"per-step": per_step, "binary-search": binary_search, "adaptive": adaptive,
-                  "sequential": sequential}
-
-
 def _scan_cost(steps: int) -> float:
     return float(max(1, steps - 1))  # every prefix but the last is sampled
 
@@ -482,17 +486,47 @@ def _bisect_cost(steps: int) -> float:
     return 1.0 + math.log2(max(1, steps))  # about 1 + log2(steps) probes
 
 
-# A solution's expected labeling work from its number of steps, per strategy (pipeline.execution.sizing).
-STRATEGY_COST = {"per-step": _scan_cost, "binary-search": _bisect_cost, "adaptive": _scan_cost,
-                 "sequential": _scan_cost}
-assert set(STRATEGY_COST) == set(STRATEGY_FUNCS)
+@dataclass(frozen=True)
+class Strategy:
+    """One labeling strategy, described: its name (``--strategy NAME``), its generator, a solution's expected
+    labeling work from its number of steps (shard sizing, :mod:`pipeline.execution.sizing`), and whether a
+    solution with a right final answer is labeled positive without rollouts by default (``--trust-correct``),
+    and the strategies' options it reads (those declared ``strategy_option``; the others it ignores, so their
+    setting is no part of its corpus's identity)."""
+
+    name: str
+    run: Callable[[int, bool | None, StrategyParams], StrategyGen]
+    cost: Callable[[int], float] = _scan_cost
+    trusts_correct: bool = True
+    reads: frozenset[str] = frozenset()
+
+
+# The registry: ``--strategy``'s choices, its help, the config's check and the shard sizing all read it, so a
+# new strategy is its generator and one entry here (:func:`register_strategy`).
+STRATEGIES: dict[str, Strategy] = {}
+
+
+def register_strategy(strategy: Strategy) -> Strategy:
+    STRATEGIES[strategy.name] = strategy
+    return strategy
+
+
+_WAVES = frozenset({"wave_size", "wave_growth", "confidence_width"})
+for _s in (Strategy("per-step", per_step, trusts_correct=False),
+           Strategy("binary-search", binary_search, _bisect_cost,
+                    reads=_WAVES | {"speculate", "early_stop", "bisect_fraction", "relative_drop", "reach_gate",
+                                    "trust_pass_rate", "unreached_claim"}),
+           Strategy("adaptive", adaptive, reads=_WAVES),
+           Strategy("sequential", sequential, reads=frozenset({"wave_size", "target_confidence",
+                                                               "max_tokens_per_solution"}))):
+    register_strategy(_s)
 
 
 def make_strategy(name: str, n_steps: int, solution_correct: bool | None, params: StrategyParams) -> StrategyGen:
     try:
-        fn = STRATEGY_FUNCS[name]
+        fn = STRATEGIES[name].run
     except KeyError:
-        raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGY_FUNCS)}") from None
+        raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}") from None
     if params.reach_gate:
         if name != "binary-search":
             raise ValueError(f"reach gating is an option of binary-search, not of {name!r}")

@@ -3,10 +3,11 @@ every part of the training room (targets, base model, card, the Trainer run) rea
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pipeline.errors import FatalError
 from pipeline.training.collate import DEFAULT_HEADER, DEFAULT_SEPARATOR
+from rollouts.options import option
 
 PSEUDO_RULES = ("outcome",)  # every step labeled with the solution's own final answer (an ORM's labels)
 # head: a 2-class token head read at each step's separator (Qwen2.5-Math-PRM); implicit: the step score read
@@ -50,73 +51,118 @@ class TrainInterrupted(KeyboardInterrupt):
 
 @dataclass
 class TrainConfig:
-    corpus: str
-    output: str
-    base_model: str | None = None  # default: the model that labeled the corpus (manifest), else the bundled one
-    version: int | None = None
-    kind: str = DEFAULT_KIND  # KINDS
-    label_rule: str = "hard"  # any of pipeline.labeling.rules.RULES, or "outcome"
-    targets: str = "hard"  # hard: the rule's labels (0/1); soft: the rule's scores in [0, 1]
-    min_confidence: float | None = None  # drop rows whose first-error confidence is below this
-    unreached: str = DEFAULT_UNREACHED  # UNREACHED_CHOICES: what to do with label_status "unreached" rows
-    # weight each row's steps by its first-error confidence; None (auto): with the implicit kind, where it gave
-    # +0.05 held-out F1 on two seeds of the bundled task; not with the head (on the real 1.5B model it did
-    # not help the head)
-    weight_by_confidence: bool | None = None
-    # weight the two classes inversely to their frequency in the training steps. The weights multiply the odds
-    # the PRM learns by n_negative / n_positive, so its scores stop being probabilities and 0.5 no longer means
-    # "as likely wrong as right" (the threshold rule 0.5 and prm-min / prm-product compare those scores).
-    # None (auto): off for the head; on for the implicit kind, which without them ranked held-out steps of the
-    # bundled task below their position (step AUROC 0.61 against 0.69 for "later is worse")
-    class_balance: bool | None = None
-    drop_after_first_error: bool = True  # no loss on steps after the first negative one
-    val_fraction: float = 0.1  # of problems (hash of the problem text), for the threshold and metrics
-    epochs: float | None = None  # auto: train.auto_schedule (by kind and model size)
-    learning_rate: float | None = None  # auto: train.auto_schedule
-    # implicit: the score's scale, q = beta x (sum of log-ratios) + bias (auto: train.auto_schedule)
-    beta: float | None = None
-    batch_size: int = 16  # rows per micro-batch at most (rows of similar length go together)
-    # padded tokens per micro-batch at most: a batch of long rows holds fewer of them (trainer.TokenBatches)
-    max_batch_tokens: int = 16384
-    grad_accum: int = 1
-    warmup_ratio: float = 0.05
-    weight_decay: float = 0.0
-    max_length: int = 2048
+    """Every option of ``mcprm train``, each declared once here with its default and help
+    (:func:`rollouts.options.option`, as ``mcprm label``'s are): the command's flags and ``--help`` are made from
+    these fields (cli/train.py), and a TrainConfig built in Python has the same defaults."""
+
+    corpus: str = option(help="Corpus folder (any fsspec URL).", cli=False)  # the command's argument
+    output: str = option("./prm", "Folder of the trained PRM.", flags=("--output", "-o"))
+    base_model: str | None = option(None, "Causal LM to start from (folder or hub name); required for a corpus "
+                                          "labeled through an OpenAI-compatible server.",
+                                    shown="the model that labeled the corpus, the bundled one for the default corpus")
+    version: int | None = option(None, "A committed corpus version.", cli=False, shown="current")
+    kind: str = option(DEFAULT_KIND, "head: a 2-class token head read at a separator after each step "
+                                     "(Qwen2.5-Math-PRM); implicit: the step score read through the LM's own head, "
+                                     "its log-likelihood ratio against the frozen base (Yuan et al. 2024), saved as "
+                                     "two causal LMs; auto: implicit under 50 M parameters (the bundled model), "
+                                     "head above (docs/training.md).")
+    label_rule: str = option("hard", "Targets from the stored counts: hard, threshold, soft, relative, advantage, "
+                                     "er-prm, changepoint (any rule `mcprm eval --label-rule` knows), or outcome "
+                                     "(every step = the solution's own answer: an ORM's labels).")
+    targets: str = option("hard", "hard: the rule's labels (0/1); soft: the rule's scores in [0, 1] "
+                                  "(cross-entropy against them).")
+    min_confidence: float | None = option(None, "Leave out rows whose first-error confidence is below this.")
+    unreached: str = option(DEFAULT_UNREACHED, "Rows a --reach-gate labeling could not reach (label_status "
+                                               "unreached: their labels say nothing about the steps): drop, "
+                                               f"down-weight (x{UNREACHED_WEIGHT}) or keep. Not applied to "
+                                               "--label-rule outcome.")
+    # None (auto): with the implicit kind, where it gave +0.05 held-out F1 on two seeds of the bundled task; not
+    # with the head (on the real 1.5B model it did not help the head)
+    weight_by_confidence: bool | None = option(None, "Weight each row's steps by its first-error confidence (a "
+                                                     "row without one weighs 1).", shown="with the implicit kind")
+    # The weights multiply the odds the PRM learns by n_negative / n_positive, so its scores stop being
+    # probabilities and 0.5 no longer means "as likely wrong as right" (the threshold rule 0.5 and prm-min /
+    # prm-product compare those scores). None (auto): off for the head; on for the implicit kind, which without
+    # them ranked held-out steps of the bundled task below their position (step AUROC 0.61 against 0.69 for
+    # "later is worse")
+    class_balance: bool | None = option(None, "Weight the two classes inversely to their share of the training "
+                                              "steps: the scores then are no probabilities (the threshold 0.5, "
+                                              "prm-min and prm-product read them as such).",
+                                        shown="off for the head, on for the implicit kind")
+    threshold_rule: str | None = option(None, "The first-error threshold: 0.5 (a step more likely wrong than "
+                                              "right); outcome (where 'an error found' best matches 'final answer "
+                                              "wrong' on the validation problems, else f1); f1 (the F1-best one "
+                                              "against the validation problems' Monte Carlo first errors).",
+                                        shown="0.5 without class balance, else outcome")
+    # where a Monte Carlo estimate of the first error is most often off by a step or two
+    error_tolerance: int = option(0, "No loss on this many steps just before a row's first error, where a Monte "
+                                     "Carlo first error is most often a step or two off (SCAN's tolerance).")
+    # "no continuation reached the answer" says little where the completer rarely solves the problem at all
+    solve_rate_floor: float | None = option(None, "Down-weight negative targets of problems the completer rarely "
+                                                  "solves: weight min(1, rate / FLOOR), rate its success rate on "
+                                                  "the problem (first-step continuations and final answers of the "
+                                                  "problem's rows).", shown="off")
+    drop_after_first_error: bool = option(True, "No loss on the steps after a row's first negative one "
+                                                "(PRM800K/Qwen convention).")
+    val_fraction: float = option(0.1, "Share of problems held out (split by a hash of the problem text). They "
+                                      "choose the weights kept (lowest validation loss) and the first-error "
+                                      "threshold: from their final answers' grades where they have right and wrong "
+                                      "ones, else against their Monte Carlo first errors. Never trained on.")
+    # the defaults by kind and model size: train.auto_schedule
+    epochs: float | None = option(None, "Epochs.",
+                                  shown="head 3, implicit 1; under 50 M parameters, e.g. the bundled model: head "
+                                        "10, implicit 6")
+    learning_rate: float | None = option(None, "Peak learning rate.",
+                                         shown="head 1e-5, implicit 1e-6; under 50 M parameters: head 1e-3, "
+                                               "implicit 1e-4")
+    beta: float | None = option(None, "implicit: the score's scale, beta x (summed log-ratio) + bias.",
+                                shown="0.05; under 50 M parameters: 1")
+    batch_size: int = option(16, "Solutions per device per micro-batch, at most (solutions of similar length go "
+                                 "together).")
+    # a batch of long rows holds fewer of them (trainer.TokenBatches)
+    max_batch_tokens: int = option(16384, "Padded tokens per device per micro-batch, at most (a batch of long "
+                                          "solutions holds fewer).")
+    grad_accum: int = option(1, "Gradient accumulation steps.")
+    warmup_ratio: float = option(0.05, "Share of the optimizer steps that warm the learning rate up.", cli=False)
+    weight_decay: float = option(0.0, "The optimizer's weight decay.", cli=False)
+    max_length: int = option(2048, "Most tokens per solution; later steps are cut (counted and reported).")
     # None: by kind (layout): head reads a reserved token after each step's newline (Qwen2.5-Math-PRM);
     # implicit reads the newline itself, so the LM sees its own text format with no token it never saw
-    separator: str | None = None
-    header: str = DEFAULT_HEADER  # header_style plain: the template, with {problem}
-    header_style: str = "plain"  # HEADER_STYLES
-    separator_init: str = "mean"  # SEPARATOR_INITS
-    # THRESHOLD_RULES; None (auto): 0.5 where the scores are probabilities (no class balance), else outcome
-    threshold_rule: str | None = None
-    # the new head's learning rate as a multiple of the body's (head kind)
-    head_lr_scale: float = 1.0
-    # this share of the optimizer steps trains the head alone (the body's learning rate 0), then the body
-    # joins with its own warm-up (head kind); 1: the head alone throughout (a probe of the frozen body)
-    head_only_ratio: float = 0.0
-    # steps within this many before a row's first error get no loss: where a Monte Carlo estimate of the
-    # first error is most often off by a step or two (SCAN's tolerance)
-    error_tolerance: int = 0
-    # a negative target weighs min(1, r / floor), r the completer's success rate on the problem from its other
-    # rows (their first-step continuations and own final answers): "no continuation reached the answer" says
-    # little where the completer rarely solves the problem at all (SCAN's down-weighting). None: off
-    solve_rate_floor: float | None = None
-    step_suffix: str | None = None
-    bf16: str = "auto"  # auto (on a GPU that supports it) | on | off
+    separator: str | None = option(None, "The step separator token the PRM is read at (added to the tokenizer "
+                                         "when it is not one token).",
+                                   shown=f"head {DEFAULT_SEPARATOR!r}; implicit '\\n' (the newline itself)")
+    step_suffix: str | None = option(None, "Text after each step, before the separator ('\\n' is a newline).",
+                                     shown="head '\\n'; implicit ''")
+    header: str = option(DEFAULT_HEADER, "header_style plain: the template, with {problem}.", cli=False)
+    header_style: str = option("plain", "The text before the steps: plain ('Problem: ...' / 'Solution:'), or chat "
+                                        "(the base model's chat template around the problem, with the corpus's own "
+                                        "user-message template when it was labeled with --prompt-format chat).")
+    separator_init: str = option("mean", "The embedding of a separator new to the tokenizer: mean (of the trained "
+                                         "rows), newline (the newline's row), none (as the resize left it: "
+                                         "untrained).")
+    head_lr_scale: float = option(1.0, "--kind head: the new head's learning rate as a multiple of the body's.")
+    # 1: the head alone throughout (a probe of the frozen body)
+    head_only_ratio: float = option(0.0, "--kind head: this share of the optimizer steps trains the head alone, "
+                                         "then the body joins with its own warm-up (1: the head alone "
+                                         "throughout).")
+    bf16: str = option("auto", "auto (bf16 autocast on a GPU that supports it; float32 for the implicit kind) | "
+                               "on | off")
     # torch.compile of each decoder layer (fused norms, activations and casts; one graph serves every layer):
     # auto = on a CUDA GPU (where the eager kernels spent most of a 1.5B model's step on memory traffic), off on
     # a CPU (compiling costs more than it saves on a small model)
-    compile: str = "auto"  # auto | on | off
-    gradient_checkpointing: bool = False
-    seed: int = 0
-    save_steps: int = 0  # a checkpoint every N optimizer steps, for --resume; 0: none (the best epoch is kept in memory)
-    keep_checkpoints: bool = False  # keep DIR/checkpoints after a successful run
-    resume: bool = False
-    overwrite: bool = False
-    progress: bool = True
-    limit: int | None = None  # train on the first N rows only (tests, quick looks)
-    extra: dict = field(default_factory=dict)
+    compile: str = option("auto", "auto (torch.compile of each decoder layer on a GPU) | on | off. Costs a "
+                                  "one-off compile (tens of seconds) at the first steps.")
+    gradient_checkpointing: bool = option(False, "Trade compute for memory (large models).")
+    seed: int = option(0, "Seed of the head's init and the data order.")
+    save_steps: int = option(0, "Checkpoint every N optimizer steps into DIR/checkpoints, for --resume (0: no "
+                                "checkpoints; the best epoch is kept in memory).")
+    keep_checkpoints: bool = option(False, "Keep DIR/checkpoints after a successful run (removed by default).")
+    resume: bool = option(False, "Go on from the last checkpoint in DIR/checkpoints (written with --save-steps).")
+    overwrite: bool = option(False, "Replace a PRM or checkpoints in DIR.")
+    progress: bool = option(True, "Progress on stderr: a bar on a terminal, plain lines (one per epoch) when "
+                                  "piped to a file.")
+    limit: int | None = option(None, "Train on the first N corpus rows only.")
+    extra: dict = option(help="Free-form notes, recorded in the model card.", factory=dict, cli=False)
 
     def resolved(self, n_params: int) -> TrainConfig:
         """This config with ``auto`` kind and weighting decided for a base model of ``n_params`` parameters."""

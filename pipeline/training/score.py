@@ -270,13 +270,13 @@ def labels_from_scores(probs: Sequence[float | None], threshold: float, solution
 def corpus_trusts_correct(card: dict) -> bool:
     """Whether the corpus a PRM learned from labeled right answers error-free (its ``trust_correct``; for a card
     written before that was recorded, the strategy's default: on for all but per-step)."""
-    from pipeline.options import STRATEGIES, StrategyConfig
+    from pipeline.options import STRATEGIES, LabelingOptions
 
     corpus = card.get("corpus") or {}
     if corpus.get("trust_correct") is not None:
         return bool(corpus["trust_correct"])
     strategy = corpus.get("strategy")
-    return strategy in STRATEGIES and StrategyConfig(strategy=strategy).effective_trust_correct()
+    return strategy in STRATEGIES and LabelingOptions(strategy=strategy).effective_trust_correct()
 
 
 def _table(rows: Sequence[ScoreRow], probs, correct, threshold: float, use_answer_key: bool = False,

@@ -22,7 +22,8 @@ class Probe:
         import os
 
         from rollouts.engine_sizing import gpu_start_lock
-        from rollouts.registry import VLLMOptions, engines_here
+        from rollouts.options import VLLMOptions
+        from rollouts.registry import engines_here
 
         with gpu_start_lock(folder=lock_dir):
             t0 = time.time()

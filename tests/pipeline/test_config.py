@@ -213,7 +213,8 @@ def test_config_imports_no_concrete_backend():
 
 def test_vllm_engine_environment():
     from pipeline.config import ConfigError
-    from rollouts.registry import VLLMOptions, _vllm_env
+    from rollouts.options import VLLMOptions
+    from rollouts.registry import _vllm_env
 
     assert _vllm_env(VLLMOptions()) == {}
     env = _vllm_env(VLLMOptions(deterministic=True, vllm_inproc=True, compile_cache="~/cc"))

@@ -13,8 +13,9 @@ import time
 def main() -> None:
     model, mode = sys.argv[1], sys.argv[2]  # mode: default | deterministic
     from rollouts import GenRequest, SamplingConfig
+    from rollouts.options import VLLMOptions
     from rollouts.prompts import make_prompt_format
-    from rollouts.registry import VLLMOptions, _vllm_prepare
+    from rollouts.registry import _vllm_prepare
     from rollouts.vllm_backend import VLLMBackend
 
     _vllm_prepare(VLLMOptions(deterministic=mode == "deterministic"), 0)  # what the worker does before build

@@ -140,7 +140,8 @@ def test_options_carry_engines_per_gpu():
 
 
 def test_engines_here_whole_gpu_outside_ray():
-    from rollouts.registry import VLLMOptions, engines_here
+    from rollouts.options import VLLMOptions
+    from rollouts.registry import engines_here
 
     assert engines_here(VLLMOptions(engines_per_gpu=3)) == 3
     assert engines_here(VLLMOptions()) == 1
@@ -190,6 +191,7 @@ def test_start_lock_other_gpu_does_not_wait_and_the_wait_is_bounded(tmp_path, mo
 def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkeypatch, tmp_path):
     from rollouts import registry
     from rollouts.multi_engine import MultiEngineBackend
+    from rollouts.options import VLLMOptions
 
     built: list[dict] = []
 
@@ -205,12 +207,12 @@ def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkey
     monkeypatch.setattr(registry, "_vllm_class", lambda: Engine)
     monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))  # the start lock's folder
     ref = registry.ModelRef(model="/nonexistent-model", tokenizer=None, dtype=None, seed=3)
-    be = registry._vllm_build(ref, registry.VLLMOptions(engines_per_gpu=2, max_num_seqs=512))
+    be = registry._vllm_build(ref, VLLMOptions(engines_per_gpu=2, max_num_seqs=512))
     assert isinstance(be, MultiEngineBackend) and len(be.engines) == 2
     assert [kw["gpu_memory_utilization"] for kw in built] == [0.425, 0.425]
     assert all(kw["max_num_seqs"] == 512 and kw["seed"] == 3 for kw in built)
     built.clear()
-    one = registry._vllm_build(ref, registry.VLLMOptions())
+    one = registry._vllm_build(ref, VLLMOptions())
     assert isinstance(one, Engine) and built == [{"model": "/nonexistent-model", "tokenizer": None,
                                                   "tensor_parallel_size": 1, "seed": 3, "engine": "loop",
                                                   "gpu_memory_utilization": 0.85}]

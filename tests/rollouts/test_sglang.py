@@ -17,7 +17,8 @@ import pytest
 
 from pipeline.config import SECTIONS, ConfigError, LabelConfig
 from rollouts.base import GenRequest, MissingDependency, SamplingConfig
-from rollouts.registry import BACKENDS, ModelRef, VLLMOptions, backend_problem
+from rollouts.options import VLLMOptions
+from rollouts.registry import BACKENDS, ModelRef, backend_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "data" / "model"
