@@ -47,7 +47,7 @@ _GRADE_MEMO: dict = {}
 
 
 def memo_grader(cfg):
-    """The worker's grader (pipeline.labeling.worker.ShardWorker), memoised by (gold, response)."""
+    """The worker's grader (pipeline.execution.shard_worker.ShardWorker), memoised by (gold, response)."""
     import functools
 
     from graders import GraderConfig, grade_batch
@@ -70,8 +70,8 @@ def replay(sd: Seed, strategy: str, k: int, backend=None, sols=None, strategy_ov
     (or on ``backend``); ``strategy_overrides``: StrategyParams fields that have no CLI option."""
     import dataclasses
 
+    from pipeline.execution.shard_worker import strategy_params
     from pipeline.labeling.scheduler import Scheduler, SchedulerSettings
-    from pipeline.labeling.worker import strategy_params
 
     cfg = make_cfg(sd.path, DATA / "scratch", strategy=strategy, k=k, **params)
     prompt = cfg.prompt_builder()

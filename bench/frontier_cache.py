@@ -106,7 +106,7 @@ class ReplayBackend:
 
 def label_with(cfg, solutions, backend):
     """The real worker code (Scheduler + strategy + grader) on ``backend``; returns LabeledSolutions."""
-    from pipeline.labeling.worker import ShardWorker
+    from pipeline.execution.shard_worker import ShardWorker
 
     w = ShardWorker(cfg, backend=backend)
     labeled, _ = w.label(solutions)

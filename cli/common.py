@@ -45,7 +45,7 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
     where it has one (``mcprm train``'s says whether a rerun resumes), else the resume hint, or for a command
     that does not resume, that it was interrupted. A typer ``Exit`` passes through as it is."""
     from pipeline.errors import McprmError, RemoteTaskError
-    from pipeline.labeling.worker import WorkerError
+    from pipeline.execution.shard_worker import WorkerError
     from pipeline.storage.store import StorageError
     from rollouts.base import MissingDependency  # rollouts/ stays free of the pipeline's error classes
 

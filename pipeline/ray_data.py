@@ -56,7 +56,7 @@ class _Labeler:
     """One rollout actor of :func:`label_dataset`: a backend, built once, labels batch after batch."""
 
     def __init__(self, config):
-        from pipeline.labeling.worker import ShardWorker
+        from pipeline.execution.shard_worker import ShardWorker
 
         self.cfg = config
         self.worker = ShardWorker(config)

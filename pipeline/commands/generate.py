@@ -97,8 +97,8 @@ def generate(cfg: LabelConfig, n: int = 4, problem_field: str = "problem", answe
     (a GPU engine batches a whole call, and streams several)."""
     import time
 
+    from pipeline.execution.shard_worker import build_backend
     from pipeline.labeling.scheduler import derive_seed
-    from pipeline.labeling.worker import build_backend
     from pipeline.storage.store import CorpusStore
     from rollouts.base import GenRequest
 

@@ -65,7 +65,7 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, cfg: LabelConfig):
-        from pipeline.labeling.worker import ShardWorker
+        from pipeline.execution.shard_worker import ShardWorker
 
         t0 = time.perf_counter()
         self.worker = ShardWorker(cfg)

@@ -260,7 +260,7 @@ def check_resources(ray, cfg: LabelConfig, n: int, cpus: float, gpus: float, pol
 def task_cause(e) -> BaseException:
     """The exception to raise for a ``ray.exceptions.RayTaskError`` ``e`` (Ray's wrapping, whose text is the
     whole remote traceback): the task's own exception where its message says it all (mcprm's errors, a
-    :class:`pipeline.labeling.worker.WorkerError` keeping the worker's traceback itself; storage errors;
+    :class:`pipeline.execution.shard_worker.WorkerError` keeping the worker's traceback itself; storage errors;
     a missing dependency), anything else as a :class:`pipeline.errors.RemoteTaskError` carrying the worker's
     traceback; raise it ``from e``."""
     from pipeline.errors import McprmError, RemoteTaskError
@@ -298,7 +298,7 @@ def worker_shape(ray, cfg: LabelConfig, shards_hint: int | None = None) -> tuple
 def init_error(e: BaseException) -> BaseException:
     """A worker whose backend could not be built (bad model path, out of GPU memory): the error it raised, as one
     message (Ray's text holds the whole remote traceback, kept as ``detail``)."""
-    from pipeline.labeling.worker import WorkerError
+    from pipeline.execution.shard_worker import WorkerError
 
     text = str(e)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]

@@ -1,6 +1,6 @@
 """The Ray actors that label shards, and the worker factory a Ray executor starts them with.
 
-A :class:`ShardActor` is a :class:`pipeline.labeling.worker.ShardWorker` living in an actor process. A worker
+A :class:`ShardActor` is a :class:`pipeline.execution.shard_worker.ShardWorker` living in an actor process. A worker
 factory says how a run's actors are started, which settings each shard is sent with, how their counters are read
 and what happens to them when the run ends. :class:`OwnWorkers` is a run's own: anonymous actors, killed at its
 end. A warm fleet's (:class:`pipeline.execution.fleet.FleetWorkers`) are named and detached, leased to one run at a
@@ -20,7 +20,7 @@ class ShardActor:
 
     def __init__(self, cfg: LabelConfig, cpus: float | None = None):
         t0 = time.time()
-        from pipeline.labeling.worker import ShardWorker
+        from pipeline.execution.shard_worker import ShardWorker
 
         self.worker = ShardWorker(cfg, cpus=cpus)
         self.started = (t0, time.time())  # (constructor entered, backend ready): engine start, seen from the actor

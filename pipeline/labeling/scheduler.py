@@ -121,7 +121,7 @@ def reused_remainders(prefixes: Sequence[str], step: int, text: str, limit: int)
 @dataclass(frozen=True)
 class SchedulerSettings:
     """What a :class:`Scheduler` reads of a run's configuration, resolved once (the labeling worker builds it from
-    the run's ``LabelConfig``: :func:`pipeline.labeling.worker.scheduler_settings`) and frozen, so one object is
+    the run's ``LabelConfig``: :func:`pipeline.execution.shard_worker.scheduler_settings`) and frozen, so one object is
     passed rather than its fields copied through each call.
 
     ``streaming``: stream per-solution rounds (the backend takes requests while others are in flight: it has
@@ -490,7 +490,7 @@ class Scheduler:
 class SolutionFailure(Exception):
     """An exception raised while the scheduler worked on one solution, wrapped: :attr:`solution` is that
     solution, ``__cause__`` the exception itself (a backend's, a grader's, a bug). The worker reads it by type
-    and reports the cause naming the row (``pipeline.labeling.worker.WorkerError``)."""
+    and reports the cause naming the row (``pipeline.execution.shard_worker.WorkerError``)."""
 
     def __init__(self, solution: Solution):
         super().__init__(solution)

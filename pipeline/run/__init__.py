@@ -92,7 +92,7 @@ def label(config: LabelConfig, executor=None) -> RunResult:
 
 
 def _label_or_storage_error(config: LabelConfig, executor=None) -> RunResult:
-    from pipeline.labeling.worker import WorkerError
+    from pipeline.execution.shard_worker import WorkerError
     from pipeline.storage.failures import is_storage_failure
 
     try:

@@ -70,7 +70,7 @@ def test_a_bug_on_a_ray_worker_is_a_typed_remote_error_with_the_worker_traceback
 def test_errors_that_say_it_all_cross_from_a_ray_worker_as_their_own_type():
     pytest.importorskip("ray")
     from pipeline.execution.ray_cluster import task_cause
-    from pipeline.labeling.worker import WorkerError
+    from pipeline.execution.shard_worker import WorkerError
 
     for own in (WorkerError("in.jsonl line 4: ValueError: x", "worker traceback"),
                 StorageError.said("storage error on the output: full"), FileNotFoundError(2, "gone", "m")):

@@ -85,7 +85,7 @@ def test_kept_workers_label_later_runs_with_their_own_settings(small_input, tmp_
 
 def test_kept_workers_refuse_another_model(small_input, tmp_path):
     from pipeline.execution.executors import RayExecutor
-    from pipeline.labeling.worker import WorkerError
+    from pipeline.execution.shard_worker import WorkerError
 
     cfg1 = make_cfg(small_input, str(tmp_path / "a"), executor="ray", num_workers=1, limit=2)
     fleet = RayExecutor(cfg1.resolved())  # workers built from the run's settings, bundled model filled in

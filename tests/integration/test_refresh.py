@@ -209,7 +209,7 @@ def test_label_refresh_resume_on_s3(halves, reference_run, s3_server, tmp_path):
 
 
 def test_resume_with_another_shard_size_keeps_finished_shards(small_input, reference_run, tmp_path, monkeypatch):
-    from pipeline.labeling.worker import ShardWorker
+    from pipeline.execution.shard_worker import ShardWorker
 
     _, _, ref = reference_run
     out = str(tmp_path / "out")

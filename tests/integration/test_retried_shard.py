@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pipeline.labeling.worker import ShardWorker
+from pipeline.execution.shard_worker import ShardWorker
 from pipeline.solution import Solution
 from pipeline.storage.store import CorpusStore, Fenced, sidecar_rel
 

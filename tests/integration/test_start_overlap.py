@@ -12,8 +12,8 @@ import shutil
 import pytest
 
 from pipeline.corpus import read_corpus
+from pipeline.execution.shard_worker import WorkerError
 from pipeline.input import InputError
-from pipeline.labeling.worker import WorkerError
 from pipeline.run import label
 
 from .conftest import ROOT, make_cfg, rows_by_key, run_mcprm, wait_for

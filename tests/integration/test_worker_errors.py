@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pipeline.labeling.worker import WorkerError, source_where
+from pipeline.execution.shard_worker import WorkerError, source_where
 from pipeline.solution import Solution
 
 from .conftest import run_mcprm

@@ -9,10 +9,10 @@ from pipeline.config import ConfigError
 from pipeline.corpus import CorpusError
 from pipeline.errors import FatalError, McprmError, RowError
 from pipeline.execution.ray_cluster import ResourceError
+from pipeline.execution.shard_worker import WorkerError
 from pipeline.export.common import ExportError
 from pipeline.input import InputError
 from pipeline.input.split import SplitError
-from pipeline.labeling.worker import WorkerError
 from pipeline.storage.integrity import ManifestError
 from pipeline.storage.lock import LockError, LockLost
 from pipeline.storage.store import ShardError, StorageError

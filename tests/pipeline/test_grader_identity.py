@@ -7,7 +7,7 @@ from __future__ import annotations
 import graders
 from graders import GraderConfig, get_grader, grader_identity
 from pipeline.config import LabelConfig
-from pipeline.labeling.worker import grade_callable
+from pipeline.execution.shard_worker import grade_callable
 
 
 def test_default_policies_record_the_bare_version():

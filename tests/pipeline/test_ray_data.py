@@ -41,7 +41,7 @@ def test_label_dataset_matches_the_in_process_worker(local_ray):
     import pipeline
     from pipeline.bundled import MODEL_DIR, SAMPLE_PATH
     from pipeline.config import LabelConfig
-    from pipeline.labeling.worker import ShardWorker
+    from pipeline.execution.shard_worker import ShardWorker
     from pipeline.solution import Solution
     from pipeline.storage.schema import arrow_schema
 

@@ -144,7 +144,7 @@ def test_missing_sglang_names_the_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "sglang", None)  # import sglang -> ImportError, installed or not
     with pytest.raises(MissingDependency, match=r"sglang is not installed .*pip install 'sglang==0\.5\.17'"):
         _build()
-    from pipeline.labeling.worker import build_backend
+    from pipeline.execution.shard_worker import build_backend
 
     with pytest.raises(MissingDependency, match="sglang==0.5.17"):
         build_backend(LabelConfig(backend="sglang", model="some/model"))
@@ -219,7 +219,7 @@ def test_a_shard_labeled_through_the_pipeline(fake_sglang, tmp_path):
     the vllm section, one generate per round (offline), token ids from the engine and prompt ids from
     ``encode_prompt`` (the bundled model's tokenizer) make rollout reuse count exactly as with vLLM."""
     AutoTokenizer = pytest.importorskip("transformers").AutoTokenizer
-    from pipeline.labeling.worker import ShardWorker
+    from pipeline.execution.shard_worker import ShardWorker
     from pipeline.solution import Solution
     from pipeline.storage.store import CorpusStore
 

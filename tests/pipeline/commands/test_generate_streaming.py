@@ -114,8 +114,8 @@ def test_bundled_model_rows_are_each_problems_own_samples_whatever_the_batching(
     the problem), the same with 1 or 3 problems per batch and the same as asking the backend directly."""
     from pipeline.commands.generate import generate
     from pipeline.config import LabelConfig
+    from pipeline.execution.shard_worker import build_backend
     from pipeline.labeling.scheduler import derive_seed
-    from pipeline.labeling.worker import build_backend
 
     probs = _problems(tmp_path, 4)
     rows = {}

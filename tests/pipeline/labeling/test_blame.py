@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.execution.shard_worker import WorkerError
 from pipeline.labeling.scheduler import SolutionFailure, blame
-from pipeline.labeling.worker import WorkerError
 from pipeline.solution import Solution
 
 SOLS = [Solution(f"s{i}", "p", "1", ("a", "b"), source=f"in.jsonl:{i}") for i in range(3)]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from graders.verdict import Verdict
 from pipeline.config import LabelConfig
+from pipeline.execution.shard_worker import grade_callable
 from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SchedulerSettings
 from pipeline.labeling.strategies import StrategyParams
-from pipeline.labeling.worker import grade_callable
 from pipeline.solution import Solution
 from rollouts.base import BackendStats, Completion, SamplingConfig
 from rollouts.prompts import make_prompt_format

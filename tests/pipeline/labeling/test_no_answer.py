@@ -120,7 +120,7 @@ def test_strategies_sum_no_answer(strategy):
 
 
 def test_worker_reports_no_answer(tmp_path):
-    from pipeline.labeling.worker import ShardWorker
+    from pipeline.execution.shard_worker import ShardWorker
 
     w = ShardWorker(LabelConfig(output=str(tmp_path / "out"), k=4, strategy="per-step"), backend=Scripted(SCRIPT))
     w.grade = fake_grade

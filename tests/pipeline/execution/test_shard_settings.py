@@ -9,9 +9,9 @@ import dataclasses
 import pytest
 
 from pipeline.config import LabelConfig
+from pipeline.execution.shard_worker import scheduler_settings
 from pipeline.labeling.scheduler import Scheduler, SchedulerSettings
 from pipeline.labeling.strategies import StrategyParams
-from pipeline.labeling.worker import scheduler_settings
 from rollouts.base import SamplingConfig
 
 
