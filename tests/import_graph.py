@@ -35,6 +35,11 @@ FORBIDDEN = (
     ("pipeline.input", "pipeline.labeling"),  # reading the input knows nothing of labels
     ("pipeline.input", "pipeline.execution"),  # nor of where shards run
     ("pipeline.training", "pipeline.commands"),  # the commands drive training, never the other way round
+    # strategies and the scheduler are pure policy over a backend: the options read their registry, so they
+    # never read the configuration (the shard worker, in execution/, builds their settings from it)
+    ("pipeline.labeling", "pipeline.config"),
+    ("pipeline.labeling", "pipeline.options"),
+    ("pipeline.labeling", "pipeline.execution"),
 )
 
 # The floors of pipeline/'s folders, top first: a module may import its own folder, any folder below it, and the

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from graders.config import DEFAULT_TIMEOUT_S
 from pipeline.errors import FatalError
 
 log = logging.getLogger("mcprm")
@@ -232,7 +233,7 @@ def read_solutions(paths: Sequence[str], problem_field: str = "problem", steps_f
     return rows
 
 
-def grade_own_answers(rows: Sequence[ScoreRow], timeout_s: float = 2.0) -> list[bool | None]:
+def grade_own_answers(rows: Sequence[ScoreRow], timeout_s: float = DEFAULT_TIMEOUT_S) -> list[bool | None]:
     """Each solution's own final answer against its gold answer (the label pipeline's rule,
     :func:`pipeline.labeling.last_step.own_correct`); None without a gold answer."""
     todo = [i for i, r in enumerate(rows) if r.answer is not None]
