@@ -20,6 +20,8 @@ pytest.importorskip("accelerate")
 from pipeline.bundled import DATA_DIR  # noqa: E402
 from pipeline.bundled.synthetic import check_steps, exact_corpus  # noqa: E402
 
+pytestmark = pytest.mark.slow  # two PRM trainings on 200 solutions (started first: tests/conftest.py)
+
 
 def _auc(scores, good) -> float:
     pos = [s for s, g in zip(scores, good, strict=True) if g]
