@@ -4,7 +4,7 @@ filesystem, on a local disk the renames and hard links too) and acts at a chosen
 it: a run is pointed at ``seamfile:///path`` (or ``takeovers3://bucket/path``) instead of the plain URL.
 
 * In process (``test_takeover``): :class:`Trip` calls an action (a takeover) at the N-th operation.
-* In a subprocess (``test_chaos``, ``test_integrity``, ``test_one_pass``): :func:`run_killed` runs ``mcprm`` with
+* In a process of its own (``test_chaos``, ``test_integrity``, ``test_one_pass``): :func:`run_killed` runs ``mcprm`` with
   ``MCPRM_TEST_KILL=when:op:pattern:n``; the child SIGKILLs itself ``before`` or ``after`` the n-th operation
   ``op`` (``*``: any) whose target path matches the glob ``pattern`` (for ``mv``/``link`` the target is the new
   name), e.g. ``before:link:*/versions/*:1``: between the commit's last lock check and its version file.

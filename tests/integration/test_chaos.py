@@ -7,7 +7,9 @@ rollouts: a resume counts the shards it takes over as the run that labeled them)
 Storage points go through the storage seam (``fs_seam``: the driver's output is ``seamfile://``, a wrapping fsspec
 filesystem that SIGKILLs the child before or after the n-th matching operation); the two points before any storage
 write of the run (``locked``, ``plan-written``) are ``MCPRM_FAULT`` hooks of ``pipeline.run``. The driver is a
-subprocess this test started with ``--executor local`` (shards run in the driver); only that child is killed.
+process of its own that this test started (``run_killed`` forks it from a pre-imported interpreter; the
+``MCPRM_FAULT`` ones are fresh subprocesses) with ``--executor local`` (shards run in the driver); only that child
+is killed.
 """
 
 from __future__ import annotations
