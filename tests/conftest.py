@@ -45,3 +45,23 @@ def _no_lock_outlives_its_test():
     still = [t for t in leaked if t.is_alive()]
     if still:
         pytest.fail(f"{len(still)} lock heartbeat thread(s) still running after the test: release every lock it takes")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """How the two workers share the run (``--dist loadgroup``, pyproject's addopts). A test module is one unit of
+    work (one worker runs all of it, so a module's shared fixtures are built once), unless its tests name their
+    own ``xdist_group`` (a long module split in parts that two workers can run at once; each part builds the
+    module's fixtures itself). Units with a test marked ``slow`` go first: the longest work started first is what
+    keeps both workers busy to the end, instead of one long module starting last while the other worker idles.
+    Runs before xdist reads the groups; with ``-n 0`` only the order changes."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+    def group(item):
+        m = item.get_closest_marker("xdist_group")
+        return m.args[0] if m.args else m.kwargs.get("name", "default")
+
+    heavy = {group(it) for it in items if it.get_closest_marker("slow") is not None}
+    items.sort(key=lambda it: group(it) not in heavy)  # stable: the collection order otherwise

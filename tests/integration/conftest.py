@@ -26,6 +26,15 @@ def small_input(tmp_path_factory) -> str:
     return str(p)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fork_server_stopped():
+    """The killed runs' fork server (``fs_seam.run_killed``), when one was started, ends with the test run."""
+    yield
+    from .fs_seam import stop_fork_server
+
+    stop_fork_server()
+
+
 def make_cfg(inp: str, out: str, **kw) -> LabelConfig:
     # per-step: the reference strategy, labeling every step (the CLI's default, binary-search, is covered by
     # the tests that run `mcprm label` as users do)

@@ -7,7 +7,9 @@ rollouts: a resume counts the shards it takes over as the run that labeled them)
 Storage points go through the storage seam (``fs_seam``: the driver's output is ``seamfile://``, a wrapping fsspec
 filesystem that SIGKILLs the child before or after the n-th matching operation); the two points before any storage
 write of the run (``locked``, ``plan-written``) are ``MCPRM_FAULT`` hooks of ``pipeline.run``. The driver is a
-subprocess this test started with ``--executor local`` (shards run in the driver); only that child is killed.
+process of its own that this test started (``run_killed`` forks it from a pre-imported interpreter; the
+``MCPRM_FAULT`` ones are fresh subprocesses) with ``--executor local`` (shards run in the driver); only that child
+is killed.
 """
 
 from __future__ import annotations
@@ -60,8 +62,15 @@ def reference_1(small_input, tmp_path_factory):
     return rows_by_key(read_corpus(out)), res.manifest["counts"]
 
 
-@pytest.mark.parametrize("point", [("first", p) for p in FIRST_RUN] + [("refresh", p) for p in REFRESH],
-                         ids=lambda p: f"{p[0]}-{p[1]}".replace("*/", "").replace("*", ""))
+# Long (26 killed runs): in two xdist groups of alternate points, so both workers can run it at once; each
+# builds the module's fixtures (the reference corpus, the half corpus: in-process runs of seconds) itself.
+pytestmark = pytest.mark.slow
+_POINTS = [("first", p) for p in FIRST_RUN] + [("refresh", p) for p in REFRESH]
+
+
+@pytest.mark.parametrize("point", [
+    pytest.param(p, id=f"{p[0]}-{p[1]}".replace("*/", "").replace("*", ""),
+                 marks=pytest.mark.xdist_group(f"chaos-{i % 2}")) for i, p in enumerate(_POINTS)])
 def test_sigkill_then_rerun_gives_the_uninterrupted_corpus(point, small_input, reference_1, half_corpus, tmp_path):
     kind, fault = point
     ref, ref_counts = reference_1
@@ -97,6 +106,7 @@ def test_sigkill_then_rerun_gives_the_uninterrupted_corpus(point, small_input, r
     assert again.version == want_version and again.added == 0
 
 
+@pytest.mark.xdist_group("chaos-1")
 def test_resumed_run_summary_counts_this_run_only(small_input, reference_1, tmp_path):
     """Issue 25: after a kill and the resume, the manifest's counts are an uninterrupted run's, and the summary
     puts this run's own rollouts and tokens (not the version's) beside this run's time."""

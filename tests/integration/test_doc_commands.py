@@ -14,6 +14,8 @@ import pytest
 
 from .conftest import ROOT, budget
 
+pytestmark = pytest.mark.slow  # the docs' walk-throughs: minutes of real commands (started first: tests/conftest.py)
+
 
 def _doc_paths():
     spec = importlib.util.spec_from_file_location("doc_paths", ROOT / "bench" / "checks" / "doc_paths.py")

@@ -42,16 +42,27 @@ from .conftest import make_cfg, rows_by_key, wait_for
 from .fs_seam import Trip, wrapping
 
 N = 2  # solutions, one a shard: two shard writes, then the commit
+# What is tested is every storage operation of a run, not its labels: the shortest solutions of the small input
+# and continuations a little shorter than elsewhere (every run here labels the same rows again: the model's time
+# is most of the module's), still long enough that some are reused for a later step, so that the counts compared
+# with the uninterrupted run's include reused rollouts (checked in ``two``).
+TOKENS = 36
+
+
+def _cfg(inp: str, out: str):
+    return make_cfg(inp, out, shard_size=1, max_new_tokens=TOKENS)
 
 
 @pytest.fixture(scope="module")
 def two(small_input, tmp_path_factory):
-    """Two solutions, and their uninterrupted corpus (rows and counts)."""
+    """Two solutions (the small input's shortest), and their uninterrupted corpus (rows and counts)."""
     d = tmp_path_factory.mktemp("takeover")
     inp = d / "two.jsonl"
-    inp.write_text("".join(open(small_input).readlines()[:N]))
+    lines = open(small_input).readlines()
+    inp.write_text("".join(sorted(lines, key=lambda x: len(json.loads(x)["steps"]))[:N]))
     out = str(d / "ref")
-    res = label(make_cfg(str(inp), out, shard_size=1))
+    res = label(_cfg(str(inp), out))
+    assert res.manifest["counts"]["reused_rollouts"] > 0, res.manifest["counts"]
     return str(inp), rows_by_key(read_corpus(out)), res.manifest["counts"]
 
 
@@ -171,8 +182,17 @@ def _committed(plain: str) -> list[int]:
     return [v for v in store.versions() if not is_fenced(store.version_manifest(v))]
 
 
-@pytest.mark.parametrize("order", ["successor-first", "old-first", "dead-owner"])
-@pytest.mark.parametrize("kind", ["local", "s3"])
+# The module is long (every point, three orders, two stores): its two longest parts (S3 successor-first and S3
+# old-first: the moto server answers every operation) are xdist groups of their own, so the second worker can take
+# one while the first runs the rest; each builds the module's fixtures (two labeled solutions, a moto server) itself.
+pytestmark = pytest.mark.slow
+_PARTS = {("s3", "successor-first"): "takeover-s3-successor-first", ("s3", "old-first"): "takeover-s3-old-first"}
+
+
+@pytest.mark.parametrize("kind,order", [
+    pytest.param(kind, order, id=f"{kind}-{order}",
+                 marks=[pytest.mark.xdist_group(_PARTS[kind, order])] if (kind, order) in _PARTS else [])
+    for order in ("successor-first", "old-first", "dead-owner") for kind in ("local", "s3")])
 def test_takeover_at_every_point_of_shard_writes_and_commit(kind, order, two, tmp_path, request, monkeypatch):
     inp, ref_rows, ref_counts = two
     if kind == "s3":
@@ -188,7 +208,7 @@ def test_takeover_at_every_point_of_shard_writes_and_commit(kind, order, two, tm
     assert CorpusStore(chaos).exclusive_create  # probed once per bucket, now: not inside the counted runs
     Trip.arm()
     try:
-        label(make_cfg(inp, chaos, shard_size=1))
+        label(_cfg(inp, chaos))
     finally:
         log, _ = Trip.log, Trip.disarm()
     first = next(i for i, _, p in log if p.endswith("/manifest.json"))  # the first thing after the lock is taken
@@ -210,12 +230,12 @@ def test_takeover_at_every_point_of_shard_writes_and_commit(kind, order, two, tm
                 store = CorpusStore(plain)
                 rec = json.loads(store.read_bytes("_lock"))
                 store.write_bytes("_lock", json.dumps(dict(rec, pid=99_999_999)).encode())
-                box["new"] = label(make_cfg(inp, plain, shard_size=1))
+                box["new"] = label(_cfg(inp, plain))
                 box["recorded"] = _recorded(plain, backend)
             elif order == "successor-first":  # the old owner is stalled here while a new run does everything
                 monkeypatch.setenv("MCPRM_LOCK_STALE_S", "1e-6")
                 try:
-                    box["new"] = label(make_cfg(inp, plain, shard_size=1))
+                    box["new"] = label(_cfg(inp, plain))
                 finally:
                     monkeypatch.delenv("MCPRM_LOCK_STALE_S")
                 box["recorded"] = _recorded(plain, backend)
@@ -224,7 +244,7 @@ def test_takeover_at_every_point_of_shard_writes_and_commit(kind, order, two, tm
 
         Trip.arm(n, take_over)
         try:
-            old = label(make_cfg(inp, chaos, shard_size=1))
+            old = label(_cfg(inp, chaos))
         except LockLost as e:
             old = e
         except ShardError as e:  # dead-owner: the "dead" driver reads staged input its successor removed
@@ -236,7 +256,7 @@ def test_takeover_at_every_point_of_shard_writes_and_commit(kind, order, two, tm
         assert "recorded" in box or "lock" in box, f"operation {n} was not reached"
         if order == "old-first":
             box["lock"].release()
-            box["new"] = label(make_cfg(inp, plain, shard_size=1))  # always commits: no leftover blocks it
+            box["new"] = label(_cfg(inp, plain))  # always commits: no leftover blocks it
         new = box["new"]
         why = f"{kind} {order}: takeover at operation {n} ({log[n - 1][1]} {log[n - 1][2]})"
 
@@ -273,7 +293,7 @@ def test_takeover_at_every_point_of_shard_writes_and_commit(kind, order, two, tm
             failures.append(f"{why}: mcprm verify: {[str(p) for p in problems]}")
         if rows_by_key(read_corpus(plain, verify=True)) != ref_rows:
             failures.append(f"{why}: the corpus differs from an uninterrupted run's")
-        again = label(make_cfg(inp, plain, shard_size=1))
+        again = label(_cfg(inp, plain))
         if again.added != 0:
             failures.append(f"{why}: a third run labeled {again.added} again")
         m = CorpusStore(plain).manifest()
@@ -314,23 +334,23 @@ def test_corpora_written_before_fencing_stay_readable_refreshable_and_resumable(
 
     inp, ref_rows, _ = two
     out = str(tmp_path / "old")
-    label(make_cfg(inp, out, shard_size=1))
+    label(_cfg(inp, out))
     _to_old_layout(out)
     assert rows_by_key(read_corpus(out, verify=True)) == ref_rows and verify_corpus(out)[0] == []
-    res = label(make_cfg(small_input, out, shard_size=1))  # a refresh on top of the old layout
+    res = label(_cfg(small_input, out))  # a refresh on top of the old layout
     assert res.version == 2 and res.added == 6 and res.reused == N
     assert verify_corpus(out)[0] == [] and len(read_corpus(out, version=1)) == N
     # an unfinished run of an older mcprm: killed after two shards, its files renamed to the old names
     out2 = str(tmp_path / "unfinished")
     r = run_killed("label", "--input", inp, "--output", out2, "--k", "2", "--strategy", "per-step",
-                   "--max-new-tokens", "48", "--shard-size", "1", "--executor", "local", "-q",
+                   "--max-new-tokens", str(TOKENS), "--shard-size", "1", "--executor", "local", "-q",
                    kill="before:link:*/versions/*:1")
     assert r.returncode == -9, r.stdout + r.stderr
     _to_old_layout(out2)
     assert sorted(os.listdir(os.path.join(out2, "data", "v00001"))) == [
         "_plan.json", "_staged", "part-00000.parquet", "part-00000.sum.json", "part-00001.parquet",
         "part-00001.sum.json"]
-    res = label(make_cfg(inp, out2, shard_size=1))
+    res = label(_cfg(inp, out2))
     assert res.version == 1 and res.shards_resumed == N and res.shards_run == 0
     assert rows_by_key(read_corpus(out2, verify=True)) == ref_rows and verify_corpus(out2)[0] == []
     assert all(".parquet" in s["path"] and s["path"].count(".") == 2 for s in res.manifest["shards"])

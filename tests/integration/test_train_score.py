@@ -11,6 +11,8 @@ from pipeline.bundled import PROBLEMS_PATH, SAMPLE_PATH
 
 from .conftest import invoke_mcprm, run_mcprm
 
+pytestmark = pytest.mark.slow  # real label, train, score and generate processes (started first: tests/conftest.py)
+
 ONE = {"OMP_NUM_THREADS": "1"}  # tiny model: one thread is fastest on a shared 2-core machine
 
 
