@@ -6,6 +6,7 @@ GPU's engine start lock. Prints one JSON line."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -14,6 +15,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from pipeline.config import LabelConfig
+from pipeline.execution import ray_temp
 from pipeline.execution.ray_cluster import check_resources, worker_shape
 
 
@@ -38,8 +40,10 @@ class Probe:
 
 def main() -> None:
     nodes, gpus_per_node = int(sys.argv[1]), int(sys.argv[2])
+    folder = ray_temp.new()  # Ray's files in a folder of this probe's own, not a session folder left in /tmp/ray
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2 * gpus_per_node, "num_gpus": gpus_per_node,
-                                                            "include_dashboard": False})
+                                                            "include_dashboard": False, "temp_dir": folder})
+    lock_dir = tempfile.mkdtemp(prefix="mcprm-probe-locks-")
     try:
         for _ in range(nodes - 1):
             cluster.add_node(num_cpus=2 * gpus_per_node, num_gpus=gpus_per_node)
@@ -50,12 +54,13 @@ def main() -> None:
         check_resources(ray, cfg, n, cpus, gpus)
         actor = ray.remote(num_cpus=cpus, num_gpus=gpus)(Probe)
         probes = [actor.remote() for _ in range(n)]
-        lock_dir = tempfile.mkdtemp(prefix="mcprm-probe-locks-")
         got = ray.get([p.where.remote(lock_dir) for p in probes], timeout=120)
         print(json.dumps({"shape": [n, cpus, gpus], "probes": got}))
     finally:
         ray.shutdown()
         cluster.shutdown()
+        ray_temp.remove(folder)
+        shutil.rmtree(lock_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
