@@ -145,6 +145,58 @@ def test_identity_value_is_pinned(monkeypatch):
             == LabelConfig(model="m", strategy="per-step", k=8, **LEGACY).identity())
 
 
+# The identity fields of a corpus made with today's defaults: the data run's corpus "def", version 1 (1,500
+# solutions labeled on an H200 by mcprm 0563913 with bench/gpu_e2e/data_run.sh's label command; its manifest's
+# identity_fields, as written). Later versions of that corpus are added by newer code, which must compute the
+# same identity from the same command, or the refresh is refused.
+_DEF_CORPUS_IDENTITY = "1b6ceb9723a617f1"
+_DEF_CORPUS_IDENTITY_FIELDS = {
+    "model": "qwen@254f0ece3b51", "tokenizer": None, "prompt_format": "chat",
+    "prompt_template": "Solve the following math problem step by step. Put the final answer in \\boxed{}.\n\n{problem}",
+    "step_separator": None, "load_format": "auto", "k": 20, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 512,
+    "seed": 0, "ignore_eos": False, "strategy": "binary-search", "wave_size": 2, "wave_growth": 2.0,
+    "confidence_width": None, "trust_correct": True, "early_stop": True, "bisect_fraction": 0.6,
+    "relative_drop": 0.25, "reuse_rollouts": True, "grader": "sympy", "grader_timeout": 2.0, "unreadable": "failure",
+    "grader_version": "sympy-3",
+}
+
+
+def test_a_default_corpus_made_before_keeps_its_identity(tmp_path, monkeypatch):
+    """The data run's label command, parsed by the CLI, hashes to the identity its corpus "def" was written with,
+    also with the engine's speed options of later code set (engines per GPU, CUDA graphs, batch limits: no part of
+    what a label means). A failure here means every corpus labeled with the defaults can no longer be refreshed:
+    an option added since must be declared ``identity="non-default"`` (with ``legacy`` if labeling did otherwise
+    before it), unless the labels' meaning really changed, and then the data run's corpora start afresh."""
+    from typer.testing import CliRunner
+
+    import pipeline.config
+    import pipeline.run
+    from cli.main import app
+
+    # the model folder the data run converts on the GPU machine is not here: its fingerprint, as recorded
+    monkeypatch.setattr(pipeline.config, "model_fingerprint",
+                        lambda m: _DEF_CORPUS_IDENTITY_FIELDS["model"] if m == "/tmp/qwen" else m)
+    seen = []
+
+    def fake_label(cfg):
+        seen.append(cfg)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(pipeline.run, "label", fake_label)
+    monkeypatch.setattr("cli.label.preflight", lambda cfg, output=True: None)  # vllm on a machine without a GPU
+    run = ["--input", "a.jsonl", "--output", str(tmp_path / "c_def"), "--no-progress", "--backend", "vllm",
+           "--model", "/tmp/qwen", "--prompt-format", "chat",
+           "--prompt-template", _DEF_CORPUS_IDENTITY_FIELDS["prompt_template"], "--max-new-tokens", "512",
+           "--max-model-len", "4096"]
+    speed = ["--engines-per-gpu", "2", "--cuda-graph-max", "0", "--max-num-seqs", "256"]
+    for args in (run, run + speed):
+        CliRunner().invoke(app, ["label", *args])
+    assert len(seen) == 2 and seen[1].engines_per_gpu == 2
+    for cfg in seen:
+        assert cfg.identity_dict() == _DEF_CORPUS_IDENTITY_FIELDS
+        assert cfg.identity() == _DEF_CORPUS_IDENTITY
+
+
 def test_tree_sections_and_flat_names():
     from pipeline.config import SECTIONS, option_fields
 
