@@ -37,7 +37,7 @@ from pipeline.options import (
 )
 from rollouts.options import HFOptions, OpenAIOptions, VLLMOptions, field_default
 from rollouts.registry import BACKENDS as BACKEND_SPECS
-from rollouts.registry import BackendSpec, ModelRef
+from rollouts.registry import BackendSpec, ModelRef, engines_per_gpu
 
 if TYPE_CHECKING:
     from rollouts.base import SamplingConfig
@@ -292,9 +292,13 @@ class LabelConfig:
         """Fill in defaults that depend on the machine (bundled model and sample)."""
         from pipeline import bundled
 
-        return self.replace(model=self.model or str(bundled.model_dir()),
-                            input=list(self.input) or [str(bundled.sample_path())],
-                            trust_correct=self.labeling.effective_trust_correct())
+        model = self.model or str(bundled.model_dir())
+        machine: dict[str, Any] = {}
+        if self.prompting.backend == "vllm" and self.vllm.engines_per_gpu == 0:
+            # sized here, once, from the driver's GPU: the workers' placement (1/N of a GPU each) follows it
+            machine["engines_per_gpu"] = engines_per_gpu(self.vllm, model, self.prompting.dtype)
+        return self.replace(model=model, input=list(self.input) or [str(bundled.sample_path())],
+                            trust_correct=self.labeling.effective_trust_correct(), **machine)
 
     def effective_trust_correct(self) -> bool:
         return self.labeling.effective_trust_correct()

@@ -16,9 +16,9 @@ from typing import Protocol, runtime_checkable
 
 VLLM_ENGINES = ("loop", "async", "offline")  # the vllm backend's engines (rollouts/vllm_backend.py)
 DEFAULT_VLLM_ENGINE = "loop"  # streaming; measured the fastest (BENCHMARKS.md)
-# vLLM engines sharing one GPU (rollouts/engine_sizing.py says why more than one); one until a GPU measurement
-# of bench/gpu_levers.py shows the best count
-DEFAULT_ENGINES_PER_GPU = 1
+# vLLM engines sharing one GPU: 0 sizes the count from the model and the GPU (rollouts/engine_sizing.py,
+# auto_engines_per_gpu, says why and when more than one)
+DEFAULT_ENGINES_PER_GPU = 0
 DEFAULT_MAX_MODEL_LEN = 4096  # the vllm backend's context when --max-model-len is not given
 
 

@@ -12,8 +12,8 @@ side (scheduling, input preparation, output processing, about 40 us per sequence
 than the forward pass, and more sequences per engine only lengthen each step (measured: 26-39 k tokens/s at 512
 sequences, 18-25 k at 2,048-4,096), while the KV cache stays 1-2 % used. N engine processes each with 1/N of
 the memory share run their host work on N cores and interleave their forward passes on the one GPU. How many is
-best is a measurement (bench/gpu_levers.py); ``engines_per_gpu`` defaults to one until ``mcprm label`` with two
-is measured beside the raw engine's two.
+best is a measurement (bench/gpu_levers.py). Left at 0 (auto), :func:`auto_engines_per_gpu` picks two for a
+small model on a big GPU, the case measured to gain, and one everywhere else.
 
 :func:`engine_settings` is pure arithmetic on numbers (tested on CPU); :func:`model_shape` reads a local model's
 ``config.json`` and :func:`gpu_memory_bytes` asks the NVIDIA driver (NVML, if installed) without initialising
@@ -45,6 +45,13 @@ VLLM_CUDA_GRAPH_MAX = 512
 # graphs (about 1 GiB at 1.5B), plus the step's activations and the sampler's float32 logits (counted below).
 ENGINE_FIXED_BYTES = 1 * GiB
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "half": 2, "float32": 4, "float": 4, "auto": 2}
+# --engines-per-gpu 0 (auto) starts two engines on a GPU of at least VLLM_BIG_GPU_BYTES for a model of at most
+# this much weight, one otherwise. Two were measured at 1.5B on an H200 (with CUDA graphs up to 1,024 sequences:
+# 1.57x one engine's tokens/s, the GPU busy 0.92 of the time against 0.45); four started at once failed, and a
+# larger model's forward pass fills more of the GPU's time by itself while more engines split its KV cache. The
+# bound (about 4B parameters in bf16) reaches past the one size measured; a model above it gets one engine.
+AUTO_SEVERAL_MAX_WEIGHT_BYTES = 8 * GiB
+AUTO_ENGINES_SMALL_MODEL = 2
 
 
 @dataclass(frozen=True)
@@ -180,6 +187,16 @@ def engine_settings(shape: ModelShape | None, gpu_bytes: int | None, *, engines_
                           sequences_kv_holds=holds, seqs_limit=seqs, cuda_graph_max=graphs)
 
 
+def auto_engines_per_gpu(shape: ModelShape | None, gpu_bytes: int | None, gpu_name: str = "") -> int:
+    """Engines per GPU for ``--engines-per-gpu 0``: :data:`AUTO_ENGINES_SMALL_MODEL` when the model's weights are
+    at most :data:`AUTO_SEVERAL_MAX_WEIGHT_BYTES` and the GPU is one vLLM counts as big (its sequence limit is
+    1,024 there), else one; one as well when either is not known (a hub name, no NVIDIA driver in this process)."""
+    if shape is None or gpu_bytes is None:
+        return 1
+    big = gpu_bytes >= VLLM_BIG_GPU_BYTES and "a100" not in gpu_name.lower()
+    return AUTO_ENGINES_SMALL_MODEL if big and shape.weight_bytes() <= AUTO_SEVERAL_MAX_WEIGHT_BYTES else 1
+
+
 def model_shape(model: str, dtype: str | None = None) -> ModelShape | None:
     """The shape of a model in a local folder (its ``config.json``), or None (a hub name, an unknown layout)."""
     path = os.path.join(os.path.expanduser(str(model)), "config.json")
@@ -197,7 +214,7 @@ def gpu_memory_bytes(index: int = 0) -> tuple[int, str] | None:
     try:
         import pynvml
     except ImportError:
-        return None
+        return _nvidia_smi_memory(index)
     vis = os.environ.get("CUDA_VISIBLE_DEVICES")
     try:
         pynvml.nvmlInit()
@@ -211,6 +228,30 @@ def gpu_memory_bytes(index: int = 0) -> tuple[int, str] | None:
         name = pynvml.nvmlDeviceGetName(h)
         return int(pynvml.nvmlDeviceGetMemoryInfo(h).total), name.decode() if isinstance(name, bytes) else str(name)
     except Exception:  # noqa: BLE001 - no driver, no such GPU: the sizing falls back to vLLM's defaults
+        return None
+
+
+# nvidia-smi answers in well under a second; a hung driver must not hold a run's start
+NVIDIA_SMI_TIMEOUT_S = 15.0
+
+
+def _nvidia_smi_memory(index: int) -> tuple[int, str] | None:
+    """What :func:`gpu_memory_bytes` returns, from ``nvidia-smi`` where NVML's Python binding is not installed (a
+    GPU machine with vLLM but not ``nvidia-ml-py``): the driver's own tool, which creates no CUDA context."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    vis = [d.strip() for d in (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",") if d.strip()]
+    target = (vis[index] if index < len(vis) else vis[0]) if vis else str(index)
+    try:
+        out = subprocess.run([exe, "--query-gpu=memory.total,name", "--format=csv,noheader,nounits", "-i", target],
+                             capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=True).stdout
+        mib, name = out.strip().splitlines()[0].split(",", 1)
+        return int(float(mib)) * 1024 * 1024, name.strip()
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
 
 

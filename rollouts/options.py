@@ -71,7 +71,8 @@ class VLLMOptions:
                                              "local to each node.", shown="~/.cache/vllm (VLLM_CACHE_ROOT)")
     vllm_inproc: bool = option(False, "vllm: the engine core in the worker's process: faster starts, "
                                       "fewer tokens/s (BENCHMARKS.md).")
-    engines_per_gpu: int = option(DEFAULT_ENGINES_PER_GPU, "vllm: engines per GPU (docs/gpus.md).")
+    engines_per_gpu: int = option(DEFAULT_ENGINES_PER_GPU, "vllm: engines per GPU; 0: sized from the model and "
+                                                           "the GPU (docs/gpus.md).")
     max_num_seqs: int | None = option(None, "vllm: sequences per engine step.",
                                       shown="vLLM's")
     max_num_batched_tokens: int | None = option(None, "vllm: tokens per engine step.",
@@ -90,8 +91,9 @@ class VLLMOptions:
             out.append(f"--tensor-parallel-size must be at least 1, got {self.tensor_parallel_size}")
         if not 0 < self.gpu_memory_utilization <= 1:
             out.append(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        if self.engines_per_gpu < 1:
-            out.append(f"--engines-per-gpu must be at least 1, got {self.engines_per_gpu}")
+        if self.engines_per_gpu < 0:
+            out.append(f"--engines-per-gpu must be 0 (sized from the model and the GPU) or more, got "
+                       f"{self.engines_per_gpu}")
         elif self.engines_per_gpu > 1 and self.tensor_parallel_size > 1:
             out.append(f"--engines-per-gpu {self.engines_per_gpu} needs --tensor-parallel-size 1 (an engine spread "
                        "over several GPUs cannot share them by fractions)")

@@ -114,10 +114,26 @@ def _vllm_prepare(o: VLLMOptions, cpus: float) -> None:
     os.environ.update(_vllm_env(o))
 
 
-def engines_here(o: VLLMOptions) -> int:
-    """Engines this worker runs: ``engines_per_gpu`` on a whole GPU, one where Ray gave the worker a fraction of
+def engines_per_gpu(o: VLLMOptions, model: str, dtype: str | None = None) -> int:
+    """``--engines-per-gpu`` as given, or for 0 (auto) the count :func:`rollouts.engine_sizing.auto_engines_per_gpu`
+    picks from the model (a local folder's config.json) and this process's GPU; one whatever the sizes where
+    several engines are not possible (tensor parallelism, the offline engine) or not measured (the deterministic
+    mode's batch invariance)."""
+    if o.engines_per_gpu >= 1:
+        return o.engines_per_gpu
+    if o.tensor_parallel_size > 1 or o.vllm_engine == "offline" or o.deterministic:
+        return 1
+    from .engine_sizing import auto_engines_per_gpu, gpu_memory_bytes, model_shape
+
+    gpu = gpu_memory_bytes()
+    return auto_engines_per_gpu(model_shape(model, dtype), gpu[0] if gpu else None, gpu[1] if gpu else "")
+
+
+def engines_here(o: VLLMOptions, model: str = "", dtype: str | None = None) -> int:
+    """Engines this worker runs: the GPU's engine count on a whole GPU, one where Ray gave the worker a fraction of
     one (the other engines of that GPU are other workers)."""
-    if o.engines_per_gpu <= 1:
+    n = engines_per_gpu(o, model, dtype)
+    if n <= 1:
         return 1
     import sys
 
@@ -129,7 +145,7 @@ def engines_here(o: VLLMOptions) -> int:
             got = None
         if got is not None and got < 1:
             return 1
-    return o.engines_per_gpu
+    return n
 
 
 def vllm_engine_settings(m: ModelRef, o: VLLMOptions):
@@ -139,7 +155,7 @@ def vllm_engine_settings(m: ModelRef, o: VLLMOptions):
 
     gpu = gpu_memory_bytes()
     return engine_settings(model_shape(m.model, m.dtype), gpu[0] if gpu else None,
-                           engines_per_gpu=o.engines_per_gpu, gpu_memory_utilization=o.gpu_memory_utilization,
+                           engines_per_gpu=engines_per_gpu(o, m.model, m.dtype), gpu_memory_utilization=o.gpu_memory_utilization,
                            seq_tokens=o.max_model_len or DEFAULT_MAX_MODEL_LEN, max_num_seqs=o.max_num_seqs,
                            max_num_batched_tokens=o.max_num_batched_tokens, gpu_name=gpu[1] if gpu else "",
                            # the deterministic mode keeps the capture sizes its batch invariance was measured with
@@ -166,13 +182,13 @@ def _vllm_build(m: ModelRef, o: VLLMOptions):
     import logging
 
     logging.getLogger("mcprm").info("vllm engines: %s", settings.describe())
-    if o.engines_per_gpu == 1:
+    if settings.engines_per_gpu == 1:
         return _vllm_class()(**kw)  # one engine per GPU: nothing else starts on it
     from .engine_sizing import gpu_start_lock
 
     engines = []
     try:
-        for _ in range(engines_here(o)):
+        for _ in range(engines_here(o, m.model, m.dtype)):
             with gpu_start_lock():
                 engines.append(_vllm_class()(**kw))
     except BaseException:

@@ -12,10 +12,10 @@ import tempfile
 import time
 
 import ray
+from _ray_files import own_ray_files  # this folder: the script runs as a file, its folder first on sys.path
 from ray.cluster_utils import Cluster
 
 from pipeline.config import LabelConfig
-from pipeline.execution import ray_temp
 from pipeline.execution.ray_cluster import check_resources, worker_shape
 
 
@@ -40,27 +40,27 @@ class Probe:
 
 def main() -> None:
     nodes, gpus_per_node = int(sys.argv[1]), int(sys.argv[2])
-    folder = ray_temp.new()  # Ray's files in a folder of this probe's own, not a session folder left in /tmp/ray
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2 * gpus_per_node, "num_gpus": gpus_per_node,
-                                                            "include_dashboard": False, "temp_dir": folder})
-    lock_dir = tempfile.mkdtemp(prefix="mcprm-probe-locks-")
-    try:
-        for _ in range(nodes - 1):
-            cluster.add_node(num_cpus=2 * gpus_per_node, num_gpus=gpus_per_node)
-        ray.init(address=cluster.address, log_to_driver=False)
-        cluster.wait_for_nodes()
-        cfg = LabelConfig(backend="vllm", engines_per_gpu=2, model="/nonexistent")
-        n, cpus, gpus = worker_shape(ray, cfg)
-        check_resources(ray, cfg, n, cpus, gpus)
-        actor = ray.remote(num_cpus=cpus, num_gpus=gpus)(Probe)
-        probes = [actor.remote() for _ in range(n)]
-        got = ray.get([p.where.remote(lock_dir) for p in probes], timeout=120)
-        print(json.dumps({"shape": [n, cpus, gpus], "probes": got}))
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        ray_temp.remove(folder)
-        shutil.rmtree(lock_dir, ignore_errors=True)
+    with own_ray_files() as folder:  # Ray's files in a folder of this probe's own, not a session folder in /tmp/ray
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2 * gpus_per_node,
+                                                                "num_gpus": gpus_per_node,
+                                                                "include_dashboard": False, "temp_dir": folder})
+        lock_dir = tempfile.mkdtemp(prefix="mcprm-probe-locks-")
+        try:
+            for _ in range(nodes - 1):
+                cluster.add_node(num_cpus=2 * gpus_per_node, num_gpus=gpus_per_node)
+            ray.init(address=cluster.address, log_to_driver=False)
+            cluster.wait_for_nodes()
+            cfg = LabelConfig(backend="vllm", engines_per_gpu=2, model="/nonexistent")
+            n, cpus, gpus = worker_shape(ray, cfg)
+            check_resources(ray, cfg, n, cpus, gpus)
+            actor = ray.remote(num_cpus=cpus, num_gpus=gpus)(Probe)
+            probes = [actor.remote() for _ in range(n)]
+            got = ray.get([p.where.remote(lock_dir) for p in probes], timeout=120)
+            print(json.dumps({"shape": [n, cpus, gpus], "probes": got}))
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
+            shutil.rmtree(lock_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -66,10 +66,11 @@ def test_two_node_cluster_and_node_removed_mid_run(small_input, reference_run, t
     from ray.cluster_utils import Cluster
 
     _, _, ref = reference_run
-    from pipeline.execution import ray_temp
+    from ._ray_files import own_ray_files
 
     ray.shutdown()
-    folder = ray_temp.new()  # Ray's files in a folder of this test's own, not a session folder left in /tmp/ray
+    files = own_ray_files()  # Ray's files in a folder of this test's own, not a session folder left in /tmp/ray
+    folder = files.__enter__()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": folder})
     worker = cluster.add_node(num_cpus=1)
     try:
@@ -100,5 +101,5 @@ def test_two_node_cluster_and_node_removed_mid_run(small_input, reference_run, t
     finally:
         ray.shutdown()
         cluster.shutdown()
-        ray_temp.remove(folder)
+        files.__exit__(None, None, None)
         time.sleep(1)

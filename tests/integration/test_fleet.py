@@ -22,18 +22,17 @@ def two_nodes():
     is the slow part of each on a loaded 2-core machine) and each leaves it as it found it: its fleets down."""
     from ray.cluster_utils import Cluster
 
-    from pipeline.execution import ray_temp
+    from ._ray_files import own_ray_files
 
-    folder = ray_temp.new()  # Ray's files in a folder of this module's own, not a session folder left in /tmp/ray
-    cluster = Cluster(initialize_head=True, connect=False,
-                      head_node_args={"num_cpus": 1, "include_dashboard": False, "temp_dir": folder})
-    try:
-        cluster.add_node(num_cpus=1)
-        cluster.wait_for_nodes()
-        yield cluster
-    finally:
-        cluster.shutdown()
-        ray_temp.remove(folder)
+    with own_ray_files() as folder:  # Ray's files in a folder of this module's own, not a session folder in /tmp/ray
+        cluster = Cluster(initialize_head=True, connect=False,
+                          head_node_args={"num_cpus": 1, "include_dashboard": False, "temp_dir": folder})
+        try:
+            cluster.add_node(num_cpus=1)
+            cluster.wait_for_nodes()
+            yield cluster
+        finally:
+            cluster.shutdown()
 
 
 @pytest.mark.timeout(1500)  # a two-node Ray cluster started, then a run on it (loaded 2-core machine)

@@ -114,10 +114,13 @@ def test_bundled_model_shape_is_read_from_its_folder():
 
 
 def test_no_nvml_no_gpu_memory():
+    import shutil
+
     try:
         import pynvml  # noqa: F401
     except ImportError:
-        assert gpu_memory_bytes() is None
+        if shutil.which("nvidia-smi") is None:
+            assert gpu_memory_bytes() is None
 
 
 def test_roofline_of_the_1_5b_on_an_h200():
@@ -133,8 +136,8 @@ def test_options_carry_engines_per_gpu():
         LabelConfig(backend="vllm", engines_per_gpu=2, tensor_parallel_size=2)
     with pytest.raises(ConfigError, match="streaming engine"):
         LabelConfig(backend="vllm", engines_per_gpu=2, vllm_engine="offline")
-    with pytest.raises(ConfigError, match="engines-per-gpu must be at least 1"):
-        LabelConfig(backend="vllm", engines_per_gpu=0)
+    with pytest.raises(ConfigError, match="engines-per-gpu must be 0 .sized from the model and the GPU. or more"):
+        LabelConfig(backend="vllm", engines_per_gpu=-1)
     with pytest.raises(ConfigError, match="max-num-seqs"):
         LabelConfig(backend="vllm", max_num_seqs=0)
 
@@ -144,7 +147,69 @@ def test_engines_here_whole_gpu_outside_ray():
     from rollouts.registry import engines_here
 
     assert engines_here(VLLMOptions(engines_per_gpu=3)) == 3
-    assert engines_here(VLLMOptions()) == 1
+    assert engines_here(VLLMOptions(engines_per_gpu=1)) == 1
+
+
+def _pretend_gpu(monkeypatch, gpu):
+    from rollouts import engine_sizing
+
+    monkeypatch.setattr(engine_sizing, "gpu_memory_bytes", lambda index=0: gpu)
+
+
+def _model_folder(tmp_path, cfg):
+    import json
+
+    d = tmp_path / "model"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return str(d)
+
+
+def test_auto_engines_two_for_a_small_model_on_a_big_gpu_else_one():
+    from rollouts.engine_sizing import auto_engines_per_gpu
+
+    small, big = ModelShape.from_config(QWEN_1_5B), ModelShape.from_config(QWEN_7B)
+    assert auto_engines_per_gpu(small, H200, "NVIDIA H200") == 2  # the one case measured to gain
+    assert auto_engines_per_gpu(big, H200, "NVIDIA H200") == 1  # 15 GiB of weights: past the bound
+    assert auto_engines_per_gpu(small, 48 * GiB, "NVIDIA L40S") == 1  # vLLM's small-GPU limits
+    assert auto_engines_per_gpu(small, 80 * GiB, "NVIDIA A100-SXM4-80GB") == 1
+    assert auto_engines_per_gpu(None, H200) == 1 and auto_engines_per_gpu(small, None) == 1
+
+
+def test_auto_engines_resolved_once_in_the_config_from_the_model_and_the_gpu(monkeypatch, tmp_path):
+    model = _model_folder(tmp_path, QWEN_1_5B)
+    _pretend_gpu(monkeypatch, (H200, "NVIDIA H200"))
+    c = LabelConfig(backend="vllm", model=model).resolved()
+    assert c.vllm.engines_per_gpu == 2 and c.worker_gpus == 0.5  # two Ray workers on the GPU, an engine each
+    assert LabelConfig(backend="vllm", model=model, engines_per_gpu=1).resolved().vllm.engines_per_gpu == 1
+    # where several engines cannot run, or were not measured, auto means one whatever the sizes
+    for extra in ({"tensor_parallel_size": 2}, {"vllm_engine": "offline"}, {"deterministic": True}):
+        assert LabelConfig(backend="vllm", model=model, **extra).resolved().vllm.engines_per_gpu == 1, extra
+    _pretend_gpu(monkeypatch, None)  # a driver that sees no GPU (a CPU head node): one, said in docs/gpus.md
+    assert LabelConfig(backend="vllm", model=model).resolved().vllm.engines_per_gpu == 1
+    _pretend_gpu(monkeypatch, (H200, "NVIDIA H200"))
+    assert LabelConfig(backend="vllm", model=_model_folder(tmp_path, QWEN_7B)).resolved().vllm.engines_per_gpu == 1
+    # the other backends keep their own sections untouched
+    assert LabelConfig(backend="hf").resolved().vllm.engines_per_gpu == 0
+
+
+def test_nvidia_smi_answers_where_nvml_is_not_installed(monkeypatch, tmp_path):
+    import os
+    import stat
+    import sys
+
+    from rollouts import engine_sizing
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    fake = tmp_path / "nvidia-smi"  # the driver's tool, as it answers this query on the lent H200
+    fake.write_text('#!/bin/sh\necho "$@" > "$(dirname "$0")/args"\necho "143771, NVIDIA H200"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert engine_sizing.gpu_memory_bytes() == (H200, "NVIDIA H200")
+    assert "-i 3" in (tmp_path / "args").read_text()  # the GPU this process was given, not the first
+    fake.write_text("#!/bin/sh\nexit 9\n")
+    assert engine_sizing.gpu_memory_bytes() is None
 
 
 def test_start_lock_serialises_starts_on_one_gpu(tmp_path, monkeypatch):
@@ -212,10 +277,17 @@ def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkey
     assert [kw["gpu_memory_utilization"] for kw in built] == [0.425, 0.425]
     assert all(kw["max_num_seqs"] == 512 and kw["seed"] == 3 for kw in built)
     built.clear()
-    one = registry._vllm_build(ref, VLLMOptions())
+    one = registry._vllm_build(ref, VLLMOptions(engines_per_gpu=1))
     assert isinstance(one, Engine) and built == [{"model": "/nonexistent-model", "tokenizer": None,
                                                   "tensor_parallel_size": 1, "seed": 3, "engine": "loop",
                                                   "gpu_memory_utilization": 0.85}]
+    # auto in the worker itself (a path that did not resolve it first): the model folder and the GPU decide
+    built.clear()
+    _pretend_gpu(monkeypatch, (H200, "NVIDIA H200"))
+    ref = registry.ModelRef(model=_model_folder(tmp_path, QWEN_1_5B), tokenizer=None, dtype=None, seed=3)
+    auto = registry._vllm_build(ref, VLLMOptions())
+    assert isinstance(auto, MultiEngineBackend) and len(auto.engines) == 2
+    assert [kw["gpu_memory_utilization"] for kw in built] == [0.425, 0.425]
 
 
 def test_fractional_gpus_count_workers_and_gpus_held():
