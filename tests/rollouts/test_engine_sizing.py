@@ -242,6 +242,33 @@ def test_start_lock_serialises_starts_on_one_gpu(tmp_path, monkeypatch):
     assert order == ["first in", "first out", "second in"]
 
 
+def test_start_lock_is_free_once_released_while_a_forked_child_lives(tmp_path, monkeypatch):
+    """An engine started under the lock forks its engine-core process, which inherits the lock's open file; the
+    GPU's next engine (another process) must get the lock when the first start ends, not when that engine dies."""
+    import multiprocessing
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    child = None
+    try:
+        with gpu_start_lock(folder=str(tmp_path)) as got:
+            assert got
+            child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(120,), daemon=True)
+            child.start()  # as vLLM's engine core: forked while the lock is held
+        code = ("import sys; from rollouts.engine_sizing import gpu_start_lock\n"
+                f"with gpu_start_lock(wait_s=60, folder={str(tmp_path)!r}) as got: print(got)")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                             env={**__import__("os").environ, "CUDA_VISIBLE_DEVICES": "0"})
+        assert out.stdout.strip() == "True", out.stderr  # False: it waited the whole 60 s and gave up
+        assert child.is_alive()  # the inheriting child still held the open file all along
+    finally:
+        if child is not None:
+            child.kill()
+            child.join(10)
+
+
 def test_start_lock_other_gpu_does_not_wait_and_the_wait_is_bounded(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     with gpu_start_lock(folder=str(tmp_path)):
@@ -249,8 +276,8 @@ def test_start_lock_other_gpu_does_not_wait_and_the_wait_is_bounded(tmp_path, mo
         with gpu_start_lock(folder=str(tmp_path), wait_s=30):
             pass  # GPU 1's lock is free
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-        with gpu_start_lock(folder=str(tmp_path), wait_s=0.3):
-            pass  # GPU 0's is held: gives up after wait_s and goes ahead
+        with gpu_start_lock(folder=str(tmp_path), wait_s=0.3) as got:
+            assert not got  # GPU 0's is held: gives up after wait_s and goes ahead
 
 
 def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkeypatch, tmp_path):
