@@ -16,9 +16,10 @@ from typing import Protocol, runtime_checkable
 
 VLLM_ENGINES = ("loop", "async", "offline")  # the vllm backend's engines (rollouts/vllm_backend.py)
 DEFAULT_VLLM_ENGINE = "loop"  # streaming; measured the fastest (BENCHMARKS.md)
-# vLLM engines sharing one GPU: 0 sizes the count from the model and the GPU (rollouts/engine_sizing.py,
-# auto_engines_per_gpu, says why and when more than one)
-DEFAULT_ENGINES_PER_GPU = 0
+# vLLM engines sharing one GPU. One: `mcprm label` with two on an H200 at 1.5B ran at 0.33x one's tokens/s
+# (BENCHMARKS.md, "Engine levers on one H200"), though two raw engines ran at 1.57x one; 0 asks for the count
+# sized from the model and the GPU (rollouts/engine_sizing.py, auto_engines_per_gpu)
+DEFAULT_ENGINES_PER_GPU = 1
 DEFAULT_MAX_MODEL_LEN = 4096  # the vllm backend's context when --max-model-len is not given
 
 

@@ -12,8 +12,9 @@ side (scheduling, input preparation, output processing, about 40 us per sequence
 than the forward pass, and more sequences per engine only lengthen each step (measured: 26-39 k tokens/s at 512
 sequences, 18-25 k at 2,048-4,096), while the KV cache stays 1-2 % used. N engine processes each with 1/N of
 the memory share run their host work on N cores and interleave their forward passes on the one GPU. How many is
-best is a measurement (bench/gpu_levers.py). Left at 0 (auto), :func:`auto_engines_per_gpu` picks two for a
-small model on a big GPU, the case measured to gain, and one everywhere else.
+best is a measurement (bench/gpu_levers.py): two raw engines gained, `mcprm label` with two did not yet, so the
+default is one; given 0, :func:`auto_engines_per_gpu` picks two for a small model on a big GPU (the case the raw
+engines gained in) and one everywhere else.
 
 :func:`engine_settings` is pure arithmetic on numbers (tested on CPU); :func:`model_shape` reads a local model's
 ``config.json`` and :func:`gpu_memory_bytes` asks the NVIDIA driver (NVML, if installed) without initialising
@@ -45,11 +46,11 @@ VLLM_CUDA_GRAPH_MAX = 512
 # graphs (about 1 GiB at 1.5B), plus the step's activations and the sampler's float32 logits (counted below).
 ENGINE_FIXED_BYTES = 1 * GiB
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "half": 2, "float32": 4, "float": 4, "auto": 2}
-# --engines-per-gpu 0 (auto) starts two engines on a GPU of at least VLLM_BIG_GPU_BYTES for a model of at most
-# this much weight, one otherwise. Two were measured at 1.5B on an H200 (with CUDA graphs up to 1,024 sequences:
-# 1.57x one engine's tokens/s, the GPU busy 0.92 of the time against 0.45); four started at once failed, and a
-# larger model's forward pass fills more of the GPU's time by itself while more engines split its KV cache. The
-# bound (about 4B parameters in bf16) reaches past the one size measured; a model above it gets one engine.
+# --engines-per-gpu 0 (sized) starts two engines on a GPU of at least VLLM_BIG_GPU_BYTES for a model of at most
+# this much weight, one otherwise. Two raw vLLM engines were measured at 1.5B on an H200 (with CUDA graphs up to
+# 1,024 sequences: 1.57x one engine's tokens/s, the GPU busy 0.92 of the time against 0.45); four started at once
+# failed, and a larger model's forward pass fills more of the GPU's time by itself while more engines split its
+# KV cache. The bound (about 4B parameters in bf16) reaches past the one size measured.
 AUTO_SEVERAL_MAX_WEIGHT_BYTES = 8 * GiB
 AUTO_ENGINES_SMALL_MODEL = 2
 

@@ -176,21 +176,23 @@ def test_auto_engines_two_for_a_small_model_on_a_big_gpu_else_one():
     assert auto_engines_per_gpu(None, H200) == 1 and auto_engines_per_gpu(small, None) == 1
 
 
-def test_auto_engines_resolved_once_in_the_config_from_the_model_and_the_gpu(monkeypatch, tmp_path):
+def test_sized_engines_resolved_once_in_the_config_from_the_model_and_the_gpu(monkeypatch, tmp_path):
     model = _model_folder(tmp_path, QWEN_1_5B)
     _pretend_gpu(monkeypatch, (H200, "NVIDIA H200"))
-    c = LabelConfig(backend="vllm", model=model).resolved()
+    assert LabelConfig(backend="vllm", model=model).resolved().vllm.engines_per_gpu == 1  # the default: one
+    c = LabelConfig(backend="vllm", model=model, engines_per_gpu=0).resolved()
     assert c.vllm.engines_per_gpu == 2 and c.worker_gpus == 0.5  # two Ray workers on the GPU, an engine each
     assert LabelConfig(backend="vllm", model=model, engines_per_gpu=1).resolved().vllm.engines_per_gpu == 1
     # where several engines cannot run, or were not measured, auto means one whatever the sizes
     for extra in ({"tensor_parallel_size": 2}, {"vllm_engine": "offline"}, {"deterministic": True}):
-        assert LabelConfig(backend="vllm", model=model, **extra).resolved().vllm.engines_per_gpu == 1, extra
+        assert LabelConfig(backend="vllm", model=model, engines_per_gpu=0, **extra).resolved().vllm.engines_per_gpu == 1, extra
     _pretend_gpu(monkeypatch, None)  # a driver that sees no GPU (a CPU head node): one, said in docs/gpus.md
-    assert LabelConfig(backend="vllm", model=model).resolved().vllm.engines_per_gpu == 1
+    assert LabelConfig(backend="vllm", model=model, engines_per_gpu=0).resolved().vllm.engines_per_gpu == 1
     _pretend_gpu(monkeypatch, (H200, "NVIDIA H200"))
-    assert LabelConfig(backend="vllm", model=_model_folder(tmp_path, QWEN_7B)).resolved().vllm.engines_per_gpu == 1
+    big = _model_folder(tmp_path, QWEN_7B)
+    assert LabelConfig(backend="vllm", model=big, engines_per_gpu=0).resolved().vllm.engines_per_gpu == 1
     # the other backends keep their own sections untouched
-    assert LabelConfig(backend="hf").resolved().vllm.engines_per_gpu == 0
+    assert LabelConfig(backend="hf", engines_per_gpu=0).resolved().vllm.engines_per_gpu == 0
 
 
 def test_nvidia_smi_answers_where_nvml_is_not_installed(monkeypatch, tmp_path):
@@ -312,7 +314,7 @@ def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkey
     built.clear()
     _pretend_gpu(monkeypatch, (H200, "NVIDIA H200"))
     ref = registry.ModelRef(model=_model_folder(tmp_path, QWEN_1_5B), tokenizer=None, dtype=None, seed=3)
-    auto = registry._vllm_build(ref, VLLMOptions())
+    auto = registry._vllm_build(ref, VLLMOptions(engines_per_gpu=0))
     assert isinstance(auto, MultiEngineBackend) and len(auto.engines) == 2
     assert [kw["gpu_memory_utilization"] for kw in built] == [0.425, 0.425]
 
