@@ -282,7 +282,7 @@ def gpu_start_lock(wait_s: float = START_LOCK_WAIT_S, folder: str | None = None)
     os.makedirs(d, mode=0o700, exist_ok=True)
     path = os.path.join(d, f"{socket.gethostname()}-{gpus}.lock")
     f = open(path, "a")
-    got = False
+    got = waiting = False
     try:
         deadline = time.monotonic() + wait_s
         while True:
@@ -291,6 +291,9 @@ def gpu_start_lock(wait_s: float = START_LOCK_WAIT_S, folder: str | None = None)
                 got = True
                 break
             except BlockingIOError:
+                if not waiting:  # said once: a silent wait of minutes reads as a hang
+                    waiting = True
+                    log.info("another engine is starting on this GPU; this one waits for it (at most %.0f s)", wait_s)
                 if time.monotonic() >= deadline:
                     log.warning("another engine has been starting on this GPU for over %.0f s; starting anyway",
                                 wait_s)
