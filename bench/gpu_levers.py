@@ -77,6 +77,10 @@ PRESETS = {
     # after A: the best raw configuration (two engines, graphs up to the batch) beside mcprm's loop backend on the
     # same work and beside `mcprm label` with one and two engines at mcprm's defaults (graphs up to the limit)
     "D": "e2+graphs1024,mcprm+e2+graphs1024,label+e2,label",
+    # `mcprm label` with one engine and with two on a job large enough to fill two engines' batches (with
+    # --label-solutions 400 --lever-s 330): 48 solutions were cut into 8 shards of 6 for two workers, a quarter of
+    # one engine's batch each; one engine first, so the call's cold start is not charged to two
+    "E": "label,label+e2",
 }
 # dense bf16 peak FLOP/s (the roofline's ceiling), by a word of the GPU's name
 PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
