@@ -56,7 +56,7 @@ def generate_cmd(
     problem_field: Annotated[str, typer.Option(help="Input field holding the problem.")] = option_default("problem_field"),
     answer_field: Annotated[str, typer.Option(help="Input field holding the gold answer.")] = option_default("answer_field"),
     id_field: Annotated[str, typer.Option(help="Input field holding the problem id.")] = option_default("id_field"),
-    engines_per_gpu: Annotated[int, typer.Option(help="vllm: engines sharing the GPU, each with 1/N of its memory share.")] = option_default("engines_per_gpu"),
+    engines_per_gpu: Annotated[int, typer.Option(help="vllm: engines sharing the GPU, each with 1/N of its memory share; 0: sized from the model and the GPU.")] = option_default("engines_per_gpu"),
     show_progress: Annotated[bool, typer.Option("--progress/--no-progress", help="A progress line on stderr after "
                                                 "each batch of problems.")] = True,
 ) -> None:
