@@ -71,8 +71,7 @@ class VLLMOptions:
                                              "local to each node.", shown="~/.cache/vllm (VLLM_CACHE_ROOT)")
     vllm_inproc: bool = option(False, "vllm: the engine core in the worker's process: faster starts, "
                                       "fewer tokens/s (BENCHMARKS.md).")
-    engines_per_gpu: int = option(DEFAULT_ENGINES_PER_GPU, "vllm: engines per GPU; 0: sized from the model and "
-                                                           "the GPU (docs/gpus.md).")
+    engines_per_gpu: int = option(DEFAULT_ENGINES_PER_GPU, "vllm: engines per GPU; 0: sized.")
     max_num_seqs: int | None = option(None, "vllm: sequences per engine step.",
                                       shown="vLLM's")
     max_num_batched_tokens: int | None = option(None, "vllm: tokens per engine step.",
