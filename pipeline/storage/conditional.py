@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from pipeline.storage.errors import StorageError
+from pipeline.storage.fs import cat_whole
 from pipeline.storage.fs import is_memory as _is_memory
 from pipeline.storage.fs import is_s3 as _is_s3
 
@@ -158,7 +159,7 @@ class ConditionalWrites:
             try:
                 self.fs.invalidate_cache(full)
                 before = self.fs.info(full).get("ETag")
-                data = self.fs.cat_file(full)
+                data = cat_whole(self.fs, full)
                 self.fs.invalidate_cache(full)
                 after = self.fs.info(full).get("ETag")
             except FileNotFoundError:

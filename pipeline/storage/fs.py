@@ -12,6 +12,9 @@ whatever works with fsspec for a URL works for mcprm.
 
 from __future__ import annotations
 
+import functools
+import inspect
+import sys
 from typing import Any
 
 
@@ -56,3 +59,30 @@ def is_s3(fs) -> bool:
     except ImportError:
         return False
     return isinstance(fs, S3FileSystem)
+
+
+def s3_bucket(fs, path: str) -> str | None:
+    """The bucket of ``path`` when ``fs`` is an s3fs filesystem (a subclass too), else None. Never imports s3fs:
+    a filesystem of s3fs exists only once s3fs is imported."""
+    mod = sys.modules.get("s3fs")
+    if mod is None or not isinstance(fs, mod.S3FileSystem):
+        return None
+    return path.lstrip("/").split("/", 1)[0]
+
+
+def cat_whole(fs, full: str) -> bytes:
+    """The whole file ``full``; on S3 in one GET. s3fs's ``cat_file`` first asks for the size (a HEAD) to read a
+    large object in concurrent ranged GETs, unless told ``max_concurrency=1``: one request less per read, and the
+    bytes are one snapshot of the object whatever its size (ranged GETs of an object being replaced could mix two
+    of its versions). Other filesystems, and an s3fs without that option, read as they do."""
+    if s3_bucket(fs, full) is not None and _takes_max_concurrency(type(fs)):
+        return fs.cat_file(full, max_concurrency=1)
+    return fs.cat_file(full)
+
+
+@functools.cache
+def _takes_max_concurrency(cls) -> bool:
+    try:
+        return "max_concurrency" in inspect.signature(cls._cat_file).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False
