@@ -68,6 +68,10 @@ def start(temp_dir: str, token: str | None = None) -> dict:
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": token}
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])), **auth)
+    # The head's own script is the cluster's first driver, and Ray starts an idle worker per CPU for the first
+    # driver's job. That job never runs a task (the runs' drivers join later, each with a runtime environment of
+    # its own, which those workers do not have): a Python process per CPU, started for nothing, on every start.
+    env.setdefault("RAY_prestart_worker_first_driver", "0")
     dog = subprocess.Popen([sys.executable, "-m", "pipeline.execution.own_ray", temp_dir], stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, env=env, start_new_session=True, close_fds=True)
     import selectors
