@@ -65,3 +65,16 @@ def pytest_collection_modifyitems(config, items):
 
     heavy = {group(it) for it in items if it.get_closest_marker("slow") is not None}
     items.sort(key=lambda it: group(it) not in heavy)  # stable: the collection order otherwise
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        for it in items:
+            _name_group(it, group(it))
+
+
+def _name_group(item, name: str) -> None:
+    """xdist reads a test's group from its node id (``path::test@group``: what the controller schedules by),
+    which its own hook writes as ``item._nodeid``. pytest 9.2 keeps the id in ``item._id`` and no longer reads
+    ``_nodeid``: xdist's suffix is lost there and every test is scheduled on its own, a module's tests spread over
+    both workers, each building the module's shared fixtures. Where the id lives in ``_id`` it is written here;
+    elsewhere xdist's hook, which runs after this one, writes it as before."""
+    if hasattr(item, "_id") and not item.nodeid.endswith(f"@{name}"):
+        item._id = type(item._id).parse(f"{item.nodeid}@{name}")
