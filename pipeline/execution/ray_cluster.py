@@ -171,6 +171,13 @@ def refresh_ray_config() -> None:
         from ray._raylet import Config
 
         Config.initialize("")
+        # the token Ray read is cached apart from the mode: dropped too (after the mode, as Ray's own test helper
+        # does), or a Ray this process starts later, with the variables gone, is asked for the old token
+        try:
+            from ray._raylet import AuthenticationTokenLoader
+        except ImportError:  # a Ray without token authentication: nothing cached
+            return
+        AuthenticationTokenLoader.instance().reset_cache()
 
 
 def _start_own_ray() -> None:
