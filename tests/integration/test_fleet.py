@@ -14,6 +14,8 @@ from pipeline.run import label
 
 from .conftest import N_ROWS, make_cfg, rows_by_key, run_mcprm
 
+pytestmark = pytest.mark.slow  # a two-node Ray cluster and fleets over it, minutes in all (started first: tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def two_nodes():

@@ -26,6 +26,8 @@ from pipeline.processes import pid_alive
 
 from .conftest import ROOT, own_actor_pids, popen_mcprm, rows_by_key, run_mcprm, wait_for
 
+pytestmark = pytest.mark.slow  # four runs with kept workers and this machine's Ray, minutes in all (started first: tests/conftest.py)
+
 ARGS = ("--k", "2", "--strategy", "per-step", "--max-new-tokens", "48", "--shard-size", "3", "--executor", "ray",
         "--num-workers", "1", "--cpus-per-worker", "1", "--quiet")
 
