@@ -161,21 +161,13 @@ _DEF_CORPUS_IDENTITY_FIELDS = {
 }
 
 
-def test_a_default_corpus_made_before_keeps_its_identity(tmp_path, monkeypatch):
-    """The data run's label command, parsed by the CLI, hashes to the identity its corpus "def" was written with,
-    also with the engine's speed options of later code set (engines per GPU, CUDA graphs, batch limits: no part of
-    what a label means). A failure here means every corpus labeled with the defaults can no longer be refreshed:
-    an option added since must be declared ``identity="non-default"`` (with ``legacy`` if labeling did otherwise
-    before it), unless the labels' meaning really changed, and then the data run's corpora start afresh."""
+def _configs_label_builds(monkeypatch, *arg_lists) -> list:
+    """The LabelConfig `mcprm label` builds from each argument list, caught before anything runs."""
     from typer.testing import CliRunner
 
-    import pipeline.config
     import pipeline.run
     from cli.main import app
 
-    # the model folder the data run converts on the GPU machine is not here: its fingerprint, as recorded
-    monkeypatch.setattr(pipeline.config, "model_fingerprint",
-                        lambda m: _DEF_CORPUS_IDENTITY_FIELDS["model"] if m == "/tmp/qwen" else m)
     seen = []
 
     def fake_label(cfg):
@@ -184,13 +176,28 @@ def test_a_default_corpus_made_before_keeps_its_identity(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pipeline.run, "label", fake_label)
     monkeypatch.setattr("cli.label.preflight", lambda cfg, output=True: None)  # vllm on a machine without a GPU
+    for args in arg_lists:
+        CliRunner().invoke(app, ["label", *args])
+    return seen
+
+
+def test_a_default_corpus_made_before_keeps_its_identity(tmp_path, monkeypatch):
+    """The data run's label command, parsed by the CLI, hashes to the identity its corpus "def" was written with,
+    also with the engine's speed options of later code set (engines per GPU, CUDA graphs, batch limits: no part of
+    what a label means). A failure here means every corpus labeled with the defaults can no longer be refreshed:
+    an option added since must be declared ``identity="non-default"`` (with ``legacy`` if labeling did otherwise
+    before it), unless the labels' meaning really changed, and then the data run's corpora start afresh."""
+    import pipeline.config
+
+    # the model folder the data run converts on the GPU machine is not here: its fingerprint, as recorded
+    monkeypatch.setattr(pipeline.config, "model_fingerprint",
+                        lambda m: _DEF_CORPUS_IDENTITY_FIELDS["model"] if m == "/tmp/qwen" else m)
     run = ["--input", "a.jsonl", "--output", str(tmp_path / "c_def"), "--no-progress", "--backend", "vllm",
            "--model", "/tmp/qwen", "--prompt-format", "chat",
            "--prompt-template", _DEF_CORPUS_IDENTITY_FIELDS["prompt_template"], "--max-new-tokens", "512",
            "--max-model-len", "4096"]
     speed = ["--engines-per-gpu", "2", "--cuda-graph-max", "0", "--max-num-seqs", "256"]
-    for args in (run, run + speed):
-        CliRunner().invoke(app, ["label", *args])
+    seen = _configs_label_builds(monkeypatch, run, run + speed)
     assert len(seen) == 2 and seen[1].engines_per_gpu == 2
     for cfg in seen:
         assert cfg.identity_dict() == _DEF_CORPUS_IDENTITY_FIELDS
@@ -222,26 +229,12 @@ def test_tree_sections_and_flat_names():
 
 
 def test_cli_and_run_file_build_the_same_tree(tmp_path, monkeypatch):
-    from typer.testing import CliRunner
-
-    import pipeline.run
-    from cli.main import app
-
-    seen = []
-
-    def fake_label(cfg):
-        seen.append(cfg)
-        raise RuntimeError("stop here")
-
-    monkeypatch.setattr(pipeline.run, "label", fake_label)
-    monkeypatch.setattr("cli.label.preflight", lambda cfg, output=True: None)  # vllm on a machine without a GPU
     args = ["--k", "3", "--strategy", "adaptive", "--top-p", "0.5", "--backend", "vllm", "--vllm-engine", "async",
             "--no-early-stop", "--input", "a.jsonl", "--output", str(tmp_path / "o")]
-    CliRunner().invoke(app, ["label", *args])
     f = tmp_path / "run.yaml"
     f.write_text(f"k: 3\nstrategy: adaptive\ntop-p: 0.5\nbackend: vllm\nvllm_engine: async\nearly-stop: false\n"
                  f"input: a.jsonl\noutput: {tmp_path / 'o'}\n")
-    CliRunner().invoke(app, ["label", "--config", str(f)])
+    seen = _configs_label_builds(monkeypatch, args, ["--config", str(f)])
     assert len(seen) == 2 and seen[0] == seen[1] and seen[0].vllm.vllm_engine == "async"
 
 
