@@ -80,6 +80,9 @@ ROWS = {  # name: (corpus, solutions, train options, optional)
     "def10000": ("def", 10000, "", False),
     "nt3000": ("nt", 3000, "", True),
     "ps3000soft": ("ps", 3000, "--targets soft", True),
+    # the PRM recipe before issue 49's protocol (class weights, the outcome threshold rule, the separator's
+    # embedding row left as the resize made it): the baseline the recipe table's rows are compared against
+    "today1500": ("def", 1500, "--class-balance --threshold-rule outcome --separator-init none", True),
 }
 
 # Seconds on one H200 at today's speed (README, "The data run"), for the runner's "does it fit" check and
