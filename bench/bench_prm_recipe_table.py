@@ -45,7 +45,7 @@ ROWS: dict[str, dict] = {
     "chat header": {"header_style": "chat"},
     "head lr x10": {"head_lr_scale": 10.0},
     "head-only warm-up 10%": {"head_only_ratio": 0.1},
-    "class balance": {"class_balance": True},
+    "no class balance": {"class_balance": False},
     "threshold outcome": {"threshold_rule": "outcome"},
     "threshold f1": {"threshold_rule": "f1"},
     "tolerance 1": {"error_tolerance": 1},

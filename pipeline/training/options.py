@@ -80,20 +80,22 @@ class TrainConfig:
     # with the head (on the real 1.5B model it did not help the head)
     weight_by_confidence: bool | None = option(None, "Weight each row's steps by its first-error confidence (a "
                                                      "row without one weighs 1).", shown="with the implicit kind")
-    # The weights multiply the odds the PRM learns by n_negative / n_positive, so its scores stop being
-    # probabilities and 0.5 no longer means "as likely wrong as right" (the threshold rule 0.5 and prm-min /
-    # prm-product compare those scores). None (auto): off for the head; on for the implicit kind, which without
-    # them ranked held-out steps of the bundled task below their position (step AUROC 0.61 against 0.69 for
-    # "later is worse")
-    class_balance: bool | None = option(None, "Weight the two classes inversely to their share of the training "
-                                              "steps: the scores then are no probabilities (the threshold 0.5, "
-                                              "prm-min and prm-product read them as such).",
-                                        shown="off for the head, on for the implicit kind")
-    threshold_rule: str | None = option(None, "The first-error threshold: 0.5 (a step more likely wrong than "
-                                              "right); outcome (where 'an error found' best matches 'final answer "
-                                              "wrong' on the validation problems, else f1); f1 (the F1-best one "
-                                              "against the validation problems' Monte Carlo first errors).",
-                                        shown="0.5 without class balance, else outcome")
+    # The weights multiply the odds the PRM learns by n_negative / n_positive, so 0.5 is where the two classes
+    # weigh the same, not "as likely wrong as right". Monte Carlo labels of a policy's own solutions are mostly
+    # positive; a head trained without the weights scores almost every step of another model's solutions above
+    # 0.5 (ProcessBench-MATH dev: F1 0 at 0.5, step AUROC lower too), with them its 0.5 finds the errors (BENCHMARKS,
+    # "PRM recipe on real text"). On for both kinds; the implicit kind without them ranked held-out steps of the
+    # bundled task below their position (step AUROC 0.61 against 0.69 for "later is worse")
+    class_balance: bool = option(True, "Weight the two classes inversely to their share of the training steps "
+                                       "(0.5 then is where the classes weigh the same).")
+    # A fitted threshold carries the policy's own validation rows to everyone's solutions: the outcome rule's 0.12
+    # found almost no first error on ProcessBench-MATH dev where 0.5 found most of what the best threshold finds.
+    # The implicit kind (the bundled tiny model, CPU) keeps the rule it was measured with
+    threshold_rule: str | None = option(None, "The first-error threshold: 0.5 (nothing fitted); outcome (where 'an "
+                                              "error found' best matches 'final answer wrong' on the validation "
+                                              "problems, else f1); f1 (the F1-best one against the validation "
+                                              "problems' Monte Carlo first errors).",
+                                        shown="0.5 for the head, outcome for the implicit kind")
     # where a Monte Carlo estimate of the first error is most often off by a step or two
     error_tolerance: int = option(0, "No loss on this many steps just before a row's first error, where a Monte "
                                      "Carlo first error is most often a step or two off (SCAN's tolerance).")
@@ -170,10 +172,8 @@ class TrainConfig:
 
         kind = self.kind if self.kind != "auto" else ("implicit" if n_params < TINY_PARAMS else "head")
         weight = self.weight_by_confidence if self.weight_by_confidence is not None else kind == "implicit"
-        balance = self.class_balance if self.class_balance is not None else kind == "implicit"
-        rule = self.threshold_rule if self.threshold_rule is not None else ("outcome" if balance else "0.5")
-        return dataclasses.replace(self, kind=kind, weight_by_confidence=weight, class_balance=balance,
-                                   threshold_rule=rule)
+        rule = self.threshold_rule if self.threshold_rule is not None else ("outcome" if kind == "implicit" else "0.5")
+        return dataclasses.replace(self, kind=kind, weight_by_confidence=weight, threshold_rule=rule)
 
     def layout(self) -> tuple[str, str]:
         """(separator, step suffix): the given ones, else the kind's (:data:`KIND_LAYOUT`)."""

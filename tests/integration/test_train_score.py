@@ -65,11 +65,11 @@ def test_default_kind_is_resolved_by_model_size():
     given = TrainConfig(corpus="c", output="o", kind="head", weight_by_confidence=True).resolved(n)
     assert (given.kind, given.weight_by_confidence) == ("head", True)  # what the user gave wins
     assert TrainConfig(corpus="c", output="o").resolved(n).layout() == ("\n", "")  # implicit reads the newline
-    # class weights and the outcome threshold where they were measured (implicit); probabilities and 0.5 for the head
+    # class weights for both kinds; the outcome threshold where it was measured (implicit), 0.5 for the head
     assert (small.class_balance, small.threshold_rule) == (True, "outcome")
-    assert (large.class_balance, large.threshold_rule) == (False, "0.5")
-    mixed = TrainConfig(corpus="c", output="o", kind="head", class_balance=True).resolved(n)
-    assert mixed.threshold_rule == "outcome"
+    assert (large.class_balance, large.threshold_rule) == (True, "0.5")
+    given = TrainConfig(corpus="c", output="o", kind="head", class_balance=False, threshold_rule="f1").resolved(n)
+    assert (given.class_balance, given.threshold_rule) == (False, "f1")
 
 
 def test_trained_prm_loads_with_plain_transformers_and_has_its_card(labeled, trained):
