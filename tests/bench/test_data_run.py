@@ -123,6 +123,13 @@ def test_pack_refuses_what_would_not_come_back_and_writes_nothing(tmp_path):
         assert t.getnames() == ["small.txt"]
 
 
+def _committed_versions() -> dict:
+    """The versions the committed corpus c_def holds, as STATE.json recorded them when the corpus was landed (the
+    two are committed together): what land must read from the archive itself."""
+    state = json.loads((ROOT / "bench" / "gpu_e2e" / "results" / "data_run" / "STATE.json").read_text())
+    return state["corpora"]["def"]["versions"]
+
+
 def test_a_copy_cut_off_leaves_the_old_file_whole_and_land_skips_the_temporary(tmp_path, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
@@ -150,7 +157,7 @@ def test_a_copy_cut_off_leaves_the_old_file_whole_and_land_skips_the_temporary(t
     assert (results / "c_def.tgz").read_bytes() == earlier
     assert not any(p.name.endswith(".tmp") for p in results.rglob("*"))
     st = json.loads((results / "STATE.json").read_text())
-    assert st["corpora"]["def"]["versions"] == {"1500": 1} and st["calls"][-1]["rc"] == 3
+    assert st["corpora"]["def"]["versions"] == _committed_versions() and st["calls"][-1]["rc"] == 3
     # a call made with other code than the pinned one is refused whole
     (out / "call.json").write_text(json.dumps({"code": {"label": "b" * 40, "train": "a" * 40}, "rc": 0}))
     r = _py(tmp_path, "land", out)
@@ -163,13 +170,14 @@ def test_a_call_cut_before_its_record_still_lands_its_whole_files(tmp_path):
     out.mkdir()
     _state(results)
     (out / "gen-t0375.jsonl.gz").write_bytes(gzip.compress(b'{"id": 1}\n{"id": 2}\n'))
-    seed = ROOT / "bench" / "gpu_e2e" / "results" / "data_run" / "c_def.tgz"  # the real seed corpus: version 1
+    seed = ROOT / "bench" / "gpu_e2e" / "results" / "data_run" / "c_def.tgz"  # the real corpus as committed
     (out / "c_def.tgz").write_bytes(seed.read_bytes())
     r = _py(tmp_path, "land", out)
     assert r.returncode == 0, r.stderr
     st = json.loads((results / "STATE.json").read_text())
     assert st["gen"]["t0375"]["solutions"] == 2
-    assert st["corpora"]["def"]["versions"] == {"1500": 1}  # read from the corpus's own version file
+    # read from the corpus's own version file, not from the call's record (it has none here)
+    assert st["corpora"]["def"]["versions"] == _committed_versions()
     assert st["calls"][-1]["rc"] is None
 
 
