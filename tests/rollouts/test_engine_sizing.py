@@ -46,13 +46,26 @@ def test_kv_cache_estimate_matches_what_vllm_allocated_on_an_h200():
     assert kv_gib == pytest.approx(117, rel=0.03)
 
 
-def test_one_engine_keeps_vllms_limits_and_captures_graphs_up_to_them():
+def test_one_engine_of_a_small_model_on_a_big_gpu_runs_2048_sequences_with_graphs_to_them():
     s = engine_settings(ModelShape.from_config(QWEN_1_5B), H200, gpu_name="NVIDIA H200")
-    # vLLM's own memory share and sequence limit; its CUDA graphs stop at 512 of the 1,024 sequences it runs
-    assert s.engine_kwargs() == {"gpu_memory_utilization": 0.85,
-                                 "compilation_config": {"max_cudagraph_capture_size": 1024}}
-    assert s.seqs_limit == 1024 and s.sequences_kv_holds > 1024  # KV for ~1,000 full 4k-token sequences and more
-    assert "CUDA graphs up to 1024" in s.describe()
+    assert s.engine_kwargs() == {"gpu_memory_utilization": 0.85, "max_num_seqs": 2048,
+                                 "max_num_batched_tokens": 32768,
+                                 "compilation_config": {"max_cudagraph_capture_size": 2048}}
+    # about 1,000 full 4k-token sequences at once, and all 2,048 at the ~800-token contexts of a labeling job
+    # (vLLM allocated 4,276,720 tokens for the real 1.5B on the H200)
+    assert s.seqs_limit == 2048 and s.sequences_kv_holds > 1000 and s.kv_cache_tokens >= 2048 * 800
+    assert "up to 2048 sequences" in s.describe() and "CUDA graphs up to 2048" in s.describe()
+    # a 7B keeps vLLM's limit (1,024 on a big GPU), its graphs captured up to it
+    big = engine_settings(ModelShape.from_config(QWEN_7B), H200, gpu_name="NVIDIA H200")
+    assert big.engine_kwargs() == {"gpu_memory_utilization": 0.85,
+                                   "compilation_config": {"max_cudagraph_capture_size": 1024}}
+    # so do two engines of the small model (each vLLM's 1,024: the measured best of two), a given capture size
+    # (--deterministic gives 0) and a given limit
+    assert engine_settings(ModelShape.from_config(QWEN_1_5B), H200, engines_per_gpu=2).seqs_limit == 1024
+    assert engine_settings(ModelShape.from_config(QWEN_1_5B), H200, cuda_graph_max=0).engine_kwargs() == {
+        "gpu_memory_utilization": 0.85}
+    given = engine_settings(ModelShape.from_config(QWEN_1_5B), H200, max_num_batched_tokens=8192)
+    assert given.seqs_limit == 1024 and "max_num_seqs" not in given.engine_kwargs()
 
 
 def test_graphs_follow_the_sequence_limit_and_the_user():
@@ -84,7 +97,8 @@ def test_small_and_a100_gpus_get_vllms_small_defaults():
     shape = ModelShape.from_config(QWEN_1_5B)
     assert engine_settings(shape, 80 * GiB, gpu_name="NVIDIA A100-SXM4-80GB").seqs_limit == 256
     assert engine_settings(shape, 24 * GiB, gpu_name="NVIDIA L4").seqs_limit == 256
-    assert engine_settings(shape, 80 * GiB, gpu_name="NVIDIA H100 80GB HBM3").seqs_limit == 1024
+    assert engine_settings(shape, 80 * GiB, gpu_name="NVIDIA H100 80GB HBM3").seqs_limit == 2048
+    assert engine_settings(ModelShape.from_config(QWEN_7B), 80 * GiB, gpu_name="NVIDIA H100 80GB HBM3").seqs_limit == 1024
 
 
 def test_overrides_are_kept():
