@@ -8,6 +8,8 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "gpu_e2e"))
 import prm_metrics as pm  # noqa: E402
@@ -65,3 +67,27 @@ def test_split_half_reads_each_half_with_the_other_halfs_threshold():
     assert m["f1_split_half"] == 0.5
     # at 0.5: every error found, half 1's right solutions flagged
     assert m["at_05"]["acc_error"] == 1.0 and m["at_05"]["acc_correct"] == 0.5 and m["f1_own"] == m["f1_05"]
+
+
+def test_paired_rows_reads_the_committed_rows_as_their_own_metrics_did(capsys):
+    # two implementations of the step AUROC (prm_metrics.py on the device, pipeline.training.protocol here) must
+    # agree on the same scores; the reference is the dev part of the shared ProcessBench file
+    import json
+    from pathlib import Path
+
+    pb = Path("/work/shared/data/processbench_math_dev.jsonl.gz")
+    rows = Path(__file__).resolve().parents[2] / "bench" / "gpu_e2e" / "results" / "data_run" / "rows"
+    if not pb.exists() or not (rows / "def1500" / "scores_pb.jsonl.gz").exists():
+        pytest.skip("needs the shared ProcessBench file and the landed rows")
+    sys.path.insert(0, str(rows.parents[2]))
+    import paired_rows
+
+    assert paired_rows.main(["today1500", "def1500", "--pb", str(pb), "--bootstrap", "200", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    for side, row in (("first", "today1500"), ("second", "def1500")):
+        own = json.loads((rows / row / "metrics_pb.json").read_text())
+        # the dump keeps 4 decimals of each score, so a few steps tie that the device's full scores did not
+        assert res[side]["step_auroc"] == pytest.approx(own["step_auroc"], abs=1e-4)
+        assert res[side]["f1_at_0.5"] == pytest.approx(own["f1_05"], abs=0.01)
+    d = res["differences"]["step_auroc"]
+    assert d["low"] <= d["difference"] <= d["high"] and d["se"] > 0
