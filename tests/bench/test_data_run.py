@@ -233,7 +233,7 @@ def test_the_stages_on_a_cpu(tmp_path):
             f.write("\n".join(lines) + "\n")
     (tmp / "plan.json").write_text(json.dumps({
         "chunks": {"t0000": ["train", 0, 2, 2], "h0000": ["heldout", 0, 6, 2]},
-        "corpora": {"def": {"opts": "--k 4", "sizes": [2, 4]}},
+        "corpora": {"def": {"opts": "--k 2", "sizes": [2, 4]}},
         "rows": {"def2": ["def", 2, "", False]}}))
     with gzip.open(tmp / "pb.jsonl.gz", "wt") as f:  # ProcessBench's layout, from the bundled sample
         for line in (ROOT / "data" / "sample.jsonl").read_text().splitlines()[:40]:

@@ -2,8 +2,10 @@
 is run by a test; `mcprm label && mcprm train mcprm-out --output prm && mcprm score prm ...` works on CPU from a
 fresh clone). Each `# comment` after a command that reads like output is checked against what the command printed.
 
-The inputs are a tenth of the docs' size (the refresh example's ``head`` lines; the quick path's ``mcprm label``
-labels its first 30 solutions): every command as written, on less data. The full size is a measurement, with
+The inputs are a tenth of the docs' size or less (the refresh example's ``head`` lines; the quick path's ``mcprm
+label`` labels its first 18 solutions: the smallest start of the sample that still holds a problem out of
+training, row 17, so that train calibrates on a held-out problem as at full size): every command as written, on
+less data. The full size is a measurement, with
 thresholds: bench/checks/doc_paths.py, which runs the same functions."""
 
 from __future__ import annotations
@@ -40,10 +42,15 @@ def test_refresh_worked_example(tmp_path):
     doc_paths.run_refresh_example(shell, scale=10)
 
 
-@pytest.mark.timeout(1200)  # label (30 solutions, the defaults), train, score, eval on a loaded 2-core machine
+@pytest.mark.timeout(1200)  # label (18 solutions, the defaults), train, score, eval on a loaded 2-core machine
 def test_training_quick_path(tmp_path):
-    shell, work = _shell(tmp_path, label_limit=30)
+    import json
+
+    shell, work = _shell(tmp_path, label_limit=18)
     doc_paths.run_training_quick_path(shell, work)
+    # the smaller input still exercises what the full one does: a held-out problem, and steps of both labels
+    data = json.loads((work / "prm" / "mcprm_card.json").read_text())["data"]
+    assert data["val_problems"] >= 1 and data["train_negative"] > 0 and data["train_positive"] > 0, data
 
 
 @pytest.mark.timeout(60)  # runs no command: the scaled checks alone

@@ -6,7 +6,7 @@ import json
 
 from pipeline.bundled import PROBLEMS_PATH
 
-from .conftest import run_mcprm
+from .conftest import invoke_mcprm, run_mcprm
 
 
 def test_generate_then_label(tmp_path):
@@ -32,7 +32,7 @@ def test_generate_bad_problem_rows(tmp_path):
     probs = tmp_path / "problems.jsonl"
     probs.write_text('{"problem": "Compute 1 + 1.", "answer": "2"}\n{"problem": "Compute 2 + 2."}\n{"problem": \n')
     out = tmp_path / "s.jsonl"
-    r = run_mcprm("generate", "--input", str(probs), "--output", str(out))
+    r = invoke_mcprm("generate", "--input", str(probs), "--output", str(out))  # refused: a message, an exit code
     assert r.returncode == 1
     assert "line 2" in r.stderr and "answer" in r.stderr and "line 3" in r.stderr
     assert not out.exists()

@@ -15,7 +15,7 @@ from pipeline.corpus import CorpusError, read_corpus
 from pipeline.run import label
 from pipeline.storage.integrity import verify_corpus
 
-from .conftest import N_ROWS, invoke_mcprm, make_cfg, rows_by_key, run_mcprm
+from .conftest import N_ROWS, invoke_mcprm, make_cfg, rows_by_key
 from .fs_seam import run_killed
 
 
@@ -181,7 +181,7 @@ def test_real_full_disk_tmpfs(small_input, reference_run, tmp_path):
         pytest.skip("cannot mount a tmpfs here (not root, or no mount namespace)")
     try:
         out = str(mnt / "out")
-        r = run_mcprm(*("label", "--input", small_input, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
+        r = invoke_mcprm(*("label", "--input", small_input, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "48",
                         "--shard-size", "1", "--executor", "local", "-q"))
         text = " ".join(r.stderr.split())
         assert r.returncode == 1, r.stdout + r.stderr

@@ -24,7 +24,7 @@ from pipeline.corpus import read_corpus
 from pipeline.execution import keeper as K
 from pipeline.processes import pid_alive
 
-from .conftest import ROOT, own_actor_pids, popen_mcprm, rows_by_key, run_mcprm, wait_for
+from .conftest import ROOT, invoke_mcprm, own_actor_pids, popen_mcprm, rows_by_key, run_mcprm, wait_for
 
 pytestmark = pytest.mark.slow  # four runs with kept workers and this machine's Ray, minutes in all (started first: tests/conftest.py)
 
@@ -120,7 +120,8 @@ def test_kept_workers_serve_the_next_run_and_stop_with_the_machines_ray(small_in
 
 
 def test_keep_warm_on_a_cluster_needs_a_fleet(small_input, tmp_path):
-    r = run_mcprm("label", "--input", small_input, "--output", str(tmp_path / "o"), "--keep-warm", "5m",
+    # refused while the options are read (a message and an exit code, nothing started): in this process
+    r = invoke_mcprm("label", "--input", small_input, "--output", str(tmp_path / "o"), "--keep-warm", "5m",
                   "--ray-address", "127.0.0.1:1", "--quiet")
     assert r.returncode != 0
     assert "--keep-warm without --fleet" in r.stdout + r.stderr

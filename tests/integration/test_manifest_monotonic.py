@@ -17,7 +17,7 @@ from pipeline.corpus import CorpusError, read_corpus
 from pipeline.storage import versions
 from pipeline.storage.store import CorpusStore
 
-from .conftest import N_ROWS, ROOT, make_cfg, run_mcprm, wait_for
+from .conftest import N_ROWS, ROOT, invoke_mcprm, make_cfg, wait_for
 
 PAUSED_WRITER = """
 import json, os, sys, time
@@ -98,8 +98,8 @@ def test_label_refuses_when_the_manifest_and_the_newest_version_are_unreadable(t
     for rel in ("manifest.json", "versions/v00002.json"):
         with open(os.path.join(out, rel), "r+b") as f:
             f.truncate(40)
-    r = run_mcprm("label", "--input", small_input, "--output", out, "--k", "2", "--strategy", "per-step",
-                  "--max-new-tokens", "48", "--shard-size", "3", "--executor", "local", "-q", timeout=300)
+    r = invoke_mcprm("label", "--input", small_input, "--output", out, "--k", "2", "--strategy", "per-step",
+                     "--max-new-tokens", "48", "--shard-size", "3", "--executor", "local", "-q")  # refused: a message
     said = r.stdout + r.stderr
     assert r.returncode == 1, said
     assert "up to date" not in said and "v00002.json" in said and "cannot be read" in said, said

@@ -16,7 +16,7 @@ from pipeline.execution.shard_worker import WorkerError
 from pipeline.input import InputError
 from pipeline.run import label
 
-from .conftest import ROOT, make_cfg, rows_by_key, run_mcprm, wait_for
+from .conftest import ROOT, invoke_mcprm, make_cfg, rows_by_key, wait_for
 
 
 def _own_shard_actors() -> dict[str, str]:
@@ -108,8 +108,9 @@ def test_bad_row_stops_the_engine_started_for_it(small_input, tmp_path, own_ray)
     assert len(read_corpus(str(out))) == 3
     assert not list(out.glob("data/v00002/*.parquet")) and not list(out.glob("data/v00002/_staged/*"))
 
-    # the same from the command line: exit 1, the row named, no traceback
-    r = run_mcprm("label", "--input", inp, "--output", str(tmp_path / "cli"), "--k", "2", "--strategy", "per-step",
+    # the same from the command line: exit 1, the row named, no traceback (a message and an exit code: the
+    # command runs in this process, on this process's Ray)
+    r = invoke_mcprm("label", "--input", inp, "--output", str(tmp_path / "cli"), "--k", "2", "--strategy", "per-step",
                   "--max-new-tokens", "16", "--shard-size", "2", "--executor", "ray", "--num-workers", "1",
                   "--no-progress", timeout=300)
     assert r.returncode == 1, r.stdout + r.stderr

@@ -13,7 +13,7 @@ from pipeline.input import InputError
 from pipeline.run import label
 from pipeline.storage.store import StorageError
 
-from .conftest import ROOT, make_cfg, mcprm_cmd, run_mcprm
+from .conftest import ROOT, invoke_mcprm, make_cfg, mcprm_cmd, run_mcprm
 from .test_refresh import s3_server  # noqa: F401 - the moto fixture
 
 NO_CREDENTIALS = {"AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_CONFIG_FILE": "/nonexistent",
@@ -21,9 +21,12 @@ NO_CREDENTIALS = {"AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_CONFIG_FIL
 UNSET = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE")
 
 
-def _cli(inp, out, env=None, unset=()):
+def _cli(inp, out, env=None, unset=(), here=False):
+    """``mcprm label``; ``here``: in this process (a refusal said before any work: a message and an exit code)."""
     args = ("label", "--input", inp, "--output", out, "--k", "2", "--strategy", "per-step", "--max-new-tokens", "8", "--executor", "local",
             "-q")
+    if here:
+        return invoke_mcprm(*args, env=env)
     if not unset:
         return run_mcprm(*args, env=env)
     e = {k: v for k, v in os.environ.items() if k not in unset}
@@ -60,7 +63,7 @@ def test_missing_bucket_is_named_as_the_input(s3_server, tmp_path):  # noqa: F81
 def test_output_that_cannot_be_a_folder(small_input, tmp_path):
     out = tmp_path / "a-file"
     out.write_text("x")
-    r = _cli(small_input, str(out / "corpus"))
+    r = _cli(small_input, str(out / "corpus"), here=True)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     # issue 25: said before any work, in the user's words
     assert f"{out} is a file, not a folder, so --output {out / 'corpus'} cannot be created" in r.stderr, r.stderr

@@ -17,12 +17,13 @@ ONE = {"OMP_NUM_THREADS": "1"}  # tiny model: one thread is fastest on a shared 
 
 
 # Commands that only read a corpus and print, and every call expected to fail (a message and an exit code), run
-# in this process; label, train, score and generate are real `mcprm` processes.
+# in this process; label, train, score and generate are real `mcprm` processes, but for the variants of a score
+# already run as a process (``here=True``: the same command with other options, its output read from its files).
 IN_PROCESS = ("eval", "stats", "export", "report", "bestofn")
 
 
-def mcprm(*args, ok=True):
-    run = invoke_mcprm if args[0] in IN_PROCESS or not ok else run_mcprm
+def mcprm(*args, ok=True, here=False):
+    run = invoke_mcprm if here or args[0] in IN_PROCESS or not ok else run_mcprm
     r = run(*args, env=ONE)
     if ok:
         assert r.returncode == 0, f"mcprm {' '.join(args)}\n{r.stdout}\n{r.stderr}"
@@ -125,7 +126,7 @@ def test_score_writes_a_corpus_that_eval_stats_export_and_report_read(labeled, t
     # the same labels and first errors without gold answers in the input
     keyless = tmp_path / "keyless.jsonl"
     keyless.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "answer"}) + "\n" for r in rows))
-    mcprm("score", str(trained), "--input", str(keyless), "--output", str(tmp_path / "keyless"))
+    mcprm("score", str(trained), "--input", str(keyless), "--output", str(tmp_path / "keyless"), here=True)
     for x, y in zip(t, read_corpus(str(tmp_path / "keyless")).to_pylist(), strict=True):
         assert (y["labels"], y["first_error"]) == (x["labels"], x["first_error"])
         assert y["solution_correct"] is None
@@ -135,7 +136,7 @@ def test_score_writes_a_corpus_that_eval_stats_export_and_report_read(labeled, t
               ok=False)
     assert r.returncode == 1 and "--use-answer-key" in r.stderr
     keyed = tmp_path / "keyed"
-    mcprm("score", str(trained), "--input", str(fresh), "--output", str(keyed), "--use-answer-key")
+    mcprm("score", str(trained), "--input", str(fresh), "--output", str(keyed), "--use-answer-key", here=True)
     assert json.loads((keyed / "manifest.json").read_text())["config"]["use_answer_key"] is True
     for x, y in zip(t, read_corpus(str(keyed)).to_pylist(), strict=True):
         want = list(x["labels"])
@@ -144,7 +145,7 @@ def test_score_writes_a_corpus_that_eval_stats_export_and_report_read(labeled, t
         assert y["labels"] == want
     trusted = tmp_path / "trusted"
     mcprm("score", str(trained), "--input", str(fresh), "--output", str(trusted), "--use-answer-key",
-          "--trust-correct")
+          "--trust-correct", here=True)
     for x, y in zip(t, read_corpus(str(trusted)).to_pylist(), strict=True):
         assert y["prm_score"] == pytest.approx(x["prm_score"], abs=1e-5)
         if x["solution_correct"] is True:
