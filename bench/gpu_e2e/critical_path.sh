@@ -9,8 +9,11 @@
 # The first run on a fresh machine is the cold start; later ones find vLLM's compile cache warm.
 # CP_PARALLEL=N (a machine with N GPUs): one Ray head with N GPUs, the runs at once, each with one worker (one GPU)
 # through --ray-address auto and its own compile cache (/tmp/cc_NAME: each run's start is a cold one).
+# One run at a time, the GPU's busy fraction is sampled (nvidia-smi's utilisation, every 0.5 s) and averaged over
+# the labeling window (the run's last labeling_seconds), and the engine's own stats lines (running and waiting
+# requests, KV cache use) are read from its log: the lever table's columns (BENCHMARKS.md).
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/cp
+OUT=${OUT:-/tmp/out}; export OUT; mkdir -p "$OUT" /tmp/cp
 SNAP=${E2E_SNAP:-/tmp/mcprm}
 export PYTHONPATH=/tmp/site:$SNAP VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 TOKENIZERS_PARALLELISM=false
@@ -26,6 +29,11 @@ one() {
   name=${spec%%:*}; opts=${spec#*:}
   [ "$PAR" -gt 0 ] && par=(--ray-address auto --num-workers 1 --compile-cache "/tmp/cc_$name")
   rm -rf /tmp/cp/$name
+  local smi=""
+  if [ "$PAR" -eq 0 ] && command -v nvidia-smi > /dev/null; then
+    ( while :; do echo "$(date +%s.%N) $(nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits | head -n 1)"; sleep 0.5; done ) > "/tmp/cp/$name.smi" 2>/dev/null &
+    smi=$!
+  fi
   t0=$(date +%s.%N)
   # shellcheck disable=SC2086
   (cd "$SNAP" && python3 -m cli.main label --input "$IN" --output /tmp/cp/$name --backend vllm --model "$M" \
@@ -33,6 +41,7 @@ one() {
       "${par[@]}" $opts) > "$OUT/cp_$name.log" 2>&1
   rc=$?
   t1=$(date +%s.%N)
+  [ -n "$smi" ] && kill "$smi" 2> /dev/null
   tail -n 3 "$OUT/cp_$name.log" | cut -c1-200
   (cd "$SNAP" && python3 - "$name" "$opts" "$rc" "$t0" "$t1" <<'PY') | tee -a "$OUT/critical_path.jsonl"
 import json, sys
@@ -49,8 +58,22 @@ try:
     from pipeline.corpus import read_corpus
     rows = read_corpus(f"/tmp/cp/{name}", columns=["id", "first_error", "rollouts"]).to_pylist()
     row["first_error"] = {r["id"]: r["first_error"] for r in rows}
+    lab = t.get("labeling_seconds") or 0
+    try:
+        u = [float(b) for a, b in (x.split() for x in open(f"/tmp/cp/{name}.smi") if len(x.split()) == 2)
+             if t1 - lab <= float(a) <= t1]
+        row["gpu_busy"] = round(sum(u) / len(u) / 100, 3) if u else None
+    except OSError:
+        row["gpu_busy"] = None
 except Exception as e:  # noqa: BLE001
     row["error"] = repr(e)
+import re
+run = wait = kv = None
+for ln in open(f"{__import__('os').environ['OUT']}/cp_{name}.log", errors="replace"):
+    m = re.search(r"Running: (\d+) reqs, Waiting: (\d+) reqs.*?KV cache usage: ([\d.]+)%", ln)
+    if m:
+        run = max(run or 0, int(m[1])); wait = max(wait or 0, int(m[2])); kv = max(kv or 0.0, float(m[3]))
+row.update(max_running=run, max_waiting=wait, max_kv_pct=kv)
 print(json.dumps(row))
 PY
 }
