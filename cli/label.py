@@ -131,6 +131,13 @@ def label_cmd(**options: Any) -> None:
         + (f"; {t['gpu_seconds']:,.0f} GPU-seconds ({t['gpu_seconds_per_solution']:.3f} per solution)"
            if t.get("gpu_seconds") and t.get("gpu_seconds_per_solution") else "")
     )
+    d = t.get("engine_demand") or {}
+    if d.get("capacity"):
+        echo(f"engine demand: {d['mean_in_flight']:,.0f} continuations in flight per worker on average (p10 "
+             f"{d['p10']:,}, p90 {d['p90']:,}); its engines run {d['capacity']:,} at once: fewer in flight "
+             f"{d['share_below_capacity']:.0%} of the labeling time"
+             + (" (more shards at once, --shards-per-worker, would keep them busier)"
+                if d["share_below_capacity"] >= 0.5 else ""))
     rs = m.get("rollout_success") or {}
     if rs.get("continuations_graded"):
         un = rs.get("continuations_unreadable") or 0

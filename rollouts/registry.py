@@ -183,7 +183,9 @@ def _vllm_build(m: ModelRef, o: VLLMOptions):
 
     logging.getLogger("mcprm").info("vllm engines: %s", settings.describe())
     if settings.engines_per_gpu == 1:
-        return _vllm_class()(**kw)  # one engine per GPU: nothing else starts on it
+        b = _vllm_class()(**kw)  # one engine per GPU: nothing else starts on it
+        b.seqs_capacity = settings.seqs_limit  # what the labeling worker's demand is measured against
+        return b
     from .engine_sizing import gpu_start_lock
 
     engines = []
@@ -195,11 +197,15 @@ def _vllm_build(m: ModelRef, o: VLLMOptions):
         for e in engines:
             e.close()
         raise
+    for e in engines:
+        e.seqs_capacity = settings.seqs_limit
     if len(engines) == 1:
         return engines[0]
     from .multi_engine import MultiEngineBackend
 
-    return MultiEngineBackend(engines)
+    multi = MultiEngineBackend(engines)
+    multi.seqs_capacity = settings.seqs_limit * len(engines) if settings.seqs_limit else None
+    return multi
 
 
 def _sglang_build(m: ModelRef, o: VLLMOptions):

@@ -75,7 +75,7 @@ class LocalExecutor:
 
     def backend_stats(self) -> list[dict]:
         """Each worker's backend counters for this run (one worker here)."""
-        return [self.worker.backend.stats.as_dict()]
+        return [self.worker.stats()]
 
     on_solution: Callable[[int, int, int], None] | None = None  # (shard, rollouts, tokens) per labeled solution
 

@@ -169,6 +169,17 @@ class ShardWorker:
 
     on_solution = None  # called with each LabeledSolution as it is done (live progress); set by the executor
 
+    def stats(self) -> dict:
+        """The backend's counters, the demand this worker put on its engine (continuations in flight over time:
+        :class:`pipeline.labeling.ahead.SequenceLoad`) and the sequences its engines run at once, where the
+        backend says (``seqs_capacity``)."""
+        d = self.backend.stats.as_dict()
+        d["in_flight_hist"] = self.load.histogram()
+        cap = getattr(self.backend, "seqs_capacity", None)
+        if cap:
+            d["seqs_capacity"] = int(cap)
+        return d
+
     def process(self, version: int, shard: int, solutions: Sequence[Solution]) -> dict:
         """Label and write one shard (``self.on_solution`` hears of each solution as it is done)."""
         t0 = time.perf_counter()

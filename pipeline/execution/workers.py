@@ -38,7 +38,7 @@ class ShardActor:
         return os.getpid()
 
     def backend_stats(self) -> dict:
-        return self.worker.backend.stats.as_dict()
+        return self.worker.stats()
 
     def node_id(self) -> str:
         import ray

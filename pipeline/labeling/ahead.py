@@ -17,27 +17,83 @@ waves only, never on which continuation finished first (a cancelled wave would f
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.labeling.strategies import Probe
 
+# width of a bucket of :meth:`SequenceLoad.histogram`, in continuations in flight
+LOAD_BUCKET = 32
+
 
 class SequenceLoad:
     """Continuations submitted to one engine and not finished, over every scheduler that shares it (the
-    shards a worker labels at once): what ``Scheduler.tail_fill`` compares with."""
+    shards a worker labels at once): what ``Scheduler.tail_fill`` compares with.
+
+    It also keeps how long each level of load lasted (:meth:`histogram`, from the first submission on): the demand
+    the worker put on its engine. An engine that runs at most L sequences at once is starved for the time the
+    worker had fewer than L in flight, whatever the engine's own speed; a run's manifest reports that share
+    (:func:`demand_summary`), which is how a GPU left idle by too little work in flight is told from one left idle
+    by the engine's host side."""
 
     def __init__(self) -> None:
         self._n = 0
         self._lock = threading.Lock()
+        self._since: float | None = None  # when the load last changed (None: nothing submitted yet)
+        self._seconds: dict[int, float] = {}  # bucket (load // LOAD_BUCKET) -> seconds spent at that load
 
     def add(self, n: int) -> None:
         with self._lock:
+            now = time.monotonic()
+            if self._since is not None:
+                b = self._n // LOAD_BUCKET
+                self._seconds[b] = self._seconds.get(b, 0.0) + (now - self._since)
+            self._since = now
             self._n += n
 
     @property
     def value(self) -> int:
         return self._n
+
+    def histogram(self) -> dict[str, float]:
+        """Seconds spent at each load, by the bucket's lowest load (keys as strings: the manifest is JSON), up to
+        the last change (the idle time after a worker's last shard is not the run's)."""
+        with self._lock:
+            return {str(b * LOAD_BUCKET): round(s, 3) for b, s in sorted(self._seconds.items())}
+
+
+def demand_summary(histograms: Sequence[dict], capacity: int | None = None) -> dict | None:
+    """What ``histograms`` (each worker's :meth:`SequenceLoad.histogram`) say of the demand on the engines: the
+    time-weighted mean and quartiles of continuations in flight per worker, and with ``capacity`` (the sequences
+    one worker's engines run at once) the share of the time a worker had fewer than that in flight. The levels are
+    bucketed (:data:`LOAD_BUCKET`): a level is its bucket's lowest value, so the mean and quantiles are low by less
+    than one bucket."""
+    total: dict[int, float] = {}
+    for h in histograms:
+        for k, s in (h or {}).items():
+            total[int(k)] = total.get(int(k), 0.0) + float(s)
+    seconds = sum(total.values())
+    if seconds <= 0:
+        return None
+    levels = sorted(total)
+
+    def quantile(q: float) -> int:
+        acc = 0.0
+        for lv in levels:
+            acc += total[lv]
+            if acc >= q * seconds:
+                return lv
+        return levels[-1]
+
+    out: dict = {"worker_seconds": round(seconds, 1),
+                 "mean_in_flight": round(sum(lv * s for lv, s in total.items()) / seconds, 1),
+                 "p10": quantile(0.10), "p50": quantile(0.50), "p90": quantile(0.90), "bucket": LOAD_BUCKET}
+    if capacity:
+        out["capacity"] = int(capacity)
+        # a bucket that straddles the capacity counts as below it: its time was spent partly under the limit
+        out["share_below_capacity"] = round(sum(s for lv, s in total.items() if lv < capacity) / seconds, 3)
+    return out
 
 
 def draw_ahead(probes: Sequence[Probe], room: int) -> list[tuple[int, ...]]:

@@ -148,7 +148,17 @@ def execute_run(run: Run, lock: OutputLock, executor=None) -> tuple[dict[int, di
     return results, ExecutionFacts(
         run_seconds=run_seconds, startup_seconds=min(run_seconds, executor.startup_seconds),
         workers=executor.num_workers, gpus=gpus_held(executor.num_workers, cfg.backend_spec.gpus(cfg.backend_options)),
-        retried={str(k): v for k, v in executor.retried.items()}, worker_stats=worker_stats)
+        retried={str(k): v for k, v in executor.retried.items()}, worker_stats=worker_stats,
+        demand=engine_demand(worker_stats))
+
+
+def engine_demand(worker_stats: list[dict]) -> dict | None:
+    """The workers' demand on their engines (:func:`pipeline.labeling.ahead.demand_summary`), against their
+    engines' capacity where every worker reports the same one."""
+    from pipeline.labeling.ahead import demand_summary
+
+    caps = {w.get("seqs_capacity") for w in worker_stats if w.get("seqs_capacity")}
+    return demand_summary([w.get("in_flight_hist") or {} for w in worker_stats], caps.pop() if len(caps) == 1 else None)
 
 
 def gpus_held(workers: int, gpus_each: float) -> int:

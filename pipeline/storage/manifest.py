@@ -50,6 +50,7 @@ class ExecutionFacts:
     gpus: int = 0
     retried: dict = field(default_factory=dict)
     worker_stats: list = field(default_factory=list)
+    demand: dict | None = None  # pipeline.labeling.ahead.demand_summary of the workers' loads
 
 
 def versions() -> dict:
@@ -166,5 +167,8 @@ def build_manifest(cfg: RunConfig, plan: dict, results: dict[int, dict], prev: d
                                          if run.gpus and labeled_run else None),
             "retried_shards": run.retried,
             "backend": backend,
+            # continuations each worker had in flight over its labeling time, against what its engines run at
+            # once: the share below that is time the engines were short of work (pipeline.labeling.ahead)
+            **({"engine_demand": run.demand} if run.demand else {}),
         },
     }

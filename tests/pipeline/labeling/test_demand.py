@@ -1,0 +1,172 @@
+"""The demand a worker puts on its engine (SequenceLoad's histogram, demand_summary, the manifest's
+engine_demand): checked against the loads that were really in flight, on a clock the test drives."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import random
+
+import pytest
+
+import pipeline.labeling.ahead as ahead
+from graders.verdict import Verdict
+from pipeline.labeling.ahead import LOAD_BUCKET, SequenceLoad, demand_summary
+from pipeline.labeling.scheduler import Scheduler, SchedulerSettings
+from pipeline.labeling.strategies import StrategyParams
+from pipeline.run.execute import engine_demand
+from pipeline.solution import Solution
+from rollouts.base import BackendStats, Completion
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = Clock()
+    monkeypatch.setattr(ahead.time, "monotonic", c)
+    return c
+
+
+def test_histogram_is_the_time_spent_at_each_load(clock):
+    load = SequenceLoad()
+    assert load.histogram() == {}
+    load.add(100)
+    clock.t += 2.0
+    load.add(1000)  # 1,100 in flight
+    clock.t += 1.0
+    load.add(-1100)
+    clock.t += 5.0  # idle between shards: starved time, counted once the next shard submits
+    load.add(40)
+    clock.t += 0.5
+    load.add(-40)
+    clock.t += 99.0  # after the last change: not the run's
+    assert load.histogram() == {"0": 5.0, "32": 0.5, "96": 2.0, "1088": 1.0}
+    d = demand_summary([load.histogram()], capacity=1024)
+    true_mean = (100 * 2 + 1100 * 1 + 0 * 5 + 40 * 0.5) / 8.5
+    assert true_mean - LOAD_BUCKET < d["mean_in_flight"] <= true_mean
+    assert d["share_below_capacity"] == pytest.approx(7.5 / 8.5, abs=1e-3)
+    assert d["p10"] == d["p50"] == 0 and d["p90"] == 1088 and d["worker_seconds"] == 8.5
+
+
+def test_summary_against_a_random_schedule(clock):
+    """Many workers, random loads and durations: the summary's mean is the true time-weighted mean less under one
+    bucket, its share below the capacity the true share (a capacity on a bucket edge), its median the true one's
+    bucket."""
+    rng = random.Random(5)
+    hists, spans = [], []
+    for _ in range(4):
+        load, n = SequenceLoad(), 0
+        for _ in range(300):
+            new = rng.randint(0, 3000)
+            load.add(new - n)
+            n = new
+            dt = rng.expovariate(1.0)
+            clock.t += dt
+            spans.append((n, dt))
+        load.add(-n)
+        hists.append(load.histogram())
+    total = sum(dt for _, dt in spans)
+    true_mean = sum(n * dt for n, dt in spans) / total
+    cap = 2048
+    true_below = sum(dt for n, dt in spans if n < cap) / total
+    d = demand_summary(hists, capacity=cap)
+    assert d["worker_seconds"] == pytest.approx(total, abs=0.1)
+    assert true_mean - LOAD_BUCKET < d["mean_in_flight"] <= true_mean + 0.05
+    assert d["share_below_capacity"] == pytest.approx(true_below, abs=1e-3)
+    acc, median = 0.0, None
+    for n, dt in sorted(spans):
+        acc += dt
+        if acc >= total / 2:
+            median = n
+            break
+    assert d["p50"] == median // LOAD_BUCKET * LOAD_BUCKET
+
+
+def test_no_demand_without_submissions():
+    assert demand_summary([{}, {}]) is None
+    assert engine_demand([{"requests": 3}]) is None  # a backend that never streamed (hf, offline vLLM)
+
+
+def test_engine_demand_takes_the_capacity_only_when_the_workers_agree():
+    h = {"0": 1.0, "2048": 3.0}
+    both = engine_demand([{"in_flight_hist": h, "seqs_capacity": 2048}, {"in_flight_hist": h, "seqs_capacity": 2048}])
+    assert both["capacity"] == 2048 and both["share_below_capacity"] == 0.25 and both["worker_seconds"] == 8.0
+    mixed = engine_demand([{"in_flight_hist": h, "seqs_capacity": 2048}, {"in_flight_hist": h, "seqs_capacity": 1024}])
+    assert "capacity" not in mixed and mixed["mean_in_flight"] == 1536.0
+
+
+class TimedEngine:
+    """A streaming engine that generates each submitted batch at once, taking one clock second per request: while
+    it works, exactly that batch's samples are in flight (the truth the scheduler's load is checked against)."""
+
+    name = "timed"
+    streaming = True
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.stats = BackendStats()
+        self.truth: dict[int, float] = {}  # samples in flight -> seconds
+
+    def submit(self, requests, sampling):
+        n = sum(r.n for r in requests)
+        dt = float(len(requests))
+        self.truth[n] = self.truth.get(n, 0.0) + dt
+        self.clock.t += dt
+        futs = []
+        for r in requests:
+            f = concurrent.futures.Future()
+            ok = random.Random(f"{r.prompt}|{r.seed}").random() < 0.5
+            f.set_result([Completion("\\boxed{GOLD}" if ok else "\\boxed{WRONG}", 10) for _ in range(r.n)])
+            futs.append(f)
+        return futs
+
+    def close(self):
+        pass
+
+
+class _Plain:
+    def prefix(self, problem, steps):
+        return f"Problem: {problem}\nSolution:\n" + "".join(s + "\n" for s in steps)
+
+
+def _grade(pairs):
+    return [Verdict(("\\boxed{" + g + "}") in r, "numeric", "x") for g, r in pairs]
+
+
+@pytest.mark.parametrize("strategy", ["per-step", "binary-search"])
+def test_the_schedulers_load_is_what_the_engine_had_in_flight(clock, strategy):
+    sols = [Solution(id=f"s{i}", problem=f"p{i}", answer="GOLD",
+                     steps=tuple(f"step {j}" for j in range(5)) + ("The answer is \\boxed{GOLD}.",))
+            for i in range(6)]
+    eng = TimedEngine(clock)
+    load = SequenceLoad()
+    sched = Scheduler(eng, _grade, _Plain(), SchedulerSettings(strategy, StrategyParams(k=4), seed=3, streaming=True),
+                      load=load)
+    sched.label(sols)
+    assert load.value == 0  # every continuation submitted came back
+    want: dict[str, float] = {}
+    for n, s in eng.truth.items():
+        k = str(n // LOAD_BUCKET * LOAD_BUCKET)
+        want[k] = round(want.get(k, 0.0) + s, 3)
+    assert load.histogram() == want and sum(want.values()) > 0
+
+
+def test_a_warm_workers_demand_is_this_runs_only(monkeypatch):
+    """A fleet's worker counts over every run it served: a run's share is the counts now less those at its
+    borrowing, bucket by bucket (a bucket the run never reached is left out)."""
+    import pipeline.execution.fleet as fleet
+
+    was = {"samples": 10, "in_flight_hist": {"0": 4.0, "96": 2.0}}
+    now = {"samples": 25, "in_flight_hist": {"0": 4.0, "96": 5.0, "1024": 1.5}}
+    monkeypatch.setattr(fleet, "control", lambda handle, method: now)
+    fw = fleet.FleetWorkers.__new__(fleet.FleetWorkers)
+    fw.ray = type("R", (), {"get": staticmethod(lambda x, timeout=None: x)})()
+    fw.stats0 = [was]
+    d = fw.stats(0, object())
+    assert d["samples"] == 15 and d["in_flight_hist"] == {"96": 3.0, "1024": 1.5}
