@@ -3,7 +3,7 @@
 # GSM8K-train solutions (bench/gpu_e2e/solutions400.jsonl: samples 0-3 of the first 100 training problems, from
 # the e2e `gen` stage), the real 1.5B model at /tmp/qwen (bench/gpu_e2e/device.sh prep), one GPU.
 #   bash bench/gpu_e2e/critical_path.sh RUN...     RUN = name:options (e.g. ps:"--strategy per-step --k 8")
-# CP_INPUT=FILE labels another input.
+# CP_INPUT=FILE labels another input; CP_RUN_S caps each run's seconds (default 280).
 # Each run labels into /tmp/cp/NAME (from scratch) and appends one JSON line to $OUT/critical_path.jsonl with the
 # manifest's throughput (startup, labeling seconds, tokens, GPU-seconds per solution) and the command's wall time.
 # The first run on a fresh machine is the cold start; later ones find vLLM's compile cache warm.
@@ -36,14 +36,16 @@ one() {
   fi
   t0=$(date +%s.%N)
   # shellcheck disable=SC2086
-  (cd "$SNAP" && python3 -m cli.main label --input "$IN" --output /tmp/cp/$name --backend vllm --model "$M" \
-      --prompt-format chat --prompt-template "$TPL" --max-new-tokens 512 --max-model-len 4096 --no-progress \
-      "${par[@]}" $opts) > "$OUT/cp_$name.log" 2>&1
+  # each run time-boxed (CP_RUN_S, default 280 s) so that one slow run cannot take a call's other runs with it;
+  # the progress lines stay in its log, so a run cut short still says how far it got and at what rate
+  (cd "$SNAP" && timeout -s INT -k 20 "${CP_RUN_S:-280}" python3 -m cli.main label --input "$IN" \
+      --output /tmp/cp/$name --backend vllm --model "$M" --prompt-format chat --prompt-template "$TPL" \
+      --max-new-tokens 512 --max-model-len 4096 "${par[@]}" $opts) > "$OUT/cp_$name.log" 2>&1
   rc=$?
   t1=$(date +%s.%N)
   [ -n "$smi" ] && kill "$smi" 2> /dev/null
-  tail -n 3 "$OUT/cp_$name.log" | cut -c1-200
-  (cd "$SNAP" && python3 - "$name" "$opts" "$rc" "$t0" "$t1" <<'PY') | tee -a "$OUT/critical_path.jsonl"
+  grep -v '^\[mcprm\]' "$OUT/cp_$name.log" | tail -n 3 | cut -c1-200
+  (cd "$SNAP" && python3 - "$name" "$opts" "$rc" "$t0" "$t1" <<'PY')
 import json, sys
 name, opts, rc, t0, t1 = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 row = {"run": name, "options": opts, "rc": rc, "wall_s": round(t1 - t0, 1)}
@@ -54,6 +56,7 @@ try:
                                       "gpus", "gpu_seconds", "labeling_gpu_seconds", "gpu_seconds_per_solution",
                                       "generated_tokens_per_s")})
     row["workers"] = t.get("workers")
+    row["engine_demand"] = t.get("engine_demand")
     row["drawn_ahead_dropped"] = m.get("counts", {}).get("drawn_ahead_dropped")
     from pipeline.corpus import read_corpus
     rows = read_corpus(f"/tmp/cp/{name}", columns=["id", "first_error", "rollouts"]).to_pylist()
@@ -74,7 +77,9 @@ for ln in open(f"{__import__('os').environ['OUT']}/cp_{name}.log", errors="repla
     if m:
         run = max(run or 0, int(m[1])); wait = max(wait or 0, int(m[2])); kv = max(kv or 0.0, float(m[3]))
 row.update(max_running=run, max_waiting=wait, max_kv_pct=kv)
-print(json.dumps(row))
+with open(f"{__import__('os').environ['OUT']}/critical_path.jsonl", "a") as f:
+    f.write(json.dumps(row) + "\n")
+print(json.dumps({k: v for k, v in row.items() if k != "first_error"}))  # the call's output: the rates only
 PY
 }
 if [ "$PAR" -gt 0 ]; then
