@@ -170,3 +170,58 @@ def test_a_warm_workers_demand_is_this_runs_only(monkeypatch):
     fw.stats0 = [was]
     d = fw.stats(0, object())
     assert d["samples"] == 15 and d["in_flight_hist"] == {"96": 3.0, "1024": 1.5}
+
+
+@pytest.mark.parametrize("engines", [1, 2])
+def test_a_vllm_worker_says_how_many_sequences_its_engines_run(monkeypatch, engines):
+    """The capacity a worker's demand is read against: its engines' sequence limit, times the engines it runs in
+    its own process."""
+    import contextlib
+
+    import rollouts.engine_sizing as sizing
+    import rollouts.registry as reg
+    from rollouts.options import VLLMOptions
+
+    class FakeLLM:
+        streaming = True
+        name = "vllm"
+        model = "m"
+
+        def __init__(self, **kw):
+            self.kw = kw
+
+        def close(self):
+            pass
+
+    settings = sizing.EngineSettings(engines_per_gpu=engines, gpu_memory_utilization=0.4, max_num_seqs=None,
+                                     max_num_batched_tokens=None, seqs_limit=1024)
+    monkeypatch.setattr(reg, "_vllm_class", lambda: FakeLLM)
+    monkeypatch.setattr(reg, "vllm_engine_settings", lambda m, o: settings)
+    monkeypatch.setattr(reg, "_vllm_prepare", lambda o, cpus: None)
+    monkeypatch.setattr(sizing, "gpu_start_lock", contextlib.nullcontext)
+    b = reg._vllm_build(reg.ModelRef("m", None, None, 0), VLLMOptions(engines_per_gpu=engines))
+    assert b.seqs_capacity == 1024 * engines
+
+
+def test_a_shard_workers_stats_carry_its_demand_and_capacity(tmp_path, clock, monkeypatch):
+    import graders.registry
+    from pipeline.config import LabelConfig
+    from pipeline.execution.shard_worker import ShardWorker
+
+    monkeypatch.setattr(graders.registry, "warm_grader", lambda *a, **k: None)  # no grader processes for this
+
+    class B:
+        name = "fake"
+        seqs_capacity = 512
+        stats = BackendStats()
+
+        def close(self):
+            pass
+
+    w = ShardWorker(LabelConfig(input=["x"], output=str(tmp_path / "out")), backend=B(), cpus=1)
+    w.load.add(300)
+    clock.t += 4.0
+    w.load.add(-300)
+    d = w.stats()
+    assert d["in_flight_hist"] == {"288": 4.0} and d["seqs_capacity"] == 512 and "samples" in d
+    assert engine_demand([d])["share_below_capacity"] == 1.0
