@@ -136,7 +136,7 @@ def label_cmd(**options: Any) -> None:
         echo(f"engine demand: {d['mean_in_flight']:,.0f} continuations in flight per worker on average (p10 "
              f"{d['p10']:,}, p90 {d['p90']:,}); its engines run {d['capacity']:,} at once: fewer in flight "
              f"{d['share_below_capacity']:.0%} of the labeling time"
-             + (" (more shards at once, --shards-per-worker, would keep them busier)"
+             + (" (--shards-per-worker N labels more shards at once on each worker)"
                 if d["share_below_capacity"] >= 0.5 else ""))
     rs = m.get("rollout_success") or {}
     if rs.get("continuations_graded"):
