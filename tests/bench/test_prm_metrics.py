@@ -91,3 +91,53 @@ def test_paired_rows_reads_the_committed_rows_as_their_own_metrics_did(capsys):
         assert res[side]["f1_at_0.5"] == pytest.approx(own["f1_05"], abs=0.01)
     d = res["differences"]["step_auroc"]
     assert d["low"] <= d["difference"] <= d["high"] and d["se"] > 0
+
+
+def test_paired_rows_agrees_with_the_device_metrics_on_rows_it_is_given(tmp_path, capsys):
+    """The same cross-check as above on a ProcessBench-style file and two rows written here (so it runs on any
+    machine): each row's numbers through paired_rows (pipeline.training.protocol) are those prm_metrics gives the
+    same scores, and a row compared with itself differs by nothing."""
+    import gzip
+    import json
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT / "bench" / "gpu_e2e"))
+    import bench_human_labels as h
+    import paired_rows
+
+    rng = random.Random(11)
+    sets, ids = [], []
+    for i in range(400):
+        n = rng.randint(2, 6)
+        lab = rng.choice([-1, -1, rng.randrange(n)])
+        sets.append({"id": f"pb-{i}", "problem": f"problem {i // 2}", "steps": [f"s{j}" for j in range(n)],
+                     "answer": "1", "label": lab})
+        if h.part_of(f"pb-{i}") == "dev":
+            ids.append(i)
+    pb = tmp_path / "pb.jsonl.gz"
+    with gzip.open(pb, "wt", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in sets))
+    labels = {sets[i]["id"]: sets[i]["label"] for i in ids}
+    for row, skill in (("good", 0.35), ("weak", 0.1)):
+        scores = {}
+        for i in ids:
+            r = sets[i]
+            scores[r["id"]] = [round(min(1.0, max(0.0, (0.75 if r["label"] < 0 or j < r["label"] else 0.75 - skill * 2)
+                                              + rng.gauss(0, 0.2))), 4) for j in range(len(r["steps"]))]
+        d = tmp_path / "rows" / row
+        d.mkdir(parents=True)
+        with gzip.open(d / "scores_pb.jsonl.gz", "wt", encoding="utf-8") as f:
+            f.write("".join(json.dumps({"id": k, "prm_score": v}) + "\n" for k, v in scores.items()))
+        (d / "metrics_pb.json").write_text(json.dumps(pm.metrics(scores, labels, 0.5)))
+    args = ["--pb", str(pb), "--rows", str(tmp_path / "rows"), "--bootstrap", "200", "--json"]
+    assert paired_rows.main(["good", "weak", *args]) == 0
+    res = json.loads(capsys.readouterr().out)
+    for side, row in (("first", "good"), ("second", "weak")):
+        own = json.loads((tmp_path / "rows" / row / "metrics_pb.json").read_text())
+        assert res[side]["step_auroc"] == pytest.approx(own["step_auroc"], abs=1e-9)
+        assert res[side]["f1_at_0.5"] == pytest.approx(own["f1_05"], abs=1e-9)
+    d = res["differences"]["step_auroc"]
+    assert d["difference"] > 0 and d["low"] <= d["difference"] <= d["high"] and d["se"] > 0
+    assert paired_rows.main(["good", "good", *args]) == 0
+    same = json.loads(capsys.readouterr().out)["differences"]["step_auroc"]
+    assert same["difference"] == 0 and same["se"] == 0
