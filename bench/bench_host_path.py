@@ -19,6 +19,7 @@ mean continuation length of a real run). ``--profile`` adds cProfile's top funct
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import random
@@ -123,8 +124,7 @@ def run(strategy: str, sols, args) -> dict:
     opts = {} if strategy == "default" else {"strategy": strategy}
     cfg = LabelConfig(input=["x"], output="/tmp/unused", backend="vllm", model=str(ROOT / "data/model"), **opts)
     prompt = cfg.prompt_builder()
-    settings = scheduler_settings(cfg, prompt)
-    settings = type(settings)(**{**settings.__dict__, "streaming": True})
+    settings = dataclasses.replace(scheduler_settings(cfg, prompt), streaming=True)  # as a vLLM worker streams
     grade = grade_callable(cfg, args.cpus)
     from transformers import AutoTokenizer
 

@@ -351,9 +351,9 @@ class FleetWorkers(OwnWorkers):
             if isinstance(now.get(k), (int, float)) and isinstance(was.get(k), (int, float)) and now[k] >= was[k]:
                 d[k] = round(now[k] - was[k], 3)
         if isinstance(now.get("in_flight_hist"), dict) and isinstance(was.get("in_flight_hist"), dict):
-            before = was["in_flight_hist"]
-            d["in_flight_hist"] = {k: round(s - before.get(k, 0.0), 3) for k, s in now["in_flight_hist"].items()
-                                   if s - before.get(k, 0.0) > 0}
+            from pipeline.labeling.ahead import histogram_since
+
+            d["in_flight_hist"] = histogram_since(now["in_flight_hist"], was["in_flight_hist"])
         return d
 
     def _renew(self) -> None:

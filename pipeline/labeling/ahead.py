@@ -63,6 +63,12 @@ class SequenceLoad:
             return {str(b * LOAD_BUCKET): round(s, 3) for b, s in sorted(self._seconds.items())}
 
 
+def histogram_since(now: dict[str, float], was: dict[str, float]) -> dict[str, float]:
+    """The seconds ``now`` (a :meth:`SequenceLoad.histogram`) added since ``was`` (an earlier one of the same load),
+    bucket by bucket, buckets that gained nothing left out: a warm worker's share of one run."""
+    return {k: round(s - was.get(k, 0.0), 3) for k, s in now.items() if s - was.get(k, 0.0) > 0}
+
+
 def demand_summary(histograms: Sequence[dict], capacity: int | None = None) -> dict | None:
     """What ``histograms`` (each worker's :meth:`SequenceLoad.histogram`) say of the demand on the engines: the
     time-weighted mean and quartiles of continuations in flight per worker, and with ``capacity`` (the sequences
