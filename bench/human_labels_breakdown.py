@@ -59,8 +59,11 @@ def read_labels(corpus: str) -> dict[str, dict]:
     committed corpus."""
     from pipeline.corpus import read_corpus
 
-    t = read_corpus(corpus, columns=["id", "first_error", "solution_correct", "mc_correct", "mc_total",
-                                     "label_status"])
+    cols = ["id", "first_error", "solution_correct", "mc_correct", "mc_total", "label_status"]
+    if (Path(corpus) / "versions").is_dir():
+        t = read_corpus(corpus, columns=cols)
+    else:
+        t = read_unfinished(corpus, cols)
     out = {}
     for r in t.to_pylist():
         mc, tot = r["mc_correct"] or [], r["mc_total"] or []
@@ -68,6 +71,21 @@ def read_labels(corpus: str) -> dict[str, dict]:
                              "first_step": (mc[0], tot[0]) if mc and tot and tot[0] else None,
                              "label_status": r["label_status"]}
     return out
+
+
+def read_unfinished(corpus: str, columns: list[str]):
+    """The finished shards of a run that was cut before it committed its version (a shard's summary is written
+    after its Parquet file, so a shard with both is whole): comparable on the solutions they hold, which the
+    paired columns restrict every corpus to. Said on stderr, with how many shards and rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parts = sorted(p for p in Path(corpus).glob("data/v*/part-*.parquet") if p.with_suffix(".sum.json").exists())
+    if not parts:
+        raise SystemExit(f"{corpus}: no committed version and no finished shard (is it an mcprm corpus?)")
+    t = pa.concat_tables([pq.read_table(p, columns=columns) for p in parts])
+    print(f"{corpus}: an unfinished run, {len(parts)} finished shards, {t.num_rows} solutions", file=sys.stderr)
+    return t
 
 
 def half_of(row_id: str) -> str:

@@ -138,3 +138,31 @@ def test_dead_prefixes_of_right_answers_are_mostly_the_completers_misses(corpora
     assert correct / dead > 0.8  # 335 of 409 precede the human first error
     # trusted right answers are never probed: the defaults' corpus has no such steps to count
     assert corpus_stats(str(corpora / "h_df" / "defaults"))["dead_right_prefixes"] is None
+
+
+def test_an_unfinished_run_is_read_from_its_finished_shards_and_paired_on_them(tmp_path, capsys):
+    """A run cut before its version (the reach-gated run of results/s9, 4 of 7 shards finished): its rows are
+    the finished shards' own, and the paired difference is taken on the solutions both corpora hold."""
+    import pyarrow.parquet as pq
+
+    s9 = ROOT / "bench" / "gpu_e2e" / "results" / "s9"
+    for name in ("h50a_corpus", "h50b_reach_gate_k20_partial"):
+        with tarfile.open(s9 / f"{name}.tgz") as t:
+            t.extractall(tmp_path, filter="data")
+    mod = _script()
+    rg = mod.read_labels(str(tmp_path / "reach-gate"))
+    parts = [p for p in (tmp_path / "reach-gate").glob("data/v*/part-*.parquet")]
+    assert len(parts) == 4 and len(rg) == sum(pq.read_metadata(p).num_rows for p in parts) == 256
+    # a shard whose summary is missing was not finished: left out
+    parts[0].with_suffix(".sum.json").unlink()
+    assert len(mod.read_labels(str(tmp_path / "reach-gate"))) == 256 - pq.read_metadata(parts[0]).num_rows
+    with tarfile.open(s9 / "h50b_reach_gate_k20_partial.tgz") as t:
+        t.extractall(tmp_path, filter="data")
+    ps = mod.read_labels(str(tmp_path / "per-step-k8"))
+    ids = sorted(rg)
+    assert set(ids) < set(ps)
+    ref = {i: ps[i]["first_error"] for i in ps}  # per-step as the reference: its own F1 on them is 1
+    d = mod.intervals([ps, rg], ref)
+    assert d[0]["shared"] == 256 and d[1]["diff"][0] < 0
+    with pytest.raises(SystemExit, match="no committed version and no finished shard"):
+        mod.read_labels(str(tmp_path))
