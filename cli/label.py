@@ -138,6 +138,11 @@ def label_cmd(**options: Any) -> None:
              f"{d['share_below_capacity']:.0%} of the labeling time"
              + (" (--shards-per-worker N labels more shards at once on each worker)"
                 if d["share_below_capacity"] >= 0.5 else ""))
+    if d.get("engine_samples"):
+        echo(f"engine load: vLLM ran {d['engine_running_mean']:,.0f} sequences per worker on average (most "
+             f"{d['engine_running_max']:,}) with {d['engine_waiting_mean']:,.0f} waiting"
+             + (f"; KV cache at most {d['kv_cache_usage_max']:.0%} full" if d.get("kv_cache_usage_max") is not None
+                else ""))
     rs = m.get("rollout_success") or {}
     if rs.get("continuations_graded"):
         un = rs.get("continuations_unreadable") or 0

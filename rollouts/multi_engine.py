@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from .base import Completion, Counters, GenRequest, SamplingConfig, order_by_group
+from .base import ENGINE_SAMPLE_KEYS, Completion, Counters, GenRequest, SamplingConfig, order_by_group
 
 # groups whose engine is remembered: a solution's rounds come within a shard, so the most recent ones are enough,
 # and the map stays small on a million-solution run
@@ -96,6 +96,12 @@ class MultiEngineBackend:
         if tot.generate_seconds > 0:
             tot.extra["rollouts_per_s"] = round(tot.rollouts / tot.generate_seconds, 2)
             tot.extra["generated_tokens_per_s"] = round(tot.rollout_tokens / tot.generate_seconds, 1)
+        # the engines' gauges are the process's too (rollouts.vllm_backend.add_engine_sample): each engine sampled
+        # the same registry, so the figures of the one that sampled most stand for the worker, never a sum
+        sampled = max(per, key=lambda s: s.extra.get("engine_samples", 0))
+        for key in (*ENGINE_SAMPLE_KEYS, "engine_running_max", "kv_cache_usage_max"):
+            if key in sampled.extra:
+                tot.extra[key] = sampled.extra[key]
         for key in ("import_seconds", "engine_seconds"):  # started one after another: the worker's start is the sum
             vals = [s.extra.get(key) for s in per if s.extra.get(key) is not None]
             if vals:

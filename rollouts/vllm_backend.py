@@ -68,6 +68,46 @@ def _prefix_cache_counters() -> tuple[float, float] | None:
     return (queries, hits) if found else None
 
 
+# vLLM's scheduler gauges (in-process Prometheus, set at every engine step): the engine's own view of its load,
+# beside the scheduler's count of continuations in flight (pipeline.labeling.ahead.SequenceLoad). Sampled about
+# once a second of work, so a mean is over the busy time: an engine that runs fewer sequences than mcprm has in
+# flight is slow to take them (its waiting queue says why), one that runs what mcprm has is short of work.
+REFRESH_S = 1.0  # how often a busy engine's counters are read and its gauges sampled
+ENGINE_GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
+                 "vllm:kv_cache_usage_perc": "kv_usage"}
+
+
+def _engine_gauges() -> dict[str, float] | None:
+    """Sequences running and waiting now (summed over the process's engines) and the fullest KV cache's share,
+    from vLLM's in-process metrics; None where they are not available."""
+    try:
+        from vllm.v1.metrics.reader import Gauge, get_metrics_snapshot
+    except ImportError:  # pragma: no cover - depends on the vLLM version
+        return None
+    out: dict[str, float] = {}
+    for m in get_metrics_snapshot():
+        key = ENGINE_GAUGES.get(m.name) if isinstance(m, Gauge) else None
+        if key == "kv_usage":
+            out[key] = max(out.get(key, 0.0), float(m.value))
+        elif key is not None:
+            out[key] = out.get(key, 0.0) + float(m.value)
+    return out or None
+
+
+def add_engine_sample(extra: dict, gauges: dict[str, float] | None) -> None:
+    """Add one sample of :func:`_engine_gauges` to a backend's ``stats.extra``: additive sums (so a warm worker's
+    share of one run is a difference) and the largest running count and KV-cache share seen."""
+    if not gauges:
+        return
+    run, wait = gauges.get("running", 0.0), gauges.get("waiting", 0.0)
+    extra["engine_samples"] = extra.get("engine_samples", 0) + 1
+    extra["engine_running_sum"] = round(extra.get("engine_running_sum", 0.0) + run, 1)
+    extra["engine_waiting_sum"] = round(extra.get("engine_waiting_sum", 0.0) + wait, 1)
+    extra["engine_running_max"] = max(extra.get("engine_running_max", 0), int(run))
+    if "kv_usage" in gauges:
+        extra["kv_cache_usage_max"] = round(max(extra.get("kv_cache_usage_max", 0.0), gauges["kv_usage"]), 4)
+
+
 class VLLMBackend:
     """Rollouts with vLLM; see the module docstring. ``engine_kwargs`` go to ``vllm.LLM`` / ``AsyncEngineArgs``.
 
@@ -182,8 +222,13 @@ class VLLMBackend:
             self.stats.generated_tokens += sum(c.num_tokens for c in comps)
         return comps
 
-    def _refresh_cache_stats(self) -> None:
-        """Prefix-cache hits since this backend started (engine-wide counters, in tokens)."""
+    def _refresh_cache_stats(self, sample: bool = False) -> None:
+        """Prefix-cache hits since this backend started (engine-wide counters, in tokens); with ``sample`` (the
+        periodic refresh while work is in flight, never the one at its end) one sample of the engine's gauges."""
+        if sample:
+            gauges = _engine_gauges()
+            with self._lock:
+                add_engine_sample(self.stats.extra, gauges)
         now = _prefix_cache_counters()
         if now is None:
             return
@@ -321,9 +366,9 @@ class AsyncVLLMBackend(VLLMBackend):
             now = time.perf_counter()
             if self._inflight == 0:
                 self._add_busy(now - self._busy_since)
-            if self._inflight == 0 or now - self._last_refresh > 1.0:
+            if self._inflight == 0 or now - self._last_refresh > REFRESH_S:
                 self._last_refresh = now
-                self._refresh_cache_stats()
+                self._refresh_cache_stats(sample=self._inflight > 0)
 
     def reset_prefix_cache(self) -> bool:
         return asyncio.run_coroutine_threadsafe(self.engine.reset_prefix_cache(), self._loop).result()
@@ -429,9 +474,9 @@ class _EngineLoop:
                         fut.set_result(b._completions(req, out))
                     except Exception as e:  # noqa: BLE001 - a malformed output fails its own request
                         fut.set_exception(e)
-                if time.perf_counter() - b._last_refresh > 1.0:
+                if time.perf_counter() - b._last_refresh > REFRESH_S:
                     b._last_refresh = time.perf_counter()
-                    b._refresh_cache_stats()
+                    b._refresh_cache_stats(sample=True)
         except BaseException as e:  # noqa: BLE001 - surfaced through the futures
             self._error = e
             for fut in [f for f, _ in self._pending.values()] + [f for _, _, f in items]:

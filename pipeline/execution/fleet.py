@@ -57,6 +57,7 @@ from pipeline.execution.ray_cluster import (
 from pipeline.execution.workers import OwnWorkers, ShardActor
 from pipeline.options import DEFAULT_LOCAL_KEEP_WARM, parse_duration, parse_keep_warm
 from pipeline.processes import namespace_key, process_gone, this_process
+from rollouts.base import ENGINE_SAMPLE_KEYS
 from rollouts.registry import ModelRef
 
 log = logging.getLogger("mcprm")
@@ -339,7 +340,7 @@ class FleetWorkers(OwnWorkers):
         return (cfg or self.cfg).replace(model=self.model_ref[0], tokenizer=self.model_ref[1])
 
     ADDITIVE = ("requests", "samples", "prompt_tokens", "generated_tokens", "cached_prompt_tokens", "generate_seconds",
-                "prefix_cache_queries")
+                "prefix_cache_queries", *ENGINE_SAMPLE_KEYS)
 
     def stats(self, index: int, actor) -> dict:
         """This run's counters only: what the worker counts now less what it counted when the run borrowed it (a

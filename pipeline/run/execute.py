@@ -158,7 +158,28 @@ def engine_demand(worker_stats: list[dict]) -> dict | None:
     from pipeline.labeling.ahead import demand_summary
 
     caps = {w.get("seqs_capacity") for w in worker_stats if w.get("seqs_capacity")}
-    return demand_summary([w.get("in_flight_hist") or {} for w in worker_stats], caps.pop() if len(caps) == 1 else None)
+    out = demand_summary([w.get("in_flight_hist") or {} for w in worker_stats], caps.pop() if len(caps) == 1 else None)
+    engine = engine_load(worker_stats)
+    return {**(out or {}), **engine} if out or engine else None
+
+
+def engine_load(worker_stats: list[dict]) -> dict:
+    """The engines' own view of the same time, where their backend samples it (vLLM's scheduler gauges,
+    :func:`rollouts.vllm_backend.add_engine_sample`): sequences running and waiting per worker on average over
+    the samples of work in flight, the most running and the fullest KV cache (over a warm worker's life)."""
+    sampled = [w for w in worker_stats if (w.get("engine_samples") or 0) > 0]
+    if not sampled:
+        return {}
+    out = {"engine_running_mean": round(sum(w["engine_running_sum"] / w["engine_samples"] for w in sampled)
+                                        / len(sampled), 1),
+           "engine_waiting_mean": round(sum(w.get("engine_waiting_sum", 0) / w["engine_samples"] for w in sampled)
+                                        / len(sampled), 1),
+           "engine_samples": int(sum(w["engine_samples"] for w in sampled)),
+           "engine_running_max": max(int(w.get("engine_running_max", 0)) for w in sampled)}
+    kv = [w["kv_cache_usage_max"] for w in sampled if w.get("kv_cache_usage_max") is not None]
+    if kv:
+        out["kv_cache_usage_max"] = max(kv)
+    return out
 
 
 def gpus_held(workers: int, gpus_each: float) -> int:
