@@ -20,7 +20,8 @@ same solutions) with the human reference and splits each solution by two facts:
         WORK/dev/per-step-k8 WORK/dev/defaults WORK/dev/no-trust
 
 Prints one table: per corpus, F1 with its 95% bootstrap interval (solutions resampled), the paired difference
-from the first corpus with its interval (the same resampled solutions for both), exact first errors on
+from the first corpus with its interval (the same resampled solutions for both), the rollout tokens each spent on
+the solutions every corpus holds (and as a ratio of the first's), exact first errors on
 wrong-answer and on right-answer erroneous solutions, error flags on correct solutions, the same counts within
 the unreached solutions, and the F1 ceiling of a labeler that trusts right answers.
 """
@@ -59,7 +60,7 @@ def read_labels(corpus: str) -> dict[str, dict]:
     committed corpus."""
     from pipeline.corpus import read_corpus
 
-    cols = ["id", "first_error", "solution_correct", "mc_correct", "mc_total", "label_status"]
+    cols = ["id", "first_error", "solution_correct", "mc_correct", "mc_total", "label_status", "rollout_tokens"]
     if (Path(corpus) / "versions").is_dir():
         t = read_corpus(corpus, columns=cols)
     else:
@@ -69,7 +70,7 @@ def read_labels(corpus: str) -> dict[str, dict]:
         mc, tot = r["mc_correct"] or [], r["mc_total"] or []
         out[str(r["id"])] = {"first_error": int(r["first_error"]), "solution_correct": r["solution_correct"],
                              "first_step": (mc[0], tot[0]) if mc and tot and tot[0] else None,
-                             "label_status": r["label_status"]}
+                             "label_status": r["label_status"], "rollout_tokens": int(r["rollout_tokens"] or 0)}
     return out
 
 
@@ -198,28 +199,33 @@ def intervals(labels: list[dict[str, dict]], ref: dict[str, int]) -> list[dict]:
     ids = sorted(set(ref).intersection(*labels))
     truth = [ref[i] for i in ids]
     preds = [[lab[i]["first_error"] for i in ids] for lab in labels]
+    tokens = [sum(lab[i].get("rollout_tokens", 0) for i in ids) for lab in labels]
     rs = _resamples(len(ids))
     out = []
     for k, p in enumerate(preds):
         lo, hi = f1_interval(p, truth, rs)
         d = None if k == 0 else paired_difference(p, preds[0], truth, rs)
-        out.append({"f1_low": lo, "f1_high": hi, "shared": len(ids), "diff": d})
+        # the cost of the same solutions: a paired difference means little without what it was bought with
+        ratio = tokens[k] / tokens[0] if tokens[0] else None
+        out.append({"f1_low": lo, "f1_high": hi, "shared": len(ids), "diff": d, "tokens_shared": tokens[k],
+                    "tokens_vs_first": ratio})
     return out
 
 
 def table(rows: list[tuple[str, dict]], k: int | None = None) -> str:
     zero = f"0 of {k}" if k else "0 of K"
-    lines = [f"| corpus | F1 [95%] | minus the first [paired 95%] | exact, wrong-answer errors "
+    lines = [f"| corpus | F1 [95%] | minus the first [paired 95%] | tokens (x the first) | exact, wrong-answer errors "
              f"| exact, right-answer errors | flags on correct | {zero} (reach corpus) | exact there "
              "| flags on correct there | trust ceiling F1 |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, b in rows:
         f1 = "n/a" if b["f1"] is None else f"{b['f1']:.3f} [{b['f1_low']:.3f}, {b['f1_high']:.3f}]"
         d = b.get("diff")
         diff = "-" if d is None else f"{d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}]"
         same = " (same draws)" if b.get("same_draws") else ""
         ceil = "n/a" if b["trust_ceiling_f1"] is None else f"{b['trust_ceiling_f1']:.3f}"
-        lines.append(f"| {name} | {f1} | {diff} | {b['hit_wrong_answer']} / {b['errors_wrong_answer']} "
+        tok = "n/a" if b.get("tokens_vs_first") is None else f"{b['tokens_shared']:,} ({b['tokens_vs_first']:.2f}x)"
+        lines.append(f"| {name} | {f1} | {diff} | {tok} | {b['hit_wrong_answer']} / {b['errors_wrong_answer']} "
                      f"| {b['hit_right_answer']} / {b['errors_right_answer']} "
                      f"| {b['flags_on_correct']} / {b['correct']} | {b['unreached']} / {b['solutions']}{same} "
                      f"| {b['hit_unreached']} | {b['flags_on_correct_unreached']} | {ceil} |")

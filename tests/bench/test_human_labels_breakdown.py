@@ -164,5 +164,10 @@ def test_an_unfinished_run_is_read_from_its_finished_shards_and_paired_on_them(t
     ref = {i: ps[i]["first_error"] for i in ps}  # per-step as the reference: its own F1 on them is 1
     d = mod.intervals([ps, rg], ref)
     assert d[0]["shared"] == 256 and d[1]["diff"][0] < 0
+    # the cost on the same 256 solutions: each row's own rollout tokens, summed (the shards' summaries agree)
+    sums = [json.loads(p.with_suffix(".sum.json").read_text())["counts"]["rollout_tokens"]
+            for p in (tmp_path / "reach-gate").glob("data/v*/part-*.parquet")]
+    assert d[1]["tokens_shared"] == sum(sums) and d[0]["tokens_shared"] == sum(ps[i]["rollout_tokens"] for i in ids)
+    assert d[0]["tokens_vs_first"] == 1.0 and d[1]["tokens_vs_first"] > 1.5  # the gate at K=20 drew more
     with pytest.raises(SystemExit, match="no committed version and no finished shard"):
         mod.read_labels(str(tmp_path))
