@@ -13,6 +13,10 @@ seeds as mcprm sends them. A lever is one or more atoms joined by ``+``:
   ``stagger`` starts them one after another (what mcprm does: ``--engines-per-gpu``), else all at once;
 * ``seqsN`` / ``mbtN``: ``max_num_seqs`` / ``max_num_batched_tokens``;
 * ``graphsN``: CUDA graphs captured up to batch N (``compilation_config.max_cudagraph_capture_size``);
+* ``fullgraph``: full CUDA graphs for every batch, mixed prefill-and-decode ones too
+  (``compilation_config.cudagraph_mode="FULL"``; vLLM's default captures full graphs for pure decode steps only
+  and runs a mixed step piecewise, and a labeling engine, whose sequences end at their own lengths and are
+  replaced at once, runs mostly mixed steps);
 * ``async`` / ``noasync``: vLLM's async scheduling on / off;
 * ``flashinfer``: FlashInfer's sampler (``VLLM_USE_FLASHINFER_SAMPLER=1``; needs the wheel:
   bench/prepare_flashinfer_wheels.sh);
@@ -81,6 +85,9 @@ PRESETS = {
     # --label-solutions 400 --lever-s 330): 48 solutions were cut into 8 shards of 6 for two workers, a quarter of
     # one engine's batch each; one engine first, so the call's cold start is not charged to two
     "E": "label,label+e2",
+    # with --model (a real model folder) on real solutions' step prefixes: the raw engine's best on the labeling
+    # work itself (outputs that stop where the model stops), with and without full graphs for mixed steps
+    "F": "e2+graphs1024,e2+graphs1024+fullgraph,seqs2048+mbt32768+graphs2048,seqs2048+mbt32768+graphs2048+fullgraph",
 }
 # dense bf16 peak FLOP/s (the roofline's ceiling), by a word of the GPU's name
 PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
@@ -88,10 +95,12 @@ VOCAB = 151936
 
 
 # ------------------------------------------------------------------------------------------ the work
-def make_work(prompts: int, n: int, min_tokens: int, max_tokens: int, seed: int = 0, real: str | None = None):
+def make_work(prompts: int, n: int, min_tokens: int, max_tokens: int, seed: int = 0, real: str | None = None,
+              fmt=None):
     """[(prompt text, n, seed, max_tokens, group)]: groups of 8 prompts with a shared 300-token prefix and 150
     tokens of their own (random-weight models: ``wN`` words, one token each with the benchmark tokenizer), or,
-    with ``real`` (a JSONL of solutions with problem and steps), step prefixes of real solutions."""
+    with ``real`` (a JSONL of solutions with problem and steps), step prefixes of real solutions, written as
+    ``fmt`` (an mcprm prompt format: the prompts a labeling run sends) or as plain problem-and-steps text."""
     rng = random.Random(seed)
     out = []
     if real:
@@ -101,7 +110,8 @@ def make_work(prompts: int, n: int, min_tokens: int, max_tokens: int, seed: int 
         for r in rows:
             steps = r["steps"]
             for i in range(max(1, len(steps) - 1)):
-                text = r["problem"].strip() + "\n\n" + "\n\n".join(steps[: i + 1]) + "\n\n"
+                text = (fmt.prefix(r["problem"], steps[: i + 1]) if fmt is not None
+                        else r["problem"].strip() + "\n\n" + "\n\n".join(steps[: i + 1]) + "\n\n")
                 out.append((text, n, derive_seed(0, str(r.get("id", len(out))), i, 0),
                             rng.randint(min_tokens, max_tokens), str(r.get("id"))))
                 if len(out) >= prompts:
@@ -152,6 +162,8 @@ def parse(lever: str) -> dict:
             s["kwargs"]["max_num_batched_tokens"] = int(atom[3:])
         elif atom.startswith("graphs"):
             s["kwargs"].setdefault("compilation_config", {})["max_cudagraph_capture_size"] = int(atom[6:])
+        elif atom == "fullgraph":
+            s["kwargs"].setdefault("compilation_config", {})["cudagraph_mode"] = "FULL"
         elif atom in ("async", "noasync"):
             s["kwargs"]["async_scheduling"] = atom == "async"
         elif atom == "flashinfer":
@@ -676,6 +688,9 @@ def main():
     ap.add_argument("--shape", default="1.5b", choices=["0.5b", "1.5b", "7b"])
     ap.add_argument("--solutions", default=str(ROOT / "bench/gpu_e2e/solutions400.jsonl"),
                     help="with --model: real solutions whose step prefixes are the prompts")
+    ap.add_argument("--prompt-format", default="", help="with --model: write the step prefixes as this mcprm "
+                                                        "prompt format (chat, plain, ...), as a labeling run sends them")
+    ap.add_argument("--prompt-template", default="", help="with --prompt-format: mcprm's --prompt-template")
     ap.add_argument("--prompts", type=int, default=192)
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--min-tokens", type=int, default=256)
@@ -713,7 +728,13 @@ def main():
     else:
         a.tokenizer = ""
         a.model_label = a.model
-        work = make_work(a.prompts, a.n, a.min_tokens, a.max_tokens, real=a.solutions)
+        fmt = None
+        if a.prompt_format:
+            from rollouts.prompts import make_prompt_format
+
+            fmt = make_prompt_format(a.prompt_format, a.model if a.prompt_format == "chat" else None,
+                                     template=a.prompt_template or None)
+        work = make_work(a.prompts, a.n, a.min_tokens, a.max_tokens, real=a.solutions, fmt=fmt)
     print(f"{len(levers)} levers on {a.gpu}: {', '.join(levers)}", flush=True)
     for lv in levers:
         left = a.deadline_s - (time.time() - t_call)

@@ -24,6 +24,8 @@ def test_presets_parse_and_split_memory():
     assert s["engines"] == 4 and s["stagger"] and s["phases"] == ["main", "short", "topp"]
     assert s["kwargs"] == {"max_num_seqs": 512, "compilation_config": {"max_cudagraph_capture_size": 1024},
                            "gpu_memory_utilization": 0.2125}
+    assert gpu_levers.parse("graphs2048+fullgraph")["kwargs"] == {
+        "compilation_config": {"max_cudagraph_capture_size": 2048, "cudagraph_mode": "FULL"}}
 
 
 def test_work_shares_prefixes_in_groups_and_is_dealt_whole_groups():
@@ -57,3 +59,22 @@ def test_driver_runs_levers_and_sums_their_tokens(tmp_path):
     assert rows["e2+stagger"]["engines"] == 2 and len(rows["e2+stagger"]["per_engine_tok_per_s"]) == 2
     assert "data_parallel_size" in rows["dp2"]["error"]  # a lever that cannot run is a row saying why
     assert "levers on" in r.stdout and "dp2" in r.stdout  # the table
+
+
+def test_real_work_is_the_prompts_a_labeling_run_sends(tmp_path):
+    """With a prompt format the step prefixes are mcprm's own prompts (what per-step sends: every prefix but the
+    whole solution), so the raw engine's best is measured on the labeling work itself."""
+    import json
+
+    from rollouts.prompts import make_prompt_format
+
+    sol = [{"id": "s1", "problem": "What is 2+3?", "steps": ["2+3 = 5.", "So 5.", "The answer is 5."]},
+           {"id": "s2", "problem": "What is 1+1?", "steps": ["It is 2."]}]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in sol))
+    fmt = make_prompt_format("plain", None)
+    work = gpu_levers.make_work(100, 8, 64, 64, real=str(path), fmt=fmt)
+    assert [w[0] for w in work] == [fmt.prefix(sol[0]["problem"], sol[0]["steps"][:1]),
+                                    fmt.prefix(sol[0]["problem"], sol[0]["steps"][:2]),
+                                    fmt.prefix(sol[1]["problem"], sol[1]["steps"][:1])]
+    assert {w[4] for w in work} == {"s1", "s2"} and all(w[1] == 8 and w[3] == 64 for w in work)
