@@ -24,6 +24,36 @@ def test_first_error_at_skips_unscored_steps():
     assert first_error_at([0.9, 0.6], 0.5) == -1
 
 
+def _brute_threshold(probs, truth, grid):
+    """choose_threshold by its definition: every threshold of the grid read over every solution."""
+    best = None
+    for t in grid:
+        f1 = first_error_f1([first_error_at(p, t) for p in probs], truth)["f1"]
+        key = (f1 if f1 is not None else -1.0, -abs(t - 0.5), t)
+        best = key if best is None or key > best else best
+    return best[2], first_error_f1([first_error_at(p, best[2]) for p in probs], truth)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_choose_threshold_is_the_definitions_on_ties_gaps_and_unscored_steps(seed):
+    """Scores on the grid itself (ties with a threshold and between steps), unscored steps, first errors at an
+    unscored step or past the end, solutions with no score, a single group: the same threshold and metrics as
+    reading every threshold over every solution."""
+    rng = random.Random(seed)
+    grid = [i / 20 for i in range(1, 20)]
+    probs, truth = [], []
+    for _ in range(rng.choice([1, 5, 60, 300])):
+        n = rng.randint(0, 7)
+        probs.append([None if rng.random() < 0.15 else rng.choice([rng.random(), rng.randint(0, 20) / 20])
+                      for _ in range(n)])
+        truth.append(rng.choice([-1, -1] + list(range(n + 1))))
+    if seed == 5:
+        truth = [-1] * len(truth)  # one group only: every F1 is None
+    assert choose_threshold(probs, truth, grid) == _brute_threshold(probs, truth, grid)
+    default = [i / 100 for i in range(1, 100)]
+    assert choose_threshold(probs, truth) == _brute_threshold(probs, truth, default)
+
+
 def test_choose_threshold_recovers_the_separating_threshold_in_simulation():
     rng = random.Random(7)
     probs, truth = [], []
