@@ -16,6 +16,11 @@ from typing import Any
 
 from .base import DEFAULT_ENGINES_PER_GPU, DEFAULT_VLLM_ENGINE, VLLM_ENGINES
 
+# vLLM's CUDA graph modes (CompilationConfig.cudagraph_mode), spelled as options: vLLM's default captures full
+# graphs for pure decode steps and runs a step that also prefills piecewise; a labeling engine, whose sequences
+# stop at their own lengths and are replaced at once, runs mostly such mixed steps
+CUDA_GRAPH_MODES = ("full", "full-and-piecewise", "piecewise", "full-decode-only", "none")
+
 
 def option(default: Any = dataclasses.MISSING, help: str = "", *, factory: Callable[[], Any] | None = None,
            **meta: Any) -> Any:
@@ -63,12 +68,11 @@ class VLLMOptions:
     load_format: str = option("auto", "vllm, sglang: weight loading; 'dummy' = random weights (benchmarks).",
                               identity=True, cli=False)
     vllm_engine: str = option(DEFAULT_VLLM_ENGINE, "vllm: loop (streaming), async (vLLM's AsyncLLM) or offline "
-                                                   "(one generate call per round).", choices=VLLM_ENGINES)
-    deterministic: bool = option(False, "A request's text does not depend on the rest of the batch. vllm: "
-                                        "batch-invariant kernels, prefix cache off (0.39x the tokens/s at 7B); "
-                                        "sglang: also seeds samples.")
-    compile_cache: str | None = option(None, "vllm: vLLM's cache folder (compiled graphs), shared by workers and runs; "
-                                             "local to each node.", shown="~/.cache/vllm (VLLM_CACHE_ROOT)")
+                                                   "(a call per round).", choices=VLLM_ENGINES)
+    deterministic: bool = option(False, "Texts independent of the batch. vllm: batch-invariant kernels, no "
+                                        "prefix cache (slower); sglang: seeded too.")
+    compile_cache: str | None = option(None, "vllm: compiled graphs' cache (local to a node).",
+                                       shown="~/.cache/vllm")
     vllm_inproc: bool = option(False, "vllm: the engine core in the worker's process: faster starts, "
                                       "fewer tokens/s (BENCHMARKS.md).")
     engines_per_gpu: int = option(DEFAULT_ENGINES_PER_GPU, "vllm: engines per GPU; 0: sized.")
@@ -78,6 +82,8 @@ class VLLMOptions:
                                                 shown="vLLM's")
     cuda_graph_max: int | None = option(None, "vllm: CUDA graphs up to this batch; 0: vLLM's 512.",
                                         shown="the sequence limit")
+    cuda_graph_mode: str | None = option(None, "vllm: full = graphs for mixed steps too.", shown="vLLM's",
+                                         choices=CUDA_GRAPH_MODES)
 
     def problems(self, active: bool) -> list[str]:
         out = []
@@ -105,6 +111,8 @@ class VLLMOptions:
                 out.append(f"--{name.replace('_', '-')} must be at least 1, got {v}")
         if self.cuda_graph_max is not None and self.cuda_graph_max < 0:
             out.append(f"--cuda-graph-max must be 0 (vLLM's own) or more, got {self.cuda_graph_max}")
+        if self.cuda_graph_mode is not None and self.cuda_graph_mode not in CUDA_GRAPH_MODES:
+            out.append(f"--cuda-graph-mode must be one of {', '.join(CUDA_GRAPH_MODES)}, got {self.cuda_graph_mode!r}")
         return out
 
     def worker_gpus(self) -> float:

@@ -169,6 +169,9 @@ def _vllm_build(m: ModelRef, o: VLLMOptions):
                               seed=m.seed, engine=o.vllm_engine, **settings.engine_kwargs())
     if o.max_model_len:
         kw["max_model_len"] = o.max_model_len
+    if o.cuda_graph_mode:
+        kw["compilation_config"] = {**kw.get("compilation_config", {}),
+                                    "cudagraph_mode": o.cuda_graph_mode.replace("-", "_").upper()}
     if m.dtype:
         kw["dtype"] = m.dtype
     if o.load_format != "auto":

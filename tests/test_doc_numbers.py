@@ -281,9 +281,8 @@ ALLOWED: dict[str, dict[str, str]] = {
         "the target was first-error F1 0.60": "the design target, not a result",
     },
     "options.md": {
-        # generated from the options' help (pipeline/options.py, rollouts/options.py); two help texts quote
-        # measurements, to be replaced there by a pointer to BENCHMARKS.md (the help's owner edits the code)
-        "(0.39x the tokens/s at 7B)": "generated from rollouts/options.py's help text: a measurement to move",
+        # generated from the options' help (pipeline/options.py, rollouts/options.py); a help text that quotes
+        # a measurement is to be replaced there by a pointer to BENCHMARKS.md (the help's owner edits the code)
         "~3% more tokens": "generated from pipeline/options.py's help text: a measurement to move",
         "(0.5 = midpoint)": "the option's meaning",
         "(90s, 30m, 2h;": "examples of the option's values",

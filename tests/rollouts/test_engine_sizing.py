@@ -342,3 +342,33 @@ def test_fractional_gpus_count_workers_and_gpus_held():
         assert gpus_held(8 * n, 1 / n) == 8
     assert gpus_held(1, 0.5) == 1  # one worker with both engines of its GPU: the GPU is held
     assert gpus_held(3, 0.5) == 2 and gpus_held(2, 1.0) == 2 and gpus_held(1, 0.0) == 0
+
+
+def test_the_cuda_graph_mode_reaches_the_engine_beside_the_capture_size(monkeypatch, tmp_path):
+    """--cuda-graph-mode is vLLM's cudagraph_mode by its enum name, merged with the capture size mcprm sizes; left
+    unset, vLLM's own mode (nothing passed)."""
+    from rollouts import registry
+    from rollouts.options import VLLMOptions
+
+    built: list[dict] = []
+
+    class Engine:
+        streaming = True
+
+        def __init__(self, **kw):
+            built.append(kw)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(registry, "_vllm_class", lambda: Engine)
+    _pretend_gpu(monkeypatch, (H200, "NVIDIA H200"))
+    ref = registry.ModelRef(model=_model_folder(tmp_path, QWEN_1_5B), tokenizer=None, dtype=None, seed=3)
+    registry._vllm_build(ref, VLLMOptions(cuda_graph_mode="full"))
+    registry._vllm_build(ref, VLLMOptions(cuda_graph_mode="full-decode-only", cuda_graph_max=0))
+    registry._vllm_build(ref, VLLMOptions())
+    assert [kw.get("compilation_config") for kw in built] == [
+        {"max_cudagraph_capture_size": 2048, "cudagraph_mode": "FULL"}, {"cudagraph_mode": "FULL_DECODE_ONLY"},
+        {"max_cudagraph_capture_size": 2048}]
+    assert VLLMOptions(cuda_graph_mode="fast").problems(True) == [
+        "--cuda-graph-mode must be one of full, full-and-piecewise, piecewise, full-decode-only, none, got 'fast'"]
