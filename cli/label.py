@@ -142,7 +142,9 @@ def label_cmd(**options: Any) -> None:
         echo(f"engine load: vLLM ran {d['engine_running_mean']:,.0f} sequences per worker on average (most "
              f"{d['engine_running_max']:,}) with {d['engine_waiting_mean']:,.0f} waiting"
              + (f"; KV cache at most {d['kv_cache_usage_max']:.0%} full" if d.get("kv_cache_usage_max") is not None
-                else ""))
+                else "")
+             + (f"; a step took {d['engine_step_ms']:.1f} ms for {d['engine_tokens_per_step']:,.0f} tokens"
+                if d.get("engine_step_ms") else ""))
     rs = m.get("rollout_success") or {}
     if rs.get("continuations_graded"):
         un = rs.get("continuations_unreadable") or 0

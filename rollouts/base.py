@@ -114,7 +114,8 @@ class Counters:
 
 # A backend's samples of its engine's own load (rollouts.vllm_backend.add_engine_sample) that add up over time, so
 # a warm worker's share of one run is what they grew by (pipeline.execution.fleet)
-ENGINE_SAMPLE_KEYS = ("engine_samples", "engine_running_sum", "engine_waiting_sum")
+ENGINE_SAMPLE_KEYS = ("engine_samples", "engine_running_sum", "engine_waiting_sum", "engine_steps",
+                      "engine_step_tokens")
 
 _SHARD_KEYS = ("rollouts", "rollout_tokens", "reused_rollouts", "drawn_ahead_dropped", "ungradable", "no_answer", "unreadable", "rounds", "generate_seconds", "grade_seconds")
 BackendStats = Counters  # the name backends and their tests have used

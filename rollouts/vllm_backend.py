@@ -79,13 +79,18 @@ ENGINE_GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_wait
 
 def _engine_gauges() -> dict[str, float] | None:
     """Sequences running and waiting now (summed over the process's engines) and the fullest KV cache's share,
-    from vLLM's in-process metrics; None where they are not available."""
+    and the engine steps so far with the tokens they computed (vLLM's histogram of tokens per step: its count and
+    sum), from vLLM's in-process metrics; None where they are not available."""
     try:
-        from vllm.v1.metrics.reader import Gauge, get_metrics_snapshot
+        from vllm.v1.metrics.reader import Gauge, Histogram, get_metrics_snapshot
     except ImportError:  # pragma: no cover - depends on the vLLM version
         return None
     out: dict[str, float] = {}
     for m in get_metrics_snapshot():
+        if isinstance(m, Histogram) and m.name == "vllm:iteration_tokens_total":
+            out["steps"] = out.get("steps", 0.0) + float(m.count)
+            out["step_tokens"] = out.get("step_tokens", 0.0) + float(m.sum)
+            continue
         key = ENGINE_GAUGES.get(m.name) if isinstance(m, Gauge) else None
         if key == "kv_usage":
             out[key] = max(out.get(key, 0.0), float(m.value))
@@ -94,10 +99,17 @@ def _engine_gauges() -> dict[str, float] | None:
     return out or None
 
 
+def add_engine_steps(extra: dict, gauges: dict[str, float] | None) -> None:
+    """The engine steps and their tokens so far (cumulative, like the prefix-cache counters) into ``extra``."""
+    if gauges and "steps" in gauges:
+        extra["engine_steps"] = int(gauges["steps"])
+        extra["engine_step_tokens"] = int(gauges["step_tokens"])
+
+
 def add_engine_sample(extra: dict, gauges: dict[str, float] | None) -> None:
     """Add one sample of :func:`_engine_gauges` to a backend's ``stats.extra``: additive sums (so a warm worker's
     share of one run is a difference) and the largest running count and KV-cache share seen."""
-    if not gauges:
+    if not gauges or "running" not in gauges:
         return
     run, wait = gauges.get("running", 0.0), gauges.get("waiting", 0.0)
     extra["engine_samples"] = extra.get("engine_samples", 0) + 1
@@ -225,9 +237,10 @@ class VLLMBackend:
     def _refresh_cache_stats(self, sample: bool = False) -> None:
         """Prefix-cache hits since this backend started (engine-wide counters, in tokens); with ``sample`` (the
         periodic refresh while work is in flight, never the one at its end) one sample of the engine's gauges."""
-        if sample:
-            gauges = _engine_gauges()
-            with self._lock:
+        gauges = _engine_gauges()
+        with self._lock:
+            add_engine_steps(self.stats.extra, gauges)
+            if sample:
                 add_engine_sample(self.stats.extra, gauges)
         now = _prefix_cache_counters()
         if now is None:

@@ -179,6 +179,16 @@ def engine_load(worker_stats: list[dict]) -> dict:
     kv = [w["kv_cache_usage_max"] for w in sampled if w.get("kv_cache_usage_max") is not None]
     if kv:
         out["kv_cache_usage_max"] = max(kv)
+    # the engine's steps over the worker's busy time: how long a step took and how many tokens it computed
+    stepped = [w for w in sampled if (w.get("engine_steps") or 0) > 0]
+    if stepped:
+        out["engine_steps"] = int(sum(w["engine_steps"] for w in stepped))
+        out["engine_tokens_per_step"] = round(sum(w.get("engine_step_tokens", 0) for w in stepped)
+                                              / out["engine_steps"], 1)
+        timed = [w for w in stepped if w.get("generate_seconds")]
+        if timed:
+            out["engine_step_ms"] = round(1000 * sum(w["generate_seconds"] / w["engine_steps"] for w in timed)
+                                          / len(timed), 2)
     return out
 
 

@@ -35,11 +35,18 @@ class Counter(Metric):
     value: int
 
 
+@dataclass
+class Histogram(Metric):
+    count: int
+    sum: float
+    buckets: dict
+
+
 @pytest.fixture
 def reader(monkeypatch):
     """``vllm.v1.metrics.reader`` with a snapshot the test sets."""
     mod = types.ModuleType("vllm.v1.metrics.reader")
-    mod.Gauge, mod.Counter = Gauge, Counter
+    mod.Gauge, mod.Counter, mod.Histogram = Gauge, Counter, Histogram
     mod.snapshot = []
     mod.get_metrics_snapshot = lambda: list(mod.snapshot)
     for name in ("vllm", "vllm.v1", "vllm.v1.metrics"):
@@ -57,8 +64,15 @@ def test_gauges_are_summed_over_engines_and_the_kv_cache_is_the_fullest(reader):
         Gauge("vllm:kv_cache_usage_perc", {"engine": "1"}, 0.31),
         Counter("vllm:num_requests_running", {}, 5),  # a counter of the same name is not the gauge
         Gauge("vllm:num_preemptions", {}, 3.0),
+        Histogram("vllm:iteration_tokens_total", {"engine": "0"}, 400, 300_000.0, {}),
+        Histogram("vllm:iteration_tokens_total", {"engine": "1"}, 100, 50_000.0, {}),
+        Histogram("vllm:time_to_first_token_seconds", {}, 9, 1.0, {}),
     ]
-    assert vb._engine_gauges() == {"running": 1000.0, "waiting": 12.0, "kv_usage": 0.31}
+    assert vb._engine_gauges() == {"running": 1000.0, "waiting": 12.0, "kv_usage": 0.31, "steps": 500.0,
+                                   "step_tokens": 350_000.0}
+    extra: dict = {}
+    vb.add_engine_steps(extra, vb._engine_gauges())
+    assert extra == {"engine_steps": 500, "engine_step_tokens": 350_000}
     reader.snapshot = [Counter("vllm:prefix_cache_hits", {}, 9)]
     assert vb._engine_gauges() is None  # no gauge: no sample
 
@@ -80,7 +94,15 @@ def test_the_loop_samples_only_while_it_has_work_and_sees_what_the_engine_held(m
         seen.append(len(eng.unfinished))
         return {"running": float(len(eng.unfinished)), "waiting": 0.0}
 
+    sampled: list[float] = []
+    real_add = vb.add_engine_sample
+
+    def add(extra, g):  # what the loop took as a sample (every refresh reads the gauges; only busy ones sample)
+        sampled.append(g["running"])
+        real_add(extra, g)
+
     monkeypatch.setattr(vb, "_engine_gauges", gauges)
+    monkeypatch.setattr(vb, "add_engine_sample", add)
     monkeypatch.setattr(vb, "_prefix_cache_counters", lambda: None)
     monkeypatch.setattr(vb, "REFRESH_S", 0.0)  # every step is a sampling point
     be = make_backend(eng)
@@ -90,19 +112,23 @@ def test_the_loop_samples_only_while_it_has_work_and_sees_what_the_engine_held(m
         ex = dict(be.stats.extra)
     finally:
         be.close()
-    assert ex["engine_samples"] == len(seen) > 0
-    assert ex["engine_running_sum"] == pytest.approx(sum(seen)) and ex["engine_running_max"] == max(seen)
-    # a sample follows a step that left work unfinished or ended it: never one of an idle engine's
-    assert len(seen) <= eng.steps
+    assert ex["engine_samples"] == len(sampled) > 0 and set(sampled) <= set(seen)
+    assert ex["engine_running_sum"] == pytest.approx(sum(sampled)) and ex["engine_running_max"] == max(sampled)
+    # one sample after each step at most, and the refresh at the end of the work is read but not sampled
+    assert len(sampled) <= eng.steps and len(seen) > len(sampled)
 
 
 def test_a_run_reports_the_mean_per_worker_and_a_warm_workers_share(monkeypatch):
     w1 = {"engine_samples": 10, "engine_running_sum": 9000.0, "engine_waiting_sum": 100.0,
-          "engine_running_max": 1024, "kv_cache_usage_max": 0.04}
-    w2 = {"engine_samples": 5, "engine_running_sum": 2500.0, "engine_waiting_sum": 0.0, "engine_running_max": 700}
+          "engine_running_max": 1024, "kv_cache_usage_max": 0.04, "engine_steps": 400, "engine_step_tokens": 360_000,
+          "generate_seconds": 10.0}
+    w2 = {"engine_samples": 5, "engine_running_sum": 2500.0, "engine_waiting_sum": 0.0, "engine_running_max": 700,
+          "engine_steps": 100, "engine_step_tokens": 60_000, "generate_seconds": 5.0}
     assert engine_load([w1, w2, {"requests": 3}]) == {
         "engine_running_mean": 700.0, "engine_waiting_mean": 5.0, "engine_samples": 15,
-        "engine_running_max": 1024, "kv_cache_usage_max": 0.04}
+        "engine_running_max": 1024, "kv_cache_usage_max": 0.04,
+        # 420,000 tokens over 500 steps; a step 25 ms on the first worker, 50 ms on the second
+        "engine_steps": 500, "engine_tokens_per_step": 840.0, "engine_step_ms": 37.5}
     assert engine_load([{"requests": 3}]) == {} and engine_demand([{"requests": 3}]) is None
     assert engine_demand([w2])["engine_running_mean"] == 500.0  # with no demand histogram, the engine's view alone
 
@@ -111,10 +137,13 @@ def test_a_run_reports_the_mean_per_worker_and_a_warm_workers_share(monkeypatch)
     monkeypatch.setattr(fleet, "control", lambda handle, method: w1)
     fw = fleet.FleetWorkers.__new__(fleet.FleetWorkers)
     fw.ray = type("R", (), {"get": staticmethod(lambda x, timeout=None: x)})()
-    fw.stats0 = [{"engine_samples": 6, "engine_running_sum": 6600.0, "engine_waiting_sum": 100.0}]
+    fw.stats0 = [{"engine_samples": 6, "engine_running_sum": 6600.0, "engine_waiting_sum": 100.0,
+                  "engine_steps": 300, "engine_step_tokens": 270_000, "generate_seconds": 8.0}]
     d = fw.stats(0, object())
     assert (d["engine_samples"], d["engine_running_sum"], d["engine_waiting_sum"]) == (4, 2400.0, 0.0)
-    assert engine_load([d])["engine_running_mean"] == 600.0  # this run's 4 samples only
+    assert (d["engine_steps"], d["engine_step_tokens"], d["generate_seconds"]) == (100, 90_000, 2.0)
+    load = engine_load([d])  # this run's 4 samples and 100 steps only
+    assert load["engine_running_mean"] == 600.0 and load["engine_step_ms"] == 20.0
 
 
 def test_engines_of_one_process_are_counted_once():
