@@ -296,23 +296,32 @@ def test_start_lock_other_gpu_does_not_wait_and_the_wait_is_bounded(tmp_path, mo
             assert not got  # GPU 0's is held: gives up after wait_s and goes ahead
 
 
-def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkeypatch, tmp_path):
+@pytest.fixture
+def built(monkeypatch):
+    """The keyword arguments of every vLLM engine ``rollouts.registry._vllm_build`` starts (a recording class in
+    place of vLLM's): what mcprm passes the engine, without a GPU."""
     from rollouts import registry
-    from rollouts.multi_engine import MultiEngineBackend
-    from rollouts.options import VLLMOptions
 
-    built: list[dict] = []
+    calls: list[dict] = []
 
     class Engine:
         streaming = True
 
         def __init__(self, **kw):
-            built.append(kw)
+            calls.append(kw)
 
         def close(self):
             pass
 
     monkeypatch.setattr(registry, "_vllm_class", lambda: Engine)
+    return calls
+
+
+def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkeypatch, tmp_path, built):
+    from rollouts import registry
+    from rollouts.multi_engine import MultiEngineBackend
+    from rollouts.options import VLLMOptions
+
     monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))  # the start lock's folder
     ref = registry.ModelRef(model="/nonexistent-model", tokenizer=None, dtype=None, seed=3)
     be = registry._vllm_build(ref, VLLMOptions(engines_per_gpu=2, max_num_seqs=512))
@@ -321,7 +330,7 @@ def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkey
     assert all(kw["max_num_seqs"] == 512 and kw["seed"] == 3 for kw in built)
     built.clear()
     one = registry._vllm_build(ref, VLLMOptions(engines_per_gpu=1))
-    assert isinstance(one, Engine) and built == [{"model": "/nonexistent-model", "tokenizer": None,
+    assert isinstance(one, registry._vllm_class()) and built == [{"model": "/nonexistent-model", "tokenizer": None,
                                                   "tensor_parallel_size": 1, "seed": 3, "engine": "loop",
                                                   "gpu_memory_utilization": 0.85}]
     # auto in the worker itself (a path that did not resolve it first): the model folder and the GPU decide
@@ -344,24 +353,12 @@ def test_fractional_gpus_count_workers_and_gpus_held():
     assert gpus_held(3, 0.5) == 2 and gpus_held(2, 1.0) == 2 and gpus_held(1, 0.0) == 0
 
 
-def test_the_cuda_graph_mode_reaches_the_engine_beside_the_capture_size(monkeypatch, tmp_path):
+def test_the_cuda_graph_mode_reaches_the_engine_beside_the_capture_size(monkeypatch, tmp_path, built):
     """--cuda-graph-mode is vLLM's cudagraph_mode by its enum name, merged with the capture size mcprm sizes; left
     unset, vLLM's own mode (nothing passed)."""
     from rollouts import registry
     from rollouts.options import VLLMOptions
 
-    built: list[dict] = []
-
-    class Engine:
-        streaming = True
-
-        def __init__(self, **kw):
-            built.append(kw)
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(registry, "_vllm_class", lambda: Engine)
     _pretend_gpu(monkeypatch, (H200, "NVIDIA H200"))
     ref = registry.ModelRef(model=_model_folder(tmp_path, QWEN_1_5B), tokenizer=None, dtype=None, seed=3)
     registry._vllm_build(ref, VLLMOptions(cuda_graph_mode="full"))
