@@ -46,12 +46,14 @@ def user_errors(extra: tuple[type[BaseException], ...] = (), resume_hint: bool =
     that does not resume, that it was interrupted. A typer ``Exit`` passes through as it is."""
     from pipeline.errors import McprmError, RemoteTaskError
     from pipeline.execution.shard_worker import WorkerError
+    from pipeline.interrupts import catching
     from pipeline.storage.store import StorageError
     from rollouts.base import MissingDependency  # rollouts/ stays free of the pipeline's error classes
 
     known: tuple[type[BaseException], ...] = (FileNotFoundError, PermissionError, MissingDependency) + tuple(extra)
     try:
-        yield
+        with catching():  # a Ctrl-C that something swallowed still ends the command (pipeline.interrupts)
+            yield
     except WorkerError as e:  # one message naming the row; the worker's traceback on request
         import os
 

@@ -136,8 +136,10 @@ def label_cmd(**options: Any) -> None:
         echo(f"engine demand: {d['mean_in_flight']:,.0f} continuations in flight per worker on average (p10 "
              f"{d['p10']:,}, p90 {d['p90']:,}); its engines run {d['capacity']:,} at once: fewer in flight "
              f"{d['share_below_capacity']:.0%} of the labeling time"
+             + (f"; shards at once per worker by the end: {', '.join(map(str, d['shards_at_once']))}"
+                if d.get("shards_at_once") else "")
              + (" (--shards-per-worker N labels more shards at once on each worker)"
-                if d["share_below_capacity"] >= 0.5 else ""))
+                if d["share_below_capacity"] >= 0.5 and not d.get("shards_at_once") else ""))
     if d.get("engine_samples"):
         echo(f"engine load: vLLM ran {d['engine_running_mean']:,.0f} sequences per worker on average (most "
              f"{d['engine_running_max']:,}) with {d['engine_waiting_mean']:,.0f} waiting"

@@ -40,6 +40,10 @@ class BackendSpec:
     gpus: Callable[[Any], float] = lambda opts: 0.0  # GPUs one worker holds (0: CPU or a remote server)
     streaming: Callable[[Any], bool] = lambda opts: False  # has submit(): the scheduler streams rounds
     shards_per_worker: int = 1  # shards one worker labels at once (2: no idle tail between shards)
+    # where the backend states its engines' capacity (seqs_capacity), the run raises a worker's shards at once up
+    # to this many while the worker keeps fewer continuations in flight than its engines run (a binary search keeps
+    # one or two per solution in flight: two shards of 64 left a 2,048-sequence engine running under 200)
+    most_shards_per_worker: int = 0  # 0: shards_per_worker, fixed
     # continuations in flight under which a probe draws its later waves at once (Scheduler.tail_fill): an
     # engine that batches (vLLM) generates them almost free when it has room; 0 where every token costs time
     tail_fill: int = 0
@@ -243,7 +247,8 @@ BACKENDS: dict[str, BackendSpec] = {
                     streaming=lambda o: o.vllm_engine != "offline",
                     # vLLM's engine takes the requests of two shards at once (no idle tail between shards);
                     # the hf backend is not thread-safe, so its worker runs one shard at a time.
-                    shards_per_worker=2, tail_fill=256, prepare_worker=_vllm_prepare, machine_problem=vllm_problem),
+                    shards_per_worker=2, most_shards_per_worker=32, tail_fill=256, prepare_worker=_vllm_prepare,
+                    machine_problem=vllm_problem),
         BackendSpec("openai", "an OpenAI-compatible server, --base-url", OpenAIOptions, _openai_class,
                     _openai_build, local_model=False, token_ids=False),
         # offline (one generate per round, no streaming, no drawing ahead) and one shard per worker until a GPU

@@ -21,6 +21,7 @@ when an actor comes back after a restart), so a tool or test can act on exactly 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +38,7 @@ from pipeline.execution.ray_cluster import (
     worker_shape,
 )
 from pipeline.execution.workers import OwnWorkers
+from pipeline.interrupts import raise_if_requested
 from pipeline.solution import Solution
 
 log = logging.getLogger("mcprm")
@@ -59,6 +61,18 @@ class CountedShards:
         if self.left is not None:
             self.left -= 1
         return x
+
+
+def shards_for_demand(held: int, in_flight: float, capacity: int, most: int) -> int:
+    """Shards a worker should hold at once, given that while it held ``held`` it kept ``in_flight`` continuations
+    in flight on average against engines that run ``capacity`` at once: enough to fill them at the same demand per
+    shard, never fewer than now, at most ``most``. A shard's demand depends on the strategy and on how hard its
+    problems are (a binary search keeps one or two continuations per solution in flight, per-step K x steps), so it
+    is measured, not assumed; continuations beyond the capacity wait in the engine's queue, which costs the
+    worker's memory only, and a run killed loses at most the shards in flight."""
+    if in_flight >= capacity:
+        return held
+    return max(held, min(most, math.ceil(held * capacity / max(in_flight, 1.0))))
 
 
 class LocalExecutor:
@@ -85,6 +99,7 @@ class LocalExecutor:
         if cfg is not None:
             self.worker.use(cfg)
         for idx, sols in shards:
+            raise_if_requested()
             cb = None
             if self.on_solution is not None:
                 def cb(ls, idx=idx):
@@ -245,6 +260,9 @@ class RayExecutor:
         exhausted = False
         # a borrowed fleet's actors take the borrowing run's count (beyond their max_concurrency, Ray queues)
         at_once = cfg.worker_shards if cfg is not None else self.shards_at_once
+        most = max(at_once, cfg.worker_shards_most if cfg is not None else at_once)
+        held = [at_once] * len(actors)  # shards each actor is given at once: raised while its engines starve
+        self.shards_held = held  # (the manifest's engine_demand.shards_at_once: what each worker ended with)
         t_run = time.perf_counter()
 
         def submit(shard: int, sols, free: list[int]) -> None:
@@ -254,19 +272,18 @@ class RayExecutor:
             pending[ref] = (a, shard, sols, time.time())
             load[a] += 1
 
-        def per_actor() -> int:
-            """Shards an actor holds at once: ``--shards-per-worker`` (vllm: two, so it never idles between
-            shards), but one each once no more shards are left than actors up, so the last ones go to idle actors
-            instead of queueing behind a busy one's shard (``shards.left``: what the run still has to hand out,
-            when it knows)."""
+        def last_ones() -> bool:
+            """No more shards left than actors up: one each then, so the last ones go to idle actors instead of
+            queueing behind a busy one's shard (``shards.left``: what the run still has to hand out, when it
+            knows)."""
             left = shards.left
-            return 1 if left is not None and left + len(retry_queue) <= sum(up) else at_once
+            return left is not None and left + len(retry_queue) <= sum(up)
 
         def fill() -> None:
             nonlocal exhausted
             while True:
-                cap = per_actor()
-                free = [i for i in range(len(actors)) if up[i] and load[i] < cap]
+                one = last_ones()
+                free = [i for i in range(len(actors)) if up[i] and load[i] < (1 if one else held[i])]
                 if not free:
                     return
                 if retry_queue:
@@ -312,6 +329,7 @@ class RayExecutor:
         done_shards: set[int] = set()
         fill()
         while pending or pings and (retry_queue or not exhausted or not any(up)):
+            raise_if_requested()
             done, _ = ray.wait(list(pending) + list(pings), num_returns=1, timeout=self.health_interval_s)
             if not done:
                 alive_nodes = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
@@ -367,6 +385,9 @@ class RayExecutor:
                                   "tokens": result.get("rollout_tokens"),
                                   "generate_s": result.get("generate_seconds"),
                                   "grade_s": result.get("grade_seconds")})
+            if most > held[a] and result.get("seqs_capacity"):
+                held[a] = shards_for_demand(held[a], result.get("in_flight_mean") or 0.0, result["seqs_capacity"],
+                                            most)
             if shard not in done_shards:  # a shard re-run after a lost node may also finish late
                 done_shards.add(shard)
                 on_done(result)

@@ -287,7 +287,7 @@ class FleetWorkers(OwnWorkers):
                      "keep_warm_s": float(keep_warm_s), "cpus": cpus, "gpus": gpus, "created_at": time.time()}
         # restarted if they die; leases and status in a group of their own, answered while shards are labeled
         self.cls = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-                              max_concurrency=self.cfg.worker_shards, concurrency_groups={CONTROL: 2})(FleetActor)
+                              max_concurrency=self.cfg.worker_shards_most, concurrency_groups={CONTROL: 2})(FleetActor)
         self.release_wait_s = 10.0  # (at the end of a run refused early, a worker may still be loading: it lapses)
         self.release_log_level = logging.INFO
         self.after_close = self._say_kept

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from pipeline.config import ConfigError, LabelConfig
 from pipeline.errors import RowError
-from pipeline.labeling.ahead import SequenceLoad
+from pipeline.labeling.ahead import SequenceLoad, histogram_since, mean_level
 from pipeline.labeling.scheduler import ProblemGrader, Scheduler, SchedulerSettings, SolutionFailure
 from pipeline.labeling.strategies import StrategyParams
 from pipeline.solution import Solution
@@ -183,6 +183,7 @@ class ShardWorker:
     def process(self, version: int, shard: int, solutions: Sequence[Solution]) -> dict:
         """Label and write one shard (``self.on_solution`` hears of each solution as it is done)."""
         t0 = time.perf_counter()
+        load0 = self.load.histogram()
         rejects: list[dict] = []
         todo = list(solutions)
         while True:
@@ -215,7 +216,16 @@ class ShardWorker:
             **st.shard_dict(),
             **({"rejects": rejects} if rejects else {}),
             "seconds": time.perf_counter() - t0,
+            **self._demand(load0),
         }
+
+    def _demand(self, load0: dict) -> dict:
+        """The worker's continuations in flight on average while this shard was labeled (all of its shards
+        together) and its engines' capacity: what the executor sizes the worker's shards at once from
+        (:func:`pipeline.execution.executors.shards_for_demand`). Nothing where the backend states no capacity."""
+        cap = getattr(self.backend, "seqs_capacity", None)
+        mean = mean_level(histogram_since(self.load.histogram(), load0))
+        return {"in_flight_mean": round(mean, 1), "seqs_capacity": int(cap)} if cap and mean is not None else {}
 
     def close(self) -> None:
         self.backend.close()

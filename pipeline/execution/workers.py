@@ -65,7 +65,7 @@ class OwnWorkers:
         self.ray, self.cfg, self.cpus, self.gpus, self.size = ray, cfg, cpus, gpus, size
         self.born: list = []  # every actor started, for a start that fails half-way
         self.cls = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-                              max_concurrency=cfg.worker_shards)(ShardActor)  # (shards an actor labels at once)
+                              max_concurrency=cfg.worker_shards_most)(ShardActor)  # (shards an actor labels at once)
 
     def new(self, index: int):
         actor = self.cls.remote(self.cfg, self.cpus)

@@ -69,6 +69,13 @@ def histogram_since(now: dict[str, float], was: dict[str, float]) -> dict[str, f
     return {k: round(s - was.get(k, 0.0), 3) for k, s in now.items() if s - was.get(k, 0.0) > 0}
 
 
+def mean_level(hist: dict[str, float]) -> float | None:
+    """The time-weighted mean load of a :meth:`SequenceLoad.histogram` (or of :func:`histogram_since`'s part of
+    one): low by less than one bucket, as every level is its bucket's lowest. None for no time at all."""
+    seconds = sum(float(s) for s in hist.values())
+    return sum(int(k) * float(s) for k, s in hist.items()) / seconds if seconds > 0 else None
+
+
 def demand_summary(histograms: Sequence[dict], capacity: int | None = None) -> dict | None:
     """What ``histograms`` (each worker's :meth:`SequenceLoad.histogram`) say of the demand on the engines: the
     time-weighted mean and quartiles of continuations in flight per worker, and with ``capacity`` (the sequences

@@ -149,7 +149,15 @@ def execute_run(run: Run, lock: OutputLock, executor=None) -> tuple[dict[int, di
         run_seconds=run_seconds, startup_seconds=min(run_seconds, executor.startup_seconds),
         workers=executor.num_workers, gpus=gpus_held(executor.num_workers, cfg.backend_spec.gpus(cfg.backend_options)),
         retried={str(k): v for k, v in executor.retried.items()}, worker_stats=worker_stats,
-        demand=engine_demand(worker_stats))
+        demand=with_shards_held(engine_demand(worker_stats), getattr(executor, "shards_held", None)))
+
+
+def with_shards_held(demand: dict | None, held: list[int] | None) -> dict | None:
+    """The demand, with the shards each worker held at once by the run's end (raised while its engines starved:
+    :func:`pipeline.execution.executors.shards_for_demand`), where the executor sized them."""
+    if not demand or not held:
+        return demand
+    return {**demand, "shards_at_once": list(held)}
 
 
 def engine_demand(worker_stats: list[dict]) -> dict | None:

@@ -31,6 +31,7 @@ import os
 import time
 from pathlib import Path
 
+from pipeline.interrupts import raise_if_requested
 from pipeline.training.base import (
     count_parameters,
     default_base_model,
@@ -168,6 +169,7 @@ def train(cfg: TrainConfig, targets_fn=None, progress_lines: bool = False) -> Tr
     checkpoints = bool(cfg.save_steps)
     from pipeline.training.trainer import (
         compile_layers,
+        make_interrupt_check,
         make_keep_best,
         make_progress_lines,
         make_speed_meter,
@@ -214,7 +216,7 @@ def train(cfg: TrainConfig, targets_fn=None, progress_lines: bool = False) -> Tr
     trainer = make_trainer(model=model, args=args, train_examples=prep.train, eval_examples=prep.val,
                            batches=batches, pad_id=tok.pad_token_id, pos_weight=pos_w, neg_weight=neg_w,
                            implicit=cfg.kind == "implicit",
-                           callbacks=[meter, *([keep] if prep.val else []),
+                           callbacks=[meter, make_interrupt_check(), *([keep] if prep.val else []),
                                       *([make_progress_lines()] if progress_lines and not cfg.progress else [])],
                            head_lr_scale=cfg.head_lr_scale if cfg.kind == "head" else 1.0,
                            head_only_steps=head_only)
@@ -227,6 +229,7 @@ def train(cfg: TrainConfig, targets_fn=None, progress_lines: bool = False) -> Tr
     t_train = time.perf_counter()
     try:
         trainer.train(resume_from_checkpoint=True if (cfg.resume and has_ckpt) else None)
+        raise_if_requested()  # a Ctrl-C swallowed on the way out of the last step
     except KeyboardInterrupt:
         raise TrainInterrupted(interrupted_message(cfg, ckpt_dir)) from None
     train_seconds = time.perf_counter() - t_train

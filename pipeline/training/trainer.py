@@ -174,6 +174,23 @@ def _grads_finite(params) -> bool:
     return bool(torch.isfinite(torch.stack([n.float() for n in norms])).all())
 
 
+def make_interrupt_check():
+    """A callback that ends training at the next optimizer step once Ctrl-C was asked for, even if the
+    KeyboardInterrupt it raised was swallowed somewhere inside a step (pipeline.interrupts)."""
+    from transformers import TrainerCallback
+
+    from pipeline.interrupts import raise_if_requested
+
+    class InterruptCheck(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            raise_if_requested()
+
+        def on_substep_end(self, args, state, control, **kw):
+            raise_if_requested()
+
+    return InterruptCheck()
+
+
 def make_speed_meter(warmup_fraction: float = 0.1, min_warmup: int = 3):
     """A callback that times the optimizer steps: the run's rate after its first steps (the compile, the first
     kernels' autotuning and the allocator's growth happen there) as well as over the whole run."""

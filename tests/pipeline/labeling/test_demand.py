@@ -225,3 +225,58 @@ def test_a_shard_workers_stats_carry_its_demand_and_capacity(tmp_path, clock, mo
     d = w.stats()
     assert d["in_flight_hist"] == {"288": 4.0} and d["seqs_capacity"] == 512 and "samples" in d
     assert engine_demand([d])["share_below_capacity"] == 1.0
+
+
+def test_a_shards_result_carries_the_demand_while_it_was_labeled(tmp_path, clock, monkeypatch):
+    """The mean in flight over the shard's own time (not the worker's whole life), measured on the driven clock."""
+    import graders.registry
+    from pipeline.config import LabelConfig
+    from pipeline.execution.shard_worker import ShardWorker
+
+    monkeypatch.setattr(graders.registry, "warm_grader", lambda *a, **k: None)
+
+    class B:
+        name = "fake"
+        seqs_capacity = 2048
+        stats = BackendStats()
+
+        def close(self):
+            pass
+
+    w = ShardWorker(LabelConfig(input=["x"], output=str(tmp_path / "out")), backend=B(), cpus=1)
+    w.load.add(1000)  # an earlier shard's load, before this one starts: not this shard's
+    clock.t += 50.0
+    w.load.add(-1000)
+    h0 = w.load.histogram()
+    w.load.add(160)
+    clock.t += 3.0
+    w.load.add(96)  # 256 for 1 s
+    clock.t += 1.0
+    w.load.add(-256)
+    d = w._demand(h0)
+    assert d == {"in_flight_mean": pytest.approx((160 * 3 + 256 * 1) / 4, abs=LOAD_BUCKET), "seqs_capacity": 2048}
+
+
+@pytest.mark.parametrize("held,in_flight,capacity,most,want", [
+    (2, 211.0, 2048, 32, 20),    # the real 1.5B's binary search on one H200: two shards kept ~211 in flight
+    (2, 2500.0, 2048, 32, 2),    # already past the capacity: per-step's demand
+    (2, 0.0, 2048, 32, 32),      # nothing measured in flight: as many as allowed
+    (20, 1500.0, 2048, 32, 28),  # raised again, in proportion
+    (8, 300.0, 2048, 8, 8),      # never past the most
+    (4, 4000.0, 1024, 32, 4),    # never lowered
+])
+def test_shards_at_once_follow_the_measured_demand(held, in_flight, capacity, most, want):
+    from pipeline.execution.executors import shards_for_demand
+
+    assert shards_for_demand(held, in_flight, capacity, most) == want
+
+
+def test_the_shards_a_worker_may_hold_are_the_backends_most_unless_given():
+    from pipeline.config import LabelConfig
+
+    cfg = LabelConfig(input=["x"], output="o", backend="vllm", model="m")
+    assert (cfg.worker_shards, cfg.worker_shards_most) == (2, 32)
+    fixed = cfg.replace(shards_per_worker=4)
+    assert (fixed.worker_shards, fixed.worker_shards_most) == (4, 4)
+    hf = LabelConfig(input=["x"], output="o")
+    assert (hf.worker_shards, hf.worker_shards_most) == (1, 1)
