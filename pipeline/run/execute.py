@@ -103,8 +103,9 @@ def execute_run(run: Run, lock: OutputLock, executor=None) -> tuple[dict[int, di
     results: dict[int, dict] = dict(done_shards)
     todo = run.added - sum(r["rows"] for r in done_shards.values())
     progress = LiveProgress(todo, cfg.progress)
-    t_run = time.perf_counter()
+    t_run, t_run_wall = time.perf_counter(), time.time()
     worker_stats: list[dict] = []
+    held_before = 0.0
     own = executor is None  # started by this run (its start-up events are recorded)
     if todo > 0:
         from pipeline.execution.executors import make_executor
@@ -113,6 +114,7 @@ def execute_run(run: Run, lock: OutputLock, executor=None) -> tuple[dict[int, di
             executor = run.starter.take(len(plan["shards"]) - len(done_shards))
             if executor is not None:
                 run.events["engine_started"] = run.starter.started_at
+                held_before = max(0.0, t_run_wall - run.starter.started_at)
         if executor is None:
             run.events["engine_started"] = time.time()
             executor = make_executor(cfg, shards_hint=len(plan["shards"]) - len(done_shards))
@@ -148,7 +150,7 @@ def execute_run(run: Run, lock: OutputLock, executor=None) -> tuple[dict[int, di
     return results, ExecutionFacts(
         run_seconds=run_seconds, startup_seconds=min(run_seconds, executor.startup_seconds),
         workers=executor.num_workers, gpus=gpus_held(executor.num_workers, cfg.backend_spec.gpus(cfg.backend_options)),
-        retried={str(k): v for k, v in executor.retried.items()}, worker_stats=worker_stats,
+        retried={str(k): v for k, v in executor.retried.items()}, worker_stats=worker_stats, held_before_s=held_before,
         demand=with_shards_held(engine_demand(worker_stats), getattr(executor, "shards_held", None)))
 
 

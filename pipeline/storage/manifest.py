@@ -51,6 +51,9 @@ class ExecutionFacts:
     retried: dict = field(default_factory=dict)
     worker_stats: list = field(default_factory=list)
     demand: dict | None = None  # pipeline.labeling.ahead.demand_summary of the workers' loads
+    # seconds this run's engines held their GPUs before its shards began: an engine started while the input was
+    # read holds its GPU from then on, so it is part of the bill though not of run_seconds
+    held_before_s: float = 0.0
 
 
 def versions() -> dict:
@@ -105,6 +108,7 @@ def build_manifest(cfg: RunConfig, plan: dict, results: dict[int, dict], prev: d
     hit = backend.get("cached_prompt_tokens", 0) / queries if queries else None
     startup = run.startup_seconds
     labeling = run_seconds - startup
+    held = run_seconds + max(0.0, run.held_before_s)  # the GPUs' time: from the engine's start, not the shards'
     added = sum(s["rows"] for s in new_shards)
     prev_totals = (prev or {}).get("totals", {})
     return {
@@ -161,9 +165,9 @@ def build_manifest(cfg: RunConfig, plan: dict, results: dict[int, dict], prev: d
             "prefix_cache_hit_rate": round(hit, 4) if hit is not None else None,
             # what users pay: GPU-seconds held by this run (every GPU for the whole run, start-up
             # included) and per solution it labeled; None on CPU
-            "gpu_seconds": round(run_seconds * run.gpus, 3) if run.gpus else None,
+            "gpu_seconds": round(held * run.gpus, 3) if run.gpus else None,
             "labeling_gpu_seconds": round(labeling * run.gpus, 3) if run.gpus else None,
-            "gpu_seconds_per_solution": (round(run_seconds * run.gpus / labeled_run, 4)
+            "gpu_seconds_per_solution": (round(held * run.gpus / labeled_run, 4)
                                          if run.gpus and labeled_run else None),
             "retried_shards": run.retried,
             "backend": backend,
