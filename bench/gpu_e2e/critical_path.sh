@@ -11,7 +11,8 @@
 # through --ray-address auto and its own compile cache (/tmp/cc_NAME: each run's start is a cold one).
 # One run at a time, the GPU's busy fraction is sampled (nvidia-smi's utilisation, every 0.5 s) and averaged over
 # the labeling window (the run's last labeling_seconds), and the engine's own stats lines (running and waiting
-# requests, KV cache use) are read from its log: the lever table's columns (BENCHMARKS.md).
+# requests, KV cache use) are read from its log: the lever table's columns (BENCHMARKS.md). top's per-process %CPU
+# (5 s intervals) gives the CPU side: the engine core at 100% is a host-bound engine; the sum is the busy cores.
 set -u
 OUT=${OUT:-/tmp/out}; export OUT; mkdir -p "$OUT" /tmp/cp
 SNAP=${E2E_SNAP:-/tmp/mcprm}
@@ -34,6 +35,13 @@ one() {
     ( while :; do echo "$(date +%s.%N) $(nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits | head -n 1)"; sleep 0.5; done ) > "/tmp/cp/$name.smi" 2>/dev/null &
     smi=$!
   fi
+  # where the machine's CPU goes (the engine core's one thread, the workers, the graders): top's per-process
+  # %CPU over each 5 s interval, with a timestamp line before each, read over the labeling window below
+  local tops=""
+  if [ "$PAR" -eq 0 ] && command -v top > /dev/null; then
+    ( while :; do echo "@ $(date +%s.%N)"; top -b -n 2 -d 5 -w 200 | awk '/^top -/{n++} n==2'; done ) > "/tmp/cp/$name.top" 2>/dev/null &
+    tops=$!
+  fi
   t0=$(date +%s.%N)
   # shellcheck disable=SC2086
   # each run time-boxed (CP_RUN_S, default 280 s) so that one slow run cannot take a call's other runs with it;
@@ -44,6 +52,7 @@ one() {
   rc=$?
   t1=$(date +%s.%N)
   [ -n "$smi" ] && kill "$smi" 2> /dev/null
+  [ -n "$tops" ] && { pkill -P "$tops" 2> /dev/null; kill "$tops" 2> /dev/null; }
   grep -v '^\[mcprm\]' "$OUT/cp_$name.log" | tail -n 3 | cut -c1-200
   (cd "$SNAP" && python3 - "$name" "$opts" "$rc" "$t0" "$t1" <<'PY')
 import json, sys
@@ -68,6 +77,22 @@ try:
         row["gpu_busy"] = round(sum(u) / len(u) / 100, 3) if u else None
     except OSError:
         row["gpu_busy"] = None
+    try:  # mean %CPU by process name over the labeling window (100 = one core), and the machine's busy cores
+        import collections
+        by, n, t = collections.defaultdict(float), 0, None
+        for x in open(f"/tmp/cp/{name}.top"):
+            f = x.split()
+            if x.startswith("@ "):
+                t = float(f[1])
+                n += t1 - lab <= t <= t1
+            elif t is not None and t1 - lab <= t <= t1 and len(f) >= 12 and f[0].isdigit():
+                by[" ".join(f[11:])] += float(f[8])
+        if n:
+            top = sorted(by.items(), key=lambda kv: -kv[1])
+            row["cpu_pct_by_process"] = {k: round(v / n, 1) for k, v in top[:12]}
+            row["cpu_cores_busy"] = round(sum(by.values()) / n / 100, 2)
+    except (OSError, ValueError):
+        pass
 except Exception as e:  # noqa: BLE001
     row["error"] = repr(e)
 import re
