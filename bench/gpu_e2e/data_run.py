@@ -46,6 +46,10 @@ NAME_OK = re.compile(r"^[A-Za-z0-9._-]+$")
 # REAL-MODEL.md left it 10.7 MiB, less than the tree and its results).
 PART_BYTES = 40 * MiB
 GGUF_BYTES = 1_117_320_768
+# the converted model folder's files other than its weights (config, generation config, tokenizer, chat template),
+# packed by the first set-up that ran convert.py and kept in results/: later set-ups only dequantize the weights
+# (bench/gpu_e2e/convert_fast.py, the same bytes in 1/3 of the time) and the folder's fingerprint stays the same
+MODEL_META = "model_meta.tgz"
 GGUF_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 N_PARTS = -(-GGUF_BYTES // PART_BYTES)
 
@@ -507,6 +511,8 @@ def cmd_land(a) -> None:
             dst = RESULTS / "gen" / p.name[4:]
         elif p.name.startswith("c_") and p.name.endswith(".tgz"):
             dst = RESULTS / p.name
+        elif p.name == MODEL_META:  # the converted model's small files, as that machine's convert.py wrote them
+            dst = RESULTS / p.name
         elif (p.name.startswith("row-") or p.name.startswith("final-")) and p.name.endswith(".tgz"):
             # rows/NAME/...: each file replaced in place (a final look adds its files beside the row's own)
             tmp = RESULTS / f".land.{p.name}.tmp"
@@ -603,6 +609,8 @@ def cmd_prepare(a) -> None:
     if not pb.exists():
         die(f"{pb}: the ProcessBench-MATH file is missing (pass --pb)")
     shutil.copyfile(pb, dst / "processbench_math_dev.jsonl.gz")
+    if (RESULTS / MODEL_META).exists():  # set-up then writes the model folder without transformers (convert_fast.py)
+        shutil.copyfile(RESULTS / MODEL_META, dst / MODEL_META)
     if a.gguf:
         g = Path(a.gguf)
         if g.stat().st_size != GGUF_BYTES:

@@ -89,8 +89,18 @@ stage_setup() {
     # the pinned code's convert.py: the model folder's fingerprint (its name, JSON files and file sizes) is part
     # of the corpora's identity, so every machine writes the same folder at the same path (the seed's /tmp/qwen);
     # the marker (a name the fingerprint skips) is written last, so a cut conversion is done again
+    # (with the model's small files of an earlier set-up, .xfer/data_run/model_meta.tgz, only the weights are
+    # dequantized: convert_fast.py, byte-identical weights; else convert.py, whose small files then go back in
+    # $OUT for the next set-ups)
     if [ ! -f "$M/.converted" ]; then
-      rm -rf "$M" && python3 "$(snapdir label)/bench/gpu_e2e/convert.py" /tmp/model.gguf "$M" && touch "$M/.converted"
+      rm -rf "$M"
+      if [ -f .xfer/data_run/model_meta.tgz ]; then
+        python3 "$D/convert_fast.py" /tmp/model.gguf .xfer/data_run/model_meta.tgz "$M" || exit 1
+      else
+        python3 "$(snapdir label)/bench/gpu_e2e/convert.py" /tmp/model.gguf "$M" || exit 1
+        python3 "$D/convert_fast.py" --meta "$M" "$OUT/model_meta.tgz"
+      fi
+      touch "$M/.converted"
     fi
   fi
   local pb=${DR_PB:-.xfer/data_run/processbench_math_dev.jsonl.gz}

@@ -181,6 +181,29 @@ def test_a_call_cut_before_its_record_still_lands_its_whole_files(tmp_path):
     assert st["calls"][-1]["rc"] is None
 
 
+def test_the_model_folders_small_files_land_and_travel_with_the_next_set_up(tmp_path):
+    """The first set-up's model_meta.tgz is kept in results/ and `prepare` carries it, so later set-ups only
+    dequantize the weights (convert_fast.py)."""
+    out, results = tmp_path / "out", tmp_path / "results"
+    out.mkdir()
+    _state(results)
+    (out / dr.MODEL_META).write_bytes(b"meta")
+    r = _py(tmp_path, "land", out)
+    assert r.returncode == 0, r.stderr
+    assert (results / dr.MODEL_META).read_bytes() == b"meta" and "skipped" not in r.stdout
+
+
+def test_the_fast_conversion_names_every_tensor_of_the_models_architecture():
+    sys.path.insert(0, str(D))
+    import convert_fast as cf
+
+    assert cf.hf_name("blk.27.attn_q.bias") == "model.layers.27.self_attn.q_proj.bias"
+    assert cf.hf_name("token_embd.weight") == "model.embed_tokens.weight"
+    assert len(set(cf.BLOCK.values())) == len(cf.BLOCK) == 12  # Qwen2's 12 tensors a layer, each named once
+    with pytest.raises(ValueError, match="unknown GGUF tensor"):
+        cf.hf_name("blk.0.attn_qkv.weight")  # another architecture's fused layout: refused, not guessed
+
+
 def test_a_corpus_packed_for_the_next_machine_leaves_its_lock_behind(tmp_path):
     work, out = tmp_path / "w", tmp_path / "out"
     (work / "c_def" / "data").mkdir(parents=True)
