@@ -13,10 +13,11 @@
 # the labeling window (the run's last labeling_seconds), and the engine's own stats lines (running and waiting
 # requests, KV cache use) are read from its log: the lever table's columns (BENCHMARKS.md). top's per-process %CPU
 # (5 s intervals) gives the CPU side: the engine core at 100% is a host-bound engine; the sum is the busy cores.
+# CP_PYSPY=SECONDS (py-spy from .xfer/extra): where the engine core's and the worker's Python time goes.
 set -u
 OUT=${OUT:-/tmp/out}; export OUT; mkdir -p "$OUT" /tmp/cp
 SNAP=${E2E_SNAP:-/tmp/mcprm}
-export PYTHONPATH=/tmp/site:$SNAP VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 \
+export PATH=/tmp/site/bin:$PATH PYTHONPATH=/tmp/site:$SNAP VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 TOKENIZERS_PARALLELISM=false
 M=${E2E_MODEL:-/tmp/qwen}
 IN=${CP_INPUT:-$PWD/bench/gpu_e2e/solutions400.jsonl}
@@ -25,6 +26,27 @@ PAR=${CP_PARALLEL:-0}
 if [ "$PAR" -gt 0 ]; then
   ray start --head --num-gpus "$PAR" --disable-usage-stats > "$OUT/ray_start.log" 2>&1 || { cat "$OUT/ray_start.log"; exit 1; }
 fi
+descendants() { local p; for p in $(ps -o pid= --ppid "$1" 2> /dev/null); do echo "$p"; descendants "$p"; done; }
+# CP_PYSPY=SECONDS: once the run is labeling (its first progress line), py-spy samples the engine core and the
+# labeling worker (this run's own descendants, by their process titles) for that long, without stopping them;
+# the row gets each one's busiest functions (bench/gpu_e2e/README.md, "Label speed")
+spy() {
+  local lp=$1 name=$2 i p c
+  for i in $(seq 600); do
+    grep -q '^\[mcprm\] [0-9,]*/' "$OUT/cp_$name.log" 2> /dev/null && break
+    kill -0 "$lp" 2> /dev/null || return 0
+    sleep 1
+  done
+  for p in $(descendants "$lp"); do
+    c=$(cat "/proc/$p/comm" 2> /dev/null) || continue
+    case $c in
+      VLLM::EngineCor*|ray::ShardActor*|ray::FleetActor*)
+        py-spy record --nonblocking -d "$CP_PYSPY" -r 50 -f raw -o "/tmp/cp/$name.spy.${c//[^A-Za-z]/}.$p" \
+          -p "$p" > /dev/null 2>&1 & ;;
+    esac
+  done
+  wait
+}
 one() {
   local spec=$1 name opts par=()
   name=${spec%%:*}; opts=${spec#*:}
@@ -46,10 +68,15 @@ one() {
   # shellcheck disable=SC2086
   # each run time-boxed (CP_RUN_S, default 280 s) so that one slow run cannot take a call's other runs with it;
   # the progress lines stay in its log, so a run cut short still says how far it got and at what rate
-  (cd "$SNAP" && timeout -s INT -k 20 "${CP_RUN_S:-280}" python3 -m cli.main label --input "$IN" \
+  (cd "$SNAP" && exec timeout -s INT -k 20 "${CP_RUN_S:-280}" python3 -m cli.main label --input "$IN" \
       --output /tmp/cp/$name --backend vllm --model "$M" --prompt-format chat --prompt-template "$TPL" \
-      --max-new-tokens 512 --max-model-len 4096 "${par[@]}" $opts) > "$OUT/cp_$name.log" 2>&1
-  rc=$?
+      --max-new-tokens 512 --max-model-len 4096 "${par[@]}" $opts) > "$OUT/cp_$name.log" 2>&1 &
+  local lp=$! sp=""
+  if [ -n "${CP_PYSPY:-}" ] && [ "$PAR" -eq 0 ] && command -v py-spy > /dev/null; then
+    spy "$lp" "$name" & sp=$!
+  fi
+  wait "$lp"; rc=$?
+  [ -n "$sp" ] && wait "$sp"
   t1=$(date +%s.%N)
   [ -n "$smi" ] && kill "$smi" 2> /dev/null
   [ -n "$tops" ] && { pkill -P "$tops" 2> /dev/null; kill "$tops" 2> /dev/null; }
@@ -95,6 +122,22 @@ try:
         pass
 except Exception as e:  # noqa: BLE001
     row["error"] = repr(e)
+import glob
+for f in sorted(glob.glob(f"/tmp/cp/{name}.spy.*")):  # py-spy's collapsed stacks: "frame;frame;... count"
+    leaf, incl, total = {}, {}, 0
+    for ln in open(f, errors="replace"):
+        stack, _, n = ln.rstrip().rpartition(" ")
+        if not n.isdigit():
+            continue
+        n, frames = int(n), stack.split(";")
+        total += n
+        leaf[frames[-1]] = leaf.get(frames[-1], 0) + n
+        for fr in set(frames):
+            incl[fr] = incl.get(fr, 0) + n
+    if total:
+        def top(d):
+            return [[k[:160], round(v / total, 3)] for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:15]]
+        row.setdefault("pyspy", {})[f.split(".spy.")[1]] = {"samples": total, "self": top(leaf), "inclusive": top(incl)}
 import re
 run = wait = kv = None
 for ln in open(f"{__import__('os').environ['OUT']}/cp_{name}.log", errors="replace"):
