@@ -428,6 +428,10 @@ class _Borrowed:
     def backend_stats(self) -> list[dict]:
         return self.ex.backend_stats()[: self.num_workers]
 
+    @property
+    def shards_held(self) -> list[int] | None:
+        return getattr(self.ex, "shards_held", None)
+
     def close(self) -> None:
         pass
 
