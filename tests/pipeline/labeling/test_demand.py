@@ -203,7 +203,8 @@ def test_a_vllm_worker_says_how_many_sequences_its_engines_run(monkeypatch, engi
     assert b.seqs_capacity == 1024 * engines
 
 
-def test_a_shard_workers_stats_carry_its_demand_and_capacity(tmp_path, clock, monkeypatch):
+def _worker_on_an_engine_of(capacity: int, tmp_path, monkeypatch):
+    """A shard worker whose backend only states its engines' capacity (no engine: the load is driven by hand)."""
     import graders.registry
     from pipeline.config import LabelConfig
     from pipeline.execution.shard_worker import ShardWorker
@@ -212,13 +213,17 @@ def test_a_shard_workers_stats_carry_its_demand_and_capacity(tmp_path, clock, mo
 
     class B:
         name = "fake"
-        seqs_capacity = 512
+        seqs_capacity = capacity
         stats = BackendStats()
 
         def close(self):
             pass
 
-    w = ShardWorker(LabelConfig(input=["x"], output=str(tmp_path / "out")), backend=B(), cpus=1)
+    return ShardWorker(LabelConfig(input=["x"], output=str(tmp_path / "out")), backend=B(), cpus=1)
+
+
+def test_a_shard_workers_stats_carry_its_demand_and_capacity(tmp_path, clock, monkeypatch):
+    w = _worker_on_an_engine_of(512, tmp_path, monkeypatch)
     w.load.add(300)
     clock.t += 4.0
     w.load.add(-300)
@@ -229,21 +234,7 @@ def test_a_shard_workers_stats_carry_its_demand_and_capacity(tmp_path, clock, mo
 
 def test_a_shards_result_carries_the_demand_while_it_was_labeled(tmp_path, clock, monkeypatch):
     """The mean in flight over the shard's own time (not the worker's whole life), measured on the driven clock."""
-    import graders.registry
-    from pipeline.config import LabelConfig
-    from pipeline.execution.shard_worker import ShardWorker
-
-    monkeypatch.setattr(graders.registry, "warm_grader", lambda *a, **k: None)
-
-    class B:
-        name = "fake"
-        seqs_capacity = 2048
-        stats = BackendStats()
-
-        def close(self):
-            pass
-
-    w = ShardWorker(LabelConfig(input=["x"], output=str(tmp_path / "out")), backend=B(), cpus=1)
+    w = _worker_on_an_engine_of(2048, tmp_path, monkeypatch)
     w.load.add(1000)  # an earlier shard's load, before this one starts: not this shard's
     clock.t += 50.0
     w.load.add(-1000)
