@@ -244,7 +244,7 @@ class LabelConfig:
     def worker_shards_most(self) -> int:
         """Shards one worker may label at once (its actor's concurrency): ``--shards-per-worker`` if given (fixed),
         else its backend's most (the executor raises a worker's count up to it while its engines are starved:
-        :func:`pipeline.execution.executors.shards_for_demand`)."""
+        :func:`pipeline.execution.demand.shards_for_demand`)."""
         return self.execution.shards_per_worker or max(self.backend_spec.shards_per_worker,
                                                        self.backend_spec.most_shards_per_worker)
 

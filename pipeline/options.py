@@ -298,8 +298,8 @@ class ExecutionOptions:
     gpus_per_worker: float = option(0.0, "GPUs per worker.", shown="vllm: --tensor-parallel-size; hf: 0")
     # an adaptive strategy's shard ends with its slowest solution, and a binary search keeps only one or two
     # continuations per solution in flight: a GPU engine needs many shards at once to stay full (solutions in
-    # flight per worker = this x --shard-size). Not given: the executor measures each worker's demand and
-    # raises its count while its engines run fewer sequences than they can (executors.shards_for_demand)
+    # flight per worker = this x --shard-size). Not given: the executor polls each worker's demand while its
+    # shards run and raises its count while its engines run fewer sequences than they can (pipeline.execution.demand)
     shards_per_worker: int | None = option(None, "Shards a worker labels at once (fixed).",
                                            shown="vllm 2-32, raised while its engines starve; else 1")
     # the end of a job on a GPU engine (pipeline.labeling.scheduler.Scheduler.tail_fill)

@@ -72,8 +72,9 @@ one() {
       --output /tmp/cp/$name --backend vllm --model "$M" --prompt-format chat --prompt-template "$TPL" \
       --max-new-tokens 512 --max-model-len 4096 "${par[@]}" $opts) > "$OUT/cp_$name.log" 2>&1 &
   local lp=$! sp=""
-  if [ -n "${CP_PYSPY:-}" ] && [ "$PAR" -eq 0 ] && command -v py-spy > /dev/null; then
-    spy "$lp" "$name" & sp=$!
+  if [ -n "${CP_PYSPY:-}" ] && [ "$PAR" -eq 0 ]; then
+    if command -v py-spy > /dev/null; then spy "$lp" "$name" & sp=$!
+    else echo "CP_PYSPY: py-spy is not on PATH (data_run.sh setup links it from .xfer/extra); no samples" >&2; fi
   fi
   wait "$lp"; rc=$?
   [ -n "$sp" ] && wait "$sp"

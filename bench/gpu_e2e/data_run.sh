@@ -77,6 +77,12 @@ stage_setup() {
     "${PY[@]}" check-model /tmp/model.gguf
     compgen -G ".xfer/extra/*.whl" > /dev/null || { echo ".xfer/extra/*.whl did not travel: carry .xfer/extra"; exit 4; }
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .xfer/extra/*.whl
+    # pip --target keeps an existing bin/ (the vLLM stash's, with ray) and drops the new wheels' scripts from it, so
+    # py-spy's binary (critical_path.sh's CP_PYSPY) is linked in from a target of its own
+    if compgen -G ".xfer/extra/py_spy-*.whl" > /dev/null; then
+      python3 -m pip install -q --no-index --no-deps --no-cache-dir --target /tmp/pyspy .xfer/extra/py_spy-*.whl
+      ln -sf /tmp/pyspy/bin/py-spy /tmp/site/bin/py-spy && py-spy --version
+    fi
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     for role in label train; do
       local s; s=$(snapdir $role)

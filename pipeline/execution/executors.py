@@ -21,12 +21,12 @@ when an actor comes back after a restart), so a tool or test can act on exactly 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 
 from pipeline.config import LabelConfig
+from pipeline.execution.demand import ShardsAtOnce
 from pipeline.execution.ray_cluster import (
     RAY_REQUIREMENT,
     check_resources,
@@ -61,18 +61,6 @@ class CountedShards:
         if self.left is not None:
             self.left -= 1
         return x
-
-
-def shards_for_demand(held: int, in_flight: float, capacity: int, most: int) -> int:
-    """Shards a worker should hold at once, given that while it held ``held`` it kept ``in_flight`` continuations
-    in flight on average against engines that run ``capacity`` at once: enough to fill them at the same demand per
-    shard, never fewer than now, at most ``most``. A shard's demand depends on the strategy and on how hard its
-    problems are (a binary search keeps one or two continuations per solution in flight, per-step K x steps), so it
-    is measured, not assumed; continuations beyond the capacity wait in the engine's queue, which costs the
-    worker's memory only, and a run killed loses at most the shards in flight."""
-    if in_flight >= capacity:
-        return held
-    return max(held, min(most, math.ceil(held * capacity / max(in_flight, 1.0))))
 
 
 class LocalExecutor:
@@ -261,8 +249,10 @@ class RayExecutor:
         # a borrowed fleet's actors take the borrowing run's count (beyond their max_concurrency, Ray queues)
         at_once = cfg.worker_shards if cfg is not None else self.shards_at_once
         most = max(at_once, cfg.worker_shards_most if cfg is not None else at_once)
-        held = [at_once] * len(actors)  # shards each actor is given at once: raised while its engines starve
+        demand = ShardsAtOnce(len(actors), at_once, most)  # raised while a worker's engines starve
+        held = demand.held  # shards each actor is given at once
         self.shards_held = held  # (the manifest's engine_demand.shards_at_once: what each worker ended with)
+        polls: dict = {}  # ref -> actor index: a demand poll in flight
         t_run = time.perf_counter()
 
         def submit(shard: int, sols, free: list[int]) -> None:
@@ -271,6 +261,7 @@ class RayExecutor:
             ref = actors[a].process.remote(*args)
             pending[ref] = (a, shard, sols, time.time())
             load[a] += 1
+            demand.load_is(a, load[a])
 
         def last_ones() -> bool:
             """No more shards left than actors up: one each then, so the last ones go to idle actors instead of
@@ -330,7 +321,13 @@ class RayExecutor:
         fill()
         while pending or pings and (retry_queue or not exhausted or not any(up)):
             raise_if_requested()
-            done, _ = ray.wait(list(pending) + list(pings), num_returns=1, timeout=self.health_interval_s)
+            for a in demand.due(time.monotonic(), load, up):
+                try:
+                    polls[actors[a].demand.remote()] = a
+                except AttributeError:  # a warm fleet's worker started by an older mcprm: its count stays
+                    demand.polled(a, {}, load[a])
+            done, _ = ray.wait(list(pending) + list(pings) + list(polls), num_returns=1,
+                               timeout=min(self.health_interval_s, demand.poll_s))
             if not done:
                 alive_nodes = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
                 for a in range(len(actors)):
@@ -340,11 +337,21 @@ class RayExecutor:
                             del pending[r]
                             retry(shard, sols, "its node is gone")
                         load[a] = 0
+                        demand.load_is(a, 0)
                         self._node_of.pop(a, None)
                         mark_down(a)
                 fill()
                 continue
             ref = done[0]
+            if ref in polls:
+                a = polls.pop(ref)
+                try:
+                    answer = ray.get(ref)
+                except (*transient, ray.exceptions.RayTaskError):  # a worker lost: its shards say so
+                    answer = None
+                if demand.polled(a, answer, load[a]):
+                    fill()
+                continue
             if ref in pings:
                 a = pings.pop(ref)
                 try:
@@ -367,6 +374,7 @@ class RayExecutor:
                 continue
             a, shard, sols, t_sub = pending.pop(ref)
             load[a] -= 1
+            demand.load_is(a, load[a])
             try:
                 result = ray.get(ref)
             except transient as e:
@@ -385,9 +393,6 @@ class RayExecutor:
                                   "tokens": result.get("rollout_tokens"),
                                   "generate_s": result.get("generate_seconds"),
                                   "grade_s": result.get("grade_seconds")})
-            if most > held[a] and result.get("seqs_capacity"):
-                held[a] = shards_for_demand(held[a], result.get("in_flight_mean") or 0.0, result["seqs_capacity"],
-                                            most)
             if shard not in done_shards:  # a shard re-run after a lost node may also finish late
                 done_shards.add(shard)
                 on_done(result)

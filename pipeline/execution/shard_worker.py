@@ -142,6 +142,7 @@ class ShardWorker:
         warm_grader(cfg.grader, grader_workers(cfg, self.cpus))  # e.g. sympy's processes start while the model loads
         self.backend = backend if backend is not None else build_backend(cfg)
         self.load = SequenceLoad()  # continuations in flight on this worker's engine, over its shards
+        self._polled: dict[str, float] = {}  # the load's histogram at the last demand_now() (its window's start)
         self.cfg = None
         self.use(cfg)
 
@@ -183,7 +184,6 @@ class ShardWorker:
     def process(self, version: int, shard: int, solutions: Sequence[Solution]) -> dict:
         """Label and write one shard (``self.on_solution`` hears of each solution as it is done)."""
         t0 = time.perf_counter()
-        load0 = self.load.histogram()
         rejects: list[dict] = []
         todo = list(solutions)
         while True:
@@ -216,16 +216,19 @@ class ShardWorker:
             **st.shard_dict(),
             **({"rejects": rejects} if rejects else {}),
             "seconds": time.perf_counter() - t0,
-            **self._demand(load0),
         }
 
-    def _demand(self, load0: dict) -> dict:
-        """The worker's continuations in flight on average while this shard was labeled (all of its shards
-        together) and its engines' capacity: what the executor sizes the worker's shards at once from
-        (:func:`pipeline.execution.executors.shards_for_demand`). Nothing where the backend states no capacity."""
+    def demand_now(self) -> dict:
+        """The continuations in flight on average since the previous call (the first: since the first shard)
+        and the engines' capacity, asked while shards run (:class:`pipeline.execution.demand.ShardsAtOnce`).
+        Nothing where the backend states no capacity; no mean where no time has passed with a load."""
         cap = getattr(self.backend, "seqs_capacity", None)
-        mean = mean_level(histogram_since(self.load.histogram(), load0))
-        return {"in_flight_mean": round(mean, 1), "seqs_capacity": int(cap)} if cap and mean is not None else {}
+        now = self.load.histogram(until_now=True)
+        was, self._polled = self._polled, now
+        if not cap:
+            return {}
+        mean = mean_level(histogram_since(now, was))
+        return {"seqs_capacity": int(cap), **({"in_flight_mean": round(mean, 1)} if mean is not None else {})}
 
     def close(self) -> None:
         self.backend.close()

@@ -37,6 +37,10 @@ class ShardActor:
     def pid(self) -> int:
         return os.getpid()
 
+    def demand(self) -> dict:
+        """The worker's demand since the last ask (ShardWorker.demand_now), answered while its shards run."""
+        return self.worker.demand_now()
+
     def backend_stats(self) -> dict:
         return self.worker.stats()
 

@@ -56,11 +56,16 @@ class SequenceLoad:
     def value(self) -> int:
         return self._n
 
-    def histogram(self) -> dict[str, float]:
+    def histogram(self, until_now: bool = False) -> dict[str, float]:
         """Seconds spent at each load, by the bucket's lowest load (keys as strings: the manifest is JSON), up to
-        the last change (the idle time after a worker's last shard is not the run's)."""
+        the last change (the idle time after a worker's last shard is not the run's); ``until_now``: up to now, the
+        current load's time so far included (a window of a running worker in which the load did not change)."""
         with self._lock:
-            return {str(b * LOAD_BUCKET): round(s, 3) for b, s in sorted(self._seconds.items())}
+            sec = dict(self._seconds)
+            if until_now and self._since is not None:
+                b = self._n // LOAD_BUCKET
+                sec[b] = sec.get(b, 0.0) + (time.monotonic() - self._since)
+            return {str(b * LOAD_BUCKET): round(s, 3) for b, s in sorted(sec.items())}
 
 
 def histogram_since(now: dict[str, float], was: dict[str, float]) -> dict[str, float]:

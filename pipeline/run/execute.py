@@ -156,7 +156,7 @@ def execute_run(run: Run, lock: OutputLock, executor=None) -> tuple[dict[int, di
 
 def with_shards_held(demand: dict | None, held: list[int] | None) -> dict | None:
     """The demand, with the shards each worker held at once by the run's end (raised while its engines starved:
-    :func:`pipeline.execution.executors.shards_for_demand`), where the executor sized them."""
+    :func:`pipeline.execution.demand.shards_for_demand`), where the executor sized them."""
     if not demand or not held:
         return demand
     return {**demand, "shards_at_once": list(held)}

@@ -4,6 +4,7 @@ engine_demand): checked against the loads that were really in flight, on a clock
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import random
 
 import pytest
@@ -232,20 +233,23 @@ def test_a_shard_workers_stats_carry_its_demand_and_capacity(tmp_path, clock, mo
     assert engine_demand([d])["share_below_capacity"] == 1.0
 
 
-def test_a_shards_result_carries_the_demand_while_it_was_labeled(tmp_path, clock, monkeypatch):
-    """The mean in flight over the shard's own time (not the worker's whole life), measured on the driven clock."""
+def test_a_demand_poll_is_the_mean_since_the_previous_one(tmp_path, clock, monkeypatch):
+    """Each answer covers the time since the previous ask (the first: since the first shard), measured on the
+    driven clock; a window with no change of load has no mean."""
     w = _worker_on_an_engine_of(2048, tmp_path, monkeypatch)
-    w.load.add(1000)  # an earlier shard's load, before this one starts: not this shard's
+    w.load.add(1000)
     clock.t += 50.0
     w.load.add(-1000)
-    h0 = w.load.histogram()
+    first = w.demand_now()
+    assert first == {"seqs_capacity": 2048, "in_flight_mean": pytest.approx(1000, abs=LOAD_BUCKET)}
     w.load.add(160)
     clock.t += 3.0
     w.load.add(96)  # 256 for 1 s
     clock.t += 1.0
     w.load.add(-256)
-    d = w._demand(h0)
-    assert d == {"in_flight_mean": pytest.approx((160 * 3 + 256 * 1) / 4, abs=LOAD_BUCKET), "seqs_capacity": 2048}
+    assert w.demand_now() == {"in_flight_mean": pytest.approx((160 * 3 + 256 * 1) / 4, abs=LOAD_BUCKET),
+                              "seqs_capacity": 2048}
+    assert w.demand_now() == {"seqs_capacity": 2048}
 
 
 @pytest.mark.parametrize("held,in_flight,capacity,most,want", [
@@ -257,7 +261,7 @@ def test_a_shards_result_carries_the_demand_while_it_was_labeled(tmp_path, clock
     (4, 4000.0, 1024, 32, 4),    # never lowered
 ])
 def test_shards_at_once_follow_the_measured_demand(held, in_flight, capacity, most, want):
-    from pipeline.execution.executors import shards_for_demand
+    from pipeline.execution.demand import shards_for_demand
 
     assert shards_for_demand(held, in_flight, capacity, most) == want
 
@@ -271,3 +275,64 @@ def test_the_shards_a_worker_may_hold_are_the_backends_most_unless_given():
     assert (fixed.worker_shards, fixed.worker_shards_most) == (4, 4)
     hf = LabelConfig(input=["x"], output="o")
     assert (hf.worker_shards, hf.worker_shards_most) == (1, 1)
+
+
+def _drive(w, clock, per_shard: int, start: int, most: int, shards: int, seed: int, poll_s: float = 5.0):
+    """Shard worker ``w`` (its engines' capacity stated, no engine), every running shard keeping ``per_shard``
+    continuations in flight for a length drawn at random, fed by the executor's rule (a shard whenever it runs
+    fewer than it holds) and polled through :class:`ShardsAtOnce` (its answers from ``w.demand_now()``) on the
+    driven clock. Returns the count held at each half second."""
+    from pipeline.execution.demand import ShardsAtOnce
+
+    rng = random.Random(seed)
+    t0 = clock.t
+    sa = ShardsAtOnce(1, start, most, poll_s)
+    running: list[float] = []  # each running shard's end
+    left, held_seen = shards, []
+    while left or running:
+        while left and len(running) < sa.held[0]:
+            running.append(clock.t + rng.uniform(20.0, 60.0))
+            w.load.add(per_shard)
+            left -= 1
+            sa.load_is(0, len(running))
+        if sa.due(clock.t - t0, [len(running)], [True]):
+            sa.polled(0, w.demand_now(), len(running))
+        held_seen.append(sa.held[0])
+        clock.t += 0.5
+        for end in [e for e in running if e <= clock.t]:
+            running.remove(end)
+            w.load.add(-per_shard)
+            sa.load_is(0, len(running))
+    return held_seen
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_polls_raise_a_starved_worker_to_its_need_before_its_first_shard_ends(tmp_path, clock, monkeypatch, seed):
+    """Truth known: each shard keeps 96 in flight against an engine of 2,048 (a need of 22 shards at once). The
+    count reaches 22 within a few polls, long before the first shard ends (20 s at the earliest), and never goes
+    past it, whatever the shards' lengths."""
+    w = _worker_on_an_engine_of(2048, tmp_path, monkeypatch)
+    seen = _drive(w, clock, per_shard=96, start=2, most=32, shards=200, seed=seed)
+    need = math.ceil(2048 / 96)
+    assert max(seen) == need
+    assert seen[int(19.5 / 0.5)] == need  # at 19.5 s, before any shard can have ended
+
+
+def test_a_worker_already_full_is_not_raised(tmp_path, clock, monkeypatch):
+    w = _worker_on_an_engine_of(2048, tmp_path, monkeypatch)
+    assert set(_drive(w, clock, per_shard=1500, start=2, most=32, shards=20, seed=0)) == {2}
+
+
+def test_no_poll_without_a_capacity_and_none_past_the_most():
+    from pipeline.execution.demand import ShardsAtOnce
+
+    sa = ShardsAtOnce(2, 2, 32, poll_s=5.0)
+    assert sa.due(0.0, [2, 2], [True, True]) == []  # the first window starts
+    assert sa.due(5.0, [2, 2], [True, False]) == [0]  # a worker down is not asked
+    assert sa.due(6.0, [2, 2], [True, True]) == [1]  # up again; worker 0's answer is awaited
+    assert sa.due(20.0, [2, 2], [True, True]) == []  # both answers awaited
+    assert not sa.polled(0, {}, 2)  # its backend states no capacity: never asked again
+    assert not sa.polled(1, {"seqs_capacity": 1024}, 2)  # no time in the window: no measure
+    assert sa.due(100.0, [2, 2], [True, True]) == [1]
+    assert sa.polled(1, {"seqs_capacity": 1024, "in_flight_mean": 10.0}, 2) and sa.held == [2, 32]
+    assert sa.due(200.0, [2, 32], [True, True]) == []
