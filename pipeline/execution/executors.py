@@ -318,6 +318,7 @@ class RayExecutor:
                 pings[actors[a].ready.remote()] = a
         first_ready = any(up)
         done_shards: set[int] = set()
+        checked = time.monotonic()  # the last check of the actors' nodes
         fill()
         while pending or pings and (retry_queue or not exhausted or not any(up)):
             raise_if_requested()
@@ -328,7 +329,10 @@ class RayExecutor:
                     demand.polled(a, {}, load[a])
             done, _ = ray.wait(list(pending) + list(pings) + list(polls), num_returns=1,
                                timeout=min(self.health_interval_s, demand.poll_s))
-            if not done:
+            # nodes are checked every health interval, not only in a quiet spell: demand polls answer every few
+            # seconds, and a shard on a node that vanished may never answer at all
+            if not done or time.monotonic() - checked >= self.health_interval_s:
+                checked = time.monotonic()
                 alive_nodes = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
                 for a in range(len(actors)):
                     if up[a] and self._node_of.get(a) not in alive_nodes:
@@ -341,8 +345,11 @@ class RayExecutor:
                         self._node_of.pop(a, None)
                         mark_down(a)
                 fill()
-                continue
+                if not done:
+                    continue
             ref = done[0]
+            if ref not in polls and ref not in pings and ref not in pending:  # its shard was moved off a lost node
+                continue
             if ref in polls:
                 a = polls.pop(ref)
                 try:
