@@ -44,6 +44,12 @@ class ShardsAtOnce:
         self._asking = [False] * n
         self._unmeasured = [False] * n  # its backend states no capacity: nothing to poll
 
+    def up(self, a: int) -> None:
+        """Worker ``a`` is up (its engine loaded): it starts at the highest count the others reached, as a run's
+        workers run the same engines on the same work, so their measure holds for it (engines on one GPU start one
+        at a time, and the last one up would otherwise start starved while the first hold the rest of the run)."""
+        self.held[a] = max(self.held)
+
     def load_is(self, a: int, shards: int) -> None:
         """Worker ``a`` now runs ``shards`` shards."""
         f = self._fewest[a]

@@ -7,8 +7,8 @@ the functions that need it.
 
 Ray: a worker factory starts the actors (:class:`pipeline.execution.workers.OwnWorkers`, a run's own; a warm
 fleet's, :class:`pipeline.execution.fleet.FleetWorkers`), given the resources each gets. One actor per worker
-(per GPU for vLLM, ``--num-workers`` CPU actors for hf) keeps its model loaded and is fed a stream of shards, two
-in flight per actor so it never idles between shards. A shard whose actor dies
+(per GPU for vLLM, ``--num-workers`` CPU actors for hf) keeps its model loaded and is fed a stream of shards, as
+many at once as its engines need (:mod:`pipeline.execution.demand`). A shard whose actor dies
 (OOM, node loss, ``kill -9``) is resubmitted to the restarted or another actor, at most
 ``max_shard_retries`` times; since a shard file is written whole under its final name and its content is
 deterministic, a retried shard can never be duplicated. An exception raised by mcprm's own code (bad config,
@@ -21,6 +21,7 @@ when an actor comes back after a restart), so a tool or test can act on exactly 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -47,8 +48,8 @@ ShardIter = Iterator[tuple[int, Sequence[Solution]]]
 
 
 class CountedShards:
-    """An iterator of a run's shards that knows how many it has still to hand out (``left``; None: unknown): the
-    Ray executor gives each actor one shard at a time once no more are left than actors (RayExecutor.run)."""
+    """An iterator of a run's shards that knows how many it has still to hand out (``left``; None: unknown): while
+    an actor is still starting, the Ray executor keeps each of the others to its part of them (RayExecutor.run)."""
 
     def __init__(self, it, n: int | None = None):
         self.it, self.left = iter(it), n
@@ -263,18 +264,23 @@ class RayExecutor:
             load[a] += 1
             demand.load_is(a, load[a])
 
-        def last_ones() -> bool:
-            """No more shards left than actors up: one each then, so the last ones go to idle actors instead of
-            queueing behind a busy one's shard (``shards.left``: what the run still has to hand out, when it
-            knows)."""
+        def share() -> int | None:
+            """While an actor has not been up yet (its engine loading: vLLM's start one at a time on a GPU), the
+            most shards any one may hold: its part of what the run has left, so the first one up does not take a
+            short run's every shard before the others are ready (None: no such limit, or the count unknown)."""
             left = shards.left
-            return left is not None and left + len(retry_queue) <= sum(up)
+            if all(ever_up) or left is None:
+                return None
+            return max(1, math.ceil((left + len(retry_queue) + len(pending)) / len(actors)))
 
         def fill() -> None:
             nonlocal exhausted
             while True:
-                one = last_ones()
-                free = [i for i in range(len(actors)) if up[i] and load[i] < (1 if one else held[i])]
+                # an actor runs the shards it holds at once (its concurrency is its most), so a run's last
+                # shards go to the least loaded actor with room at once: waiting for an idle one would leave
+                # them for the end, each on an engine starved of everything else
+                most_now = share()
+                free = [i for i in range(len(actors)) if up[i] and load[i] < min(held[i], most_now or held[i])]
                 if not free:
                     return
                 if retry_queue:
@@ -317,6 +323,7 @@ class RayExecutor:
             else:
                 pings[actors[a].ready.remote()] = a
         first_ready = any(up)
+        ever_up = list(up)  # each actor: up at some point of this run (a restart after that is not a start)
         done_shards: set[int] = set()
         checked = time.monotonic()  # the last check of the actors' nodes
         fill()
@@ -370,7 +377,8 @@ class RayExecutor:
                     continue
                 except ray.exceptions.RayTaskError as e:  # the backend could not be built (bad model, OOM)
                     raise task_cause(e) from e
-                self._node_of[a], up[a] = node, True
+                self._node_of[a], up[a], ever_up[a] = node, True, True
+                demand.up(a)
                 self.ready_at.setdefault(a, time.time())
                 self.actor_start.setdefault(a, (t_init, t_ready))
                 if not first_ready:

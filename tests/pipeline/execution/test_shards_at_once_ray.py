@@ -1,6 +1,7 @@
-"""The Ray executor raises a starved worker's shards at once from polls of its demand while its first shards still
-run, on a real local Ray. The worker is a stand-in actor (scheduling logic only: no engine), whose shards wait
-until the test lets them end and whose demand is 96 continuations per running shard against an engine of 2,048."""
+"""The Ray executor's shards at once, on a real local Ray: a starved worker raised from polls of its demand while
+its first shards still run, and the first worker up held to its part of a short run while another still starts.
+The workers are stand-in actors (scheduling logic only: no engine) that start and end their shards when the test
+says so, with a demand of 96 continuations per running shard against an engine of 2,048."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import threading
 import time
 
 import pytest
+
+from pipeline.execution.executors import CountedShards
 
 ray = pytest.importorskip("ray")
 
@@ -18,11 +21,16 @@ class Paced:
     def __init__(self):
         self.running = self.most_running = self.ended = 0
         self.go = threading.Event()
+        self.may_start = threading.Event()  # its "engine" is up once the test says so
         self.lock = threading.Lock()
 
     def ready(self):
+        self.may_start.wait(120)  # bounded: a test that fails never leaves a start waiting for ever
         t = time.time()
         return ray.get_runtime_context().get_node_id(), t, t
+
+    def let_start(self):
+        self.may_start.set()
 
     def pid(self):
         import os
@@ -73,6 +81,7 @@ def test_a_starved_worker_is_raised_to_its_need_before_a_shard_ends(local_ray):
 
     cfg = LabelConfig(input=["x"], output="o", backend="vllm", model="m")  # vLLM's count: 2, raised up to 32
     actor = ray.remote(num_cpus=0, max_concurrency=cfg.worker_shards_most + 2)(Paced).remote()
+    ray.get(actor.let_start.remote())
     ex = RayExecutor.of(OwnWorkers(ray, cfg, 0, 0, 1), [actor])
     done: list[dict] = []
     failed: list[BaseException] = []
@@ -98,4 +107,82 @@ def test_a_starved_worker_is_raised_to_its_need_before_a_shard_ends(local_ray):
     assert not failed and not t.is_alive()
     assert sorted(r["shard"] for r in done) == list(range(40))
     assert ex.shards_held == [22]
+    ray.kill(actor)
+
+
+def test_the_first_worker_up_takes_its_part_of_a_short_run_not_all_of_it(local_ray):
+    """Two workers, the second still starting (engines on one GPU start one at a time): the first, raised to 22
+    shards at once by its demand, holds 5 of the run's 10, and the second takes the other 5 once it is up."""
+    from pipeline.config import LabelConfig
+    from pipeline.execution.demand import POLL_S
+    from pipeline.execution.executors import RayExecutor
+    from pipeline.execution.workers import OwnWorkers
+
+    cfg = LabelConfig(input=["x"], output="o", backend="vllm", model="m")
+    cls = ray.remote(num_cpus=0, max_concurrency=cfg.worker_shards_most + 3)(Paced)
+    first, second = cls.remote(), cls.remote()
+    ray.get(first.let_start.remote())
+    ex = RayExecutor.of(OwnWorkers(ray, cfg, 0, 0, 2), [first, second])
+    done: list[dict] = []
+    failed: list[BaseException] = []
+    shards = CountedShards(iter([(i, [object()]) for i in range(10)]), 10)
+
+    def run():
+        try:
+            ex.run(1, shards, done.append, cfg)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            failed.append(e)
+
+    def until(pred, what):
+        deadline = time.monotonic() + 20 * POLL_S  # a bound on the wait, not a timing claim
+        while time.monotonic() < deadline and not pred():
+            time.sleep(0.2)
+        assert pred(), what() if callable(what) else what
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        until(lambda: getattr(ex, "shards_held", None) and ex.shards_held[0] >= 22, "the first worker's count was never raised")
+        time.sleep(2.0)  # its raise let the executor hand it more at once: give those submits time to arrive
+        assert ray.get(first.seen.remote()) == (5, 0)
+        ray.get(second.let_start.remote())
+        until(lambda: ray.get(second.seen.remote())[0] == 5,
+              lambda: f"the second worker did not take the other 5: {ray.get([first.seen.remote(), second.seen.remote()])}")
+        assert ray.get(first.seen.remote()) == (5, 0)
+    finally:
+        for a in (first, second):
+            ray.get(a.let_start.remote())
+            ray.get(a.release.remote())
+        t.join(60)
+    assert not failed and not t.is_alive()
+    assert sorted(r["shard"] for r in done) == list(range(10))
+    for a in (first, second):
+        ray.kill(a)
+
+
+def test_a_runs_last_shards_go_at_once_to_a_worker_with_room(local_ray):
+    """Three shards, one worker that runs four at once: all three run together (the last of a run is not held
+    back until the worker is idle, where it would run alone at the end)."""
+    from pipeline.config import LabelConfig
+    from pipeline.execution.demand import POLL_S
+    from pipeline.execution.executors import RayExecutor
+    from pipeline.execution.workers import OwnWorkers
+
+    cfg = LabelConfig(input=["x"], output="o", backend="vllm", model="m", shards_per_worker=4)
+    actor = ray.remote(num_cpus=0, max_concurrency=6)(Paced).remote()
+    ray.get(actor.let_start.remote())
+    ex = RayExecutor.of(OwnWorkers(ray, cfg, 0, 0, 1), [actor])
+    done: list[dict] = []
+    t = threading.Thread(target=ex.run, args=(1, CountedShards(iter([(i, [object()]) for i in range(3)]), 3),
+                                              done.append, cfg), daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 20 * POLL_S  # a bound on the wait, not a timing claim
+        while time.monotonic() < deadline and ray.get(actor.seen.remote())[0] < 3:
+            time.sleep(0.2)
+        assert ray.get(actor.seen.remote()) == (3, 0)
+    finally:
+        ray.get(actor.release.remote())
+        t.join(60)
+    assert sorted(r["shard"] for r in done) == [0, 1, 2]
     ray.kill(actor)

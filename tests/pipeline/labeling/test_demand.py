@@ -336,3 +336,12 @@ def test_no_poll_without_a_capacity_and_none_past_the_most():
     assert sa.due(100.0, [2, 2], [True, True]) == [1]
     assert sa.polled(1, {"seqs_capacity": 1024, "in_flight_mean": 10.0}, 2) and sa.held == [2, 32]
     assert sa.due(200.0, [2, 32], [True, True]) == []
+
+
+def test_a_worker_up_later_starts_at_the_count_the_others_reached():
+    from pipeline.execution.demand import ShardsAtOnce
+
+    sa = ShardsAtOnce(3, 2, 32)
+    sa.held[0] = 20
+    sa.up(1)
+    assert sa.held == [20, 20, 2]
