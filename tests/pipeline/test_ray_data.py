@@ -11,21 +11,12 @@ ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")
-def local_ray():
+def local_ray(local_ray):
+    """tests/pipeline/conftest.py's local Ray, with Ray Data's progress bars off."""
     import ray.data
 
-    from pipeline.execution import ray_temp
-
-    # Ray's files in a folder of this test's own (its default, /tmp/ray, would keep a session folder per run)
-    folder = ray_temp.new()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, ignore_reinit_error=True, logging_level="ERROR",
-             log_to_driver=False, _temp_dir=folder)
     ray.data.DataContext.get_current().enable_progress_bars = False
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-        ray_temp.remove(folder)
+    return local_ray
 
 
 def test_read_parquet_of_shard_uris(local_ray, tmp_path):

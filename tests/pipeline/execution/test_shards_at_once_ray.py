@@ -59,130 +59,106 @@ class Paced:
         self.go.set()
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    from pipeline.execution import ray_temp
-
-    folder = ray_temp.new()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, ignore_reinit_error=True, logging_level="ERROR",
-             log_to_driver=False, _temp_dir=folder)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-        ray_temp.remove(folder)
+CFG = dict(input=["x"], output="o", backend="vllm", model="m")  # vLLM's count: 2, raised up to 32
 
 
-def test_a_starved_worker_is_raised_to_its_need_before_a_shard_ends(local_ray):
-    from pipeline.config import LabelConfig
-    from pipeline.execution.demand import POLL_S
+def _started(n: int, concurrency: int, up: int | None = None) -> list:
+    """``n`` stand-in workers, the first ``up`` of them (all: None) started."""
+    cls = ray.remote(num_cpus=0, max_concurrency=concurrency)(Paced)
+    actors = [cls.remote() for _ in range(n)]
+    ray.get([a.let_start.remote() for a in actors[: n if up is None else up]])
+    return actors
+
+
+def _run(actors: list, cfg, shards: int):
+    """The Ray executor over ``actors`` labeling ``shards`` one-solution shards in a thread of its own: (executor,
+    thread, finished shards' results, the error it raised if any)."""
     from pipeline.execution.executors import RayExecutor
     from pipeline.execution.workers import OwnWorkers
 
-    cfg = LabelConfig(input=["x"], output="o", backend="vllm", model="m")  # vLLM's count: 2, raised up to 32
-    actor = ray.remote(num_cpus=0, max_concurrency=cfg.worker_shards_most + 2)(Paced).remote()
-    ray.get(actor.let_start.remote())
-    ex = RayExecutor.of(OwnWorkers(ray, cfg, 0, 0, 1), [actor])
+    ex = RayExecutor.of(OwnWorkers(ray, cfg, 0, 0, len(actors)), actors)
     done: list[dict] = []
     failed: list[BaseException] = []
 
     def run():
         try:
-            ex.run(1, iter([(i, [object()]) for i in range(40)]), done.append, cfg)
+            ex.run(1, CountedShards(iter([(i, [object()]) for i in range(shards)]), shards), done.append, cfg)
         except BaseException as e:  # noqa: BLE001 - reported by the test
             failed.append(e)
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
+    return ex, t, done, failed
+
+
+def _until(pred, what) -> None:
+    from pipeline.execution.demand import POLL_S
+
+    deadline = time.monotonic() + 20 * POLL_S  # a bound on the wait, not a timing claim
+    while time.monotonic() < deadline and not pred():
+        time.sleep(0.2)
+    assert pred(), what() if callable(what) else what
+
+
+def _finish(actors: list, t: threading.Thread, done: list, failed: list, shards: int) -> None:
+    """Let every worker start and every shard end; the run ends with each shard done once, and the workers go."""
+    for a in actors:
+        ray.get(a.let_start.remote())
+        ray.get(a.release.remote())
+    t.join(60)
+    assert not failed and not t.is_alive()
+    assert sorted(r["shard"] for r in done) == list(range(shards))
+    for a in actors:
+        ray.kill(a)
+
+
+def test_a_starved_worker_is_raised_to_its_need_before_a_shard_ends(local_ray):
+    from pipeline.config import LabelConfig
+
+    cfg = LabelConfig(**CFG)
+    (actor,) = actors = _started(1, cfg.worker_shards_most + 2)
+    ex, t, done, failed = _run(actors, cfg, 40)
     try:
-        deadline = time.monotonic() + 20 * POLL_S  # a bound on the wait, not a timing claim
-        while time.monotonic() < deadline and ray.get(actor.seen.remote())[0] < 22:
-            time.sleep(0.2)
+        _until(lambda: ray.get(actor.seen.remote())[0] >= 22, "the worker never held 22 shards")
         most_running, ended = ray.get(actor.seen.remote())
         assert ended == 0
         assert most_running == 22  # ceil(2 x 2,048 / 192): the need, from two shards' 192 in flight
     finally:
-        ray.get(actor.release.remote())
-        t.join(60)
-    assert not failed and not t.is_alive()
-    assert sorted(r["shard"] for r in done) == list(range(40))
+        _finish(actors, t, done, failed, 40)
     assert ex.shards_held == [22]
-    ray.kill(actor)
 
 
 def test_the_first_worker_up_takes_its_part_of_a_short_run_not_all_of_it(local_ray):
     """Two workers, the second still starting (engines on one GPU start one at a time): the first, raised to 22
     shards at once by its demand, holds 5 of the run's 10, and the second takes the other 5 once it is up."""
     from pipeline.config import LabelConfig
-    from pipeline.execution.demand import POLL_S
-    from pipeline.execution.executors import RayExecutor
-    from pipeline.execution.workers import OwnWorkers
 
-    cfg = LabelConfig(input=["x"], output="o", backend="vllm", model="m")
-    cls = ray.remote(num_cpus=0, max_concurrency=cfg.worker_shards_most + 3)(Paced)
-    first, second = cls.remote(), cls.remote()
-    ray.get(first.let_start.remote())
-    ex = RayExecutor.of(OwnWorkers(ray, cfg, 0, 0, 2), [first, second])
-    done: list[dict] = []
-    failed: list[BaseException] = []
-    shards = CountedShards(iter([(i, [object()]) for i in range(10)]), 10)
-
-    def run():
-        try:
-            ex.run(1, shards, done.append, cfg)
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            failed.append(e)
-
-    def until(pred, what):
-        deadline = time.monotonic() + 20 * POLL_S  # a bound on the wait, not a timing claim
-        while time.monotonic() < deadline and not pred():
-            time.sleep(0.2)
-        assert pred(), what() if callable(what) else what
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
+    cfg = LabelConfig(**CFG)
+    first, second = actors = _started(2, cfg.worker_shards_most + 3, up=1)
+    ex, t, done, failed = _run(actors, cfg, 10)
     try:
-        until(lambda: getattr(ex, "shards_held", None) and ex.shards_held[0] >= 22, "the first worker's count was never raised")
+        _until(lambda: getattr(ex, "shards_held", None) and ex.shards_held[0] >= 22,
+               "the first worker's count was never raised")
         time.sleep(2.0)  # its raise let the executor hand it more at once: give those submits time to arrive
         assert ray.get(first.seen.remote()) == (5, 0)
         ray.get(second.let_start.remote())
-        until(lambda: ray.get(second.seen.remote())[0] == 5,
-              lambda: f"the second worker did not take the other 5: {ray.get([first.seen.remote(), second.seen.remote()])}")
+        _until(lambda: ray.get(second.seen.remote())[0] == 5,
+               lambda: f"the second worker did not take the other 5: {ray.get([first.seen.remote(), second.seen.remote()])}")
         assert ray.get(first.seen.remote()) == (5, 0)
     finally:
-        for a in (first, second):
-            ray.get(a.let_start.remote())
-            ray.get(a.release.remote())
-        t.join(60)
-    assert not failed and not t.is_alive()
-    assert sorted(r["shard"] for r in done) == list(range(10))
-    for a in (first, second):
-        ray.kill(a)
+        _finish(actors, t, done, failed, 10)
 
 
 def test_a_runs_last_shards_go_at_once_to_a_worker_with_room(local_ray):
     """Three shards, one worker that runs four at once: all three run together (the last of a run is not held
     back until the worker is idle, where it would run alone at the end)."""
     from pipeline.config import LabelConfig
-    from pipeline.execution.demand import POLL_S
-    from pipeline.execution.executors import RayExecutor
-    from pipeline.execution.workers import OwnWorkers
 
-    cfg = LabelConfig(input=["x"], output="o", backend="vllm", model="m", shards_per_worker=4)
-    actor = ray.remote(num_cpus=0, max_concurrency=6)(Paced).remote()
-    ray.get(actor.let_start.remote())
-    ex = RayExecutor.of(OwnWorkers(ray, cfg, 0, 0, 1), [actor])
-    done: list[dict] = []
-    t = threading.Thread(target=ex.run, args=(1, CountedShards(iter([(i, [object()]) for i in range(3)]), 3),
-                                              done.append, cfg), daemon=True)
-    t.start()
+    cfg = LabelConfig(**CFG, shards_per_worker=4)
+    (actor,) = actors = _started(1, 6)
+    _ex, t, done, failed = _run(actors, cfg, 3)
     try:
-        deadline = time.monotonic() + 20 * POLL_S  # a bound on the wait, not a timing claim
-        while time.monotonic() < deadline and ray.get(actor.seen.remote())[0] < 3:
-            time.sleep(0.2)
+        _until(lambda: ray.get(actor.seen.remote())[0] >= 3, "the worker never ran 3 shards")
         assert ray.get(actor.seen.remote()) == (3, 0)
     finally:
-        ray.get(actor.release.remote())
-        t.join(60)
-    assert sorted(r["shard"] for r in done) == [0, 1, 2]
-    ray.kill(actor)
+        _finish(actors, t, done, failed, 3)
