@@ -37,7 +37,7 @@ from pipeline.options import (
 )
 from rollouts.options import HFOptions, OpenAIOptions, VLLMOptions, field_default
 from rollouts.registry import BACKENDS as BACKEND_SPECS
-from rollouts.registry import BackendSpec, ModelRef, engines_per_gpu
+from rollouts.registry import TAIL_FILL_CAPACITY, TAIL_FILL_FALLBACK, BackendSpec, ModelRef, engines_per_gpu
 
 if TYPE_CHECKING:
     from rollouts.base import SamplingConfig
@@ -248,11 +248,16 @@ class LabelConfig:
         return self.execution.shards_per_worker or max(self.backend_spec.shards_per_worker,
                                                        self.backend_spec.most_shards_per_worker)
 
-    @property
-    def worker_tail_fill(self) -> int:
-        """Continuations in flight under which probes draw ahead: ``--tail-fill`` if given, else its backend's."""
+    def worker_tail_fill(self, capacity: int | None = None) -> int:
+        """Continuations in flight under which probes draw ahead: ``--tail-fill`` if given, else its backend's
+        (vllm: ``capacity``, the sequences the worker's engines run at once, where the backend states it)."""
         t = self.execution.tail_fill
-        return self.backend_spec.tail_fill if t is None else t
+        if t is not None:
+            return t
+        t = self.backend_spec.tail_fill
+        if t == TAIL_FILL_CAPACITY:
+            return int(capacity) if capacity else TAIL_FILL_FALLBACK
+        return t
 
     @property
     def worker_gpus(self) -> float:

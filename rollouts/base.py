@@ -16,10 +16,11 @@ from typing import Protocol, runtime_checkable
 
 VLLM_ENGINES = ("loop", "async", "offline")  # the vllm backend's engines (rollouts/vllm_backend.py)
 DEFAULT_VLLM_ENGINE = "loop"  # streaming; measured the fastest (BENCHMARKS.md)
-# vLLM engines sharing one GPU. One: `mcprm label` with two on an H200 at 1.5B ran at 0.33x one's tokens/s
-# (BENCHMARKS.md, "Engine levers on one H200"), though two raw engines ran at 1.57x one; 0 asks for the count
-# sized from the model and the GPU (rollouts/engine_sizing.py, auto_engines_per_gpu)
-DEFAULT_ENGINES_PER_GPU = 1
+# vLLM engines sharing one GPU; 0: the count sized from the model and the GPU (rollouts/engine_sizing.py,
+# auto_engines_per_gpu: two for a small model on a big GPU, else one). One engine's host side caps it (on one H200
+# at 1.5B its engine core used a whole CPU core and the GPU was busy a third of the time); `mcprm label` with two
+# gave 1.14-1.17x one's tokens/s on the same 1,500 solutions (BENCHMARKS.md, "Engine levers on one H200")
+DEFAULT_ENGINES_PER_GPU = 0
 DEFAULT_MAX_MODEL_LEN = 4096  # the vllm backend's context when --max-model-len is not given
 
 

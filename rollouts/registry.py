@@ -45,7 +45,8 @@ class BackendSpec:
     # one or two per solution in flight: two shards of 64 left a 2,048-sequence engine running under 200)
     most_shards_per_worker: int = 0  # 0: shards_per_worker, fixed
     # continuations in flight under which a probe draws its later waves at once (Scheduler.tail_fill): an
-    # engine that batches (vLLM) generates them almost free when it has room; 0 where every token costs time
+    # engine that batches (vLLM) generates them almost free when it has room; 0 where every token costs time;
+    # TAIL_FILL_CAPACITY: the sequences the worker's engines run at once (its backend's seqs_capacity)
     tail_fill: int = 0
     local_model: bool = True  # the model is loaded here (so its context and tokenizer can be checked)
     # completions carry token ids and the backend has encode_prompt(): rollout reuse can be exact (a reused draw is the same tokens);
@@ -237,6 +238,12 @@ def _openai_build(m: ModelRef, o: OpenAIOptions):
     return _openai_class()(base_url=o.base_url, model=m.model, api_key=o.api_key)
 
 
+# BackendSpec.tail_fill: draw ahead while the worker's engines have free sequence slots, as many as they run at once
+# (on one H200 with the real 1.5B, 2,048 against vLLM's 256 gave 1.23x the labeling tok/s for 4% more tokens:
+# BENCHMARKS, "Engine levers on one H200"); TAIL_FILL_FALLBACK where the backend states no capacity
+TAIL_FILL_CAPACITY = -1
+TAIL_FILL_FALLBACK = 256
+
 BACKENDS: dict[str, BackendSpec] = {
     s.name: s
     for s in (
@@ -247,7 +254,7 @@ BACKENDS: dict[str, BackendSpec] = {
                     streaming=lambda o: o.vllm_engine != "offline",
                     # vLLM's engine takes the requests of two shards at once (no idle tail between shards);
                     # the hf backend is not thread-safe, so its worker runs one shard at a time.
-                    shards_per_worker=2, most_shards_per_worker=32, tail_fill=256, prepare_worker=_vllm_prepare,
+                    shards_per_worker=2, most_shards_per_worker=32, tail_fill=TAIL_FILL_CAPACITY, prepare_worker=_vllm_prepare,
                     machine_problem=vllm_problem),
         BackendSpec("openai", "an OpenAI-compatible server, --base-url", OpenAIOptions, _openai_class,
                     _openai_build, local_model=False, token_ids=False),

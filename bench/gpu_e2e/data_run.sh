@@ -81,7 +81,7 @@ stage_setup() {
     # py-spy's binary (critical_path.sh's CP_PYSPY) is linked in from a target of its own
     if compgen -G ".xfer/extra/py_spy-*.whl" > /dev/null; then
       python3 -m pip install -q --no-index --no-deps --no-cache-dir --target /tmp/pyspy .xfer/extra/py_spy-*.whl
-      ln -sf /tmp/pyspy/bin/py-spy /tmp/site/bin/py-spy && py-spy --version
+      ln -sf /tmp/pyspy/bin/py-spy /tmp/site/bin/py-spy && /tmp/site/bin/py-spy --version
     fi
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     for role in label train; do

@@ -27,6 +27,14 @@ def shards_for_demand(held: int, in_flight: float, capacity: int, most: int) -> 
     return max(held, min(most, math.ceil(held * capacity / max(in_flight, 1.0))))
 
 
+def filling_shards(capacity: int, shard_size: int, most: int) -> int:
+    """Shards of ``shard_size`` solutions whose solutions, one continuation each, fill engines that run
+    ``capacity`` sequences at once; at most ``most`` (0 without a shard size)."""
+    if shard_size <= 0 or capacity <= 0:
+        return 0
+    return min(most, math.ceil(capacity / shard_size))
+
+
 class ShardsAtOnce:
     """The shards each of ``n`` workers is given at once (``held``), starting at ``start``, raised up to ``most``.
 
@@ -35,10 +43,11 @@ class ShardsAtOnce:
     since its previous poll; the shards it ran over that window are taken as the fewest it ran at any time in it,
     which can only overstate the demand per shard: a raise never goes past what the measure supports."""
 
-    def __init__(self, n: int, start: int, most: int, poll_s: float = POLL_S):
+    def __init__(self, n: int, start: int, most: int, poll_s: float = POLL_S, shard_size: int = 0):
         self.held = [start] * n
         self.most = max(start, most)
         self.poll_s = poll_s
+        self.shard_size = shard_size  # solutions per shard: the floor of filling_shards (0: no floor)
         self._fewest: list[int | None] = [None] * n  # fewest shards running since the last answer (None: none yet)
         self._asked_at: list[float | None] = [None] * n
         self._asking = [False] * n
@@ -81,10 +90,11 @@ class ShardsAtOnce:
         if not demand.get("seqs_capacity"):
             self._unmeasured[a] = True
             return False
+        filled = self._raise(a, filling_shards(int(demand["seqs_capacity"]), self.shard_size, self.most))
         if not fewest or demand.get("in_flight_mean") is None:
-            return False
+            return filled
         return self._raise(a, shards_for_demand(fewest, demand["in_flight_mean"], demand["seqs_capacity"],
-                                                self.most))
+                                                self.most)) or filled
 
     def _raise(self, a: int, want: int) -> bool:
         if want > self.held[a]:

@@ -102,13 +102,13 @@ def strategy_params(cfg: LabelConfig) -> StrategyParams:
                           trust_pass_rate=cfg.trust_pass_rate, unreached_claim=cfg.unreached_claim)
 
 
-def scheduler_settings(cfg: LabelConfig, prompt: PromptFormat) -> SchedulerSettings:
+def scheduler_settings(cfg: LabelConfig, prompt: PromptFormat, capacity: int | None = None) -> SchedulerSettings:
     """What the scheduler reads of ``cfg``, resolved once per run (``prompt``: the run's format, where a
-    continuation stops)."""
+    continuation stops; ``capacity``: the sequences the worker's engines run at once, where its backend says)."""
     return SchedulerSettings(
         strategy=cfg.strategy, params=strategy_params(cfg), sampling=cfg.sampling_config(prompt), seed=cfg.seed,
         max_batch_requests=cfg.max_batch_requests, streaming=cfg.backend_spec.streaming(cfg.backend_options),
-        reuse=cfg.reuse_rollouts, unreadable=cfg.unreadable, tail_fill=cfg.worker_tail_fill)
+        reuse=cfg.reuse_rollouts, unreadable=cfg.unreadable, tail_fill=cfg.worker_tail_fill(capacity))
 
 
 def grader_workers(cfg: LabelConfig, cpus: float) -> int:
@@ -158,7 +158,7 @@ class ShardWorker:
                                   "new workers for this run")
         self.cfg = cfg
         self.prompt = cfg.prompt_builder()
-        self.settings = scheduler_settings(cfg, self.prompt)
+        self.settings = scheduler_settings(cfg, self.prompt, getattr(self.backend, "seqs_capacity", None))
         self.grade = grade_callable(cfg, self.cpus)
         self.store = CorpusStore(cfg.output)
 

@@ -193,9 +193,10 @@ def test_auto_engines_two_for_a_small_model_on_a_big_gpu_else_one():
 def test_sized_engines_resolved_once_in_the_config_from_the_model_and_the_gpu(monkeypatch, tmp_path):
     model = _model_folder(tmp_path, QWEN_1_5B)
     _pretend_gpu(monkeypatch, (H200, "NVIDIA H200"))
-    assert LabelConfig(backend="vllm", model=model).resolved().vllm.engines_per_gpu == 1  # the default: one
+    d = LabelConfig(backend="vllm", model=model).resolved()  # the default is sized: two here
+    assert d.vllm.engines_per_gpu == 2 and d.worker_gpus == 0.5  # two Ray workers on the GPU, an engine each
     c = LabelConfig(backend="vllm", model=model, engines_per_gpu=0).resolved()
-    assert c.vllm.engines_per_gpu == 2 and c.worker_gpus == 0.5  # two Ray workers on the GPU, an engine each
+    assert c.vllm.engines_per_gpu == 2 and c.worker_gpus == 0.5
     assert LabelConfig(backend="vllm", model=model, engines_per_gpu=1).resolved().vllm.engines_per_gpu == 1
     # where several engines cannot run, or were not measured, auto means one whatever the sizes
     for extra in ({"tensor_parallel_size": 2}, {"vllm_engine": "offline"}, {"deterministic": True}):
@@ -205,6 +206,7 @@ def test_sized_engines_resolved_once_in_the_config_from_the_model_and_the_gpu(mo
     _pretend_gpu(monkeypatch, (H200, "NVIDIA H200"))
     big = _model_folder(tmp_path, QWEN_7B)
     assert LabelConfig(backend="vllm", model=big, engines_per_gpu=0).resolved().vllm.engines_per_gpu == 1
+    assert LabelConfig(backend="vllm", model=big).resolved().vllm.engines_per_gpu == 1  # the default, sized
     # the other backends keep their own sections untouched
     assert LabelConfig(backend="hf", engines_per_gpu=0).resolved().vllm.engines_per_gpu == 0
 
@@ -361,9 +363,10 @@ def test_the_cuda_graph_mode_reaches_the_engine_beside_the_capture_size(monkeypa
 
     _pretend_gpu(monkeypatch, (H200, "NVIDIA H200"))
     ref = registry.ModelRef(model=_model_folder(tmp_path, QWEN_1_5B), tokenizer=None, dtype=None, seed=3)
-    registry._vllm_build(ref, VLLMOptions(cuda_graph_mode="full"))
-    registry._vllm_build(ref, VLLMOptions(cuda_graph_mode="full-decode-only", cuda_graph_max=0))
-    registry._vllm_build(ref, VLLMOptions())
+    one = {"engines_per_gpu": 1}  # one engine of the GPU: its sized limit of 2,048 (the default two keep vLLM's)
+    registry._vllm_build(ref, VLLMOptions(cuda_graph_mode="full", **one))
+    registry._vllm_build(ref, VLLMOptions(cuda_graph_mode="full-decode-only", cuda_graph_max=0, **one))
+    registry._vllm_build(ref, VLLMOptions(**one))
     assert [kw.get("compilation_config") for kw in built] == [
         {"max_cudagraph_capture_size": 2048, "cudagraph_mode": "FULL"}, {"cudagraph_mode": "FULL_DECODE_ONLY"},
         {"max_cudagraph_capture_size": 2048}]

@@ -39,3 +39,19 @@ def test_settings_are_frozen_and_the_scheduler_reads_them():
     # reuse needs the backend's prompt encoder: asked for without one, nothing is reused
     assert Scheduler(object(), lambda pairs: [], object(), dataclasses.replace(s, reuse=True)).reuse is False
     assert Scheduler(object(), lambda pairs: [], object(), dataclasses.replace(s, reuse=True), encode=list).reuse
+
+
+def test_vllm_draws_ahead_under_its_engines_capacity_unless_told():
+    """vLLM's tail fill is the sequences its worker's engines run at once (the capacity the backend states), 256
+    where it states none; --tail-fill N is N on any backend; hf draws nothing ahead."""
+    vllm = LabelConfig(model="m", backend="vllm")
+    prompt = vllm.prompt_builder()
+    assert scheduler_settings(vllm, prompt, capacity=2048).tail_fill == 2048
+    assert scheduler_settings(vllm, prompt, capacity=1024).tail_fill == 1024
+    assert scheduler_settings(vllm, prompt).tail_fill == 256
+    told = LabelConfig(model="m", backend="vllm", tail_fill=300)
+    assert scheduler_settings(told, prompt, capacity=2048).tail_fill == 300
+    off = LabelConfig(model="m", backend="vllm", tail_fill=0)
+    assert scheduler_settings(off, prompt, capacity=2048).tail_fill == 0
+    hf = LabelConfig(model="m")
+    assert scheduler_settings(hf, hf.prompt_builder(), capacity=2048).tail_fill == 0

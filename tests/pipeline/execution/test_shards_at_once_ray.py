@@ -112,20 +112,24 @@ def _finish(actors: list, t: threading.Thread, done: list, failed: list, shards:
         ray.kill(a)
 
 
-def test_a_starved_worker_is_raised_to_its_need_before_a_shard_ends(local_ray):
+@pytest.mark.parametrize("shard_size,need", [
+    (512, 22),  # ceil(2 x 2,048 / 192): the need measured from two shards' 192 in flight (the floor is 4)
+    (80, 26),  # the floor: ceil(2,048 / 80) shards of one continuation per solution fill the engine
+])
+def test_a_starved_worker_is_raised_to_its_need_before_a_shard_ends(local_ray, shard_size, need):
     from pipeline.config import LabelConfig
 
-    cfg = LabelConfig(**CFG)
+    cfg = LabelConfig(**CFG, shard_size=shard_size)
     (actor,) = actors = _started(1, cfg.worker_shards_most + 2)
     ex, t, done, failed = _run(actors, cfg, 40)
     try:
-        _until(lambda: ray.get(actor.seen.remote())[0] >= 22, "the worker never held 22 shards")
+        _until(lambda: ray.get(actor.seen.remote())[0] >= need, f"the worker never held {need} shards")
         most_running, ended = ray.get(actor.seen.remote())
         assert ended == 0
-        assert most_running == 22  # ceil(2 x 2,048 / 192): the need, from two shards' 192 in flight
+        assert most_running == need
     finally:
         _finish(actors, t, done, failed, 40)
-    assert ex.shards_held == [22]
+    assert ex.shards_held == [need]
 
 
 def test_the_first_worker_up_takes_its_part_of_a_short_run_not_all_of_it(local_ray):
@@ -133,7 +137,7 @@ def test_the_first_worker_up_takes_its_part_of_a_short_run_not_all_of_it(local_r
     shards at once by its demand, holds 5 of the run's 10, and the second takes the other 5 once it is up."""
     from pipeline.config import LabelConfig
 
-    cfg = LabelConfig(**CFG)
+    cfg = LabelConfig(**CFG, shard_size=512)  # the floor (4 shards) below the measured need
     first, second = actors = _started(2, cfg.worker_shards_most + 3, up=1)
     ex, t, done, failed = _run(actors, cfg, 10)
     try:

@@ -345,3 +345,23 @@ def test_a_worker_up_later_starts_at_the_count_the_others_reached():
     sa.held[0] = 20
     sa.up(1)
     assert sa.held == [20, 20, 2]
+
+
+def test_a_worker_that_states_its_capacity_holds_the_shards_that_fill_it_from_its_first_poll():
+    """One continuation in flight per solution (a binary search's usual demand) fills an engine of 2,048 with 21
+    shards of 100: that many from the first answer on, even where the measured window says the engine is full
+    already (drawing ahead filled it), never past the most, and none where the shard size is unknown."""
+    from pipeline.execution.demand import ShardsAtOnce, filling_shards
+
+    assert filling_shards(2048, 100, 32) == 21 and filling_shards(2048, 64, 16) == 16
+    assert filling_shards(2048, 0, 32) == 0 and filling_shards(0, 64, 32) == 0
+    sa = ShardsAtOnce(1, 2, 32, poll_s=5.0, shard_size=100)
+    assert sa.due(0.0, [2], [True]) == [] and sa.due(5.0, [2], [True]) == [0]
+    assert sa.polled(0, {"seqs_capacity": 2048, "in_flight_mean": 3000.0}, 2) and sa.held == [21]
+    capped = ShardsAtOnce(1, 2, 8, poll_s=5.0, shard_size=64)
+    capped.due(0.0, [2], [True]), capped.due(5.0, [2], [True])
+    assert capped.polled(0, {"seqs_capacity": 2048}, 2) and capped.held == [8]  # no measure yet: the floor alone
+    unsized = ShardsAtOnce(1, 2, 32, poll_s=5.0)
+    unsized.due(0.0, [2], [True]), unsized.due(5.0, [2], [True])
+    assert not unsized.polled(0, {"seqs_capacity": 2048, "in_flight_mean": 3000.0}, 2) and unsized.held == [2]
+
