@@ -7,6 +7,14 @@ proportion to its engines' capacity over the continuations it kept in flight (:f
 lowered, at most its backend's most. The measure is a poll of the worker's demand every few seconds while its
 shards run (:class:`ShardsAtOnce`), not a finished shard's: a binary search's shard ends only with its slowest
 solution, so a count raised as shards finish leaves the engine starved until the first one does.
+
+Once a worker states its capacity (its first poll's answer), it holds at least the shards whose solutions, one
+continuation each, fill its engines (:func:`filling_shards`): a binary search keeps about one per solution in flight,
+so that count fills the engines from the first poll instead of after several raises (on one H200 the run with
+every shard at once from the start was the fastest measured), and drawing ahead (``--tail-fill``) then fills the
+free slots with later waves of many live solutions rather than with the speculation of a few. A strategy that keeps
+more than one continuation per solution in flight (per-step) holds more shards than its engines need: their
+requests wait in the engines' queues, which costs memory and, on a killed run, shards redone, not GPU time.
 """
 
 from __future__ import annotations
