@@ -239,8 +239,9 @@ def _openai_build(m: ModelRef, o: OpenAIOptions):
 
 
 # BackendSpec.tail_fill: draw ahead while the worker's engines have free sequence slots, as many as they run at once
-# (on one H200 with the real 1.5B, 2,048 against vLLM's 256 gave 1.23x the labeling tok/s for 4% more tokens:
-# BENCHMARKS, "Engine levers on one H200"); TAIL_FILL_FALLBACK where the backend states no capacity
+# (on one H200 with the real 1.5B, one engine drawing ahead under its 2,048 with every shard at once gave 1.23x the
+# tok/s of 256 with shards raised from 2, for 4% more tokens: BENCHMARKS, "Engine levers on one H200");
+# TAIL_FILL_FALLBACK, the earlier default, where the backend states no capacity
 TAIL_FILL_CAPACITY = -1
 TAIL_FILL_FALLBACK = 256
 
