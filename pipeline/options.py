@@ -301,12 +301,10 @@ class ExecutionOptions:
     # flight per worker = this x --shard-size). Not given: the executor polls each worker's demand while its
     # shards run and raises its count while its engines run fewer sequences than they can (pipeline.execution.demand)
     shards_per_worker: int | None = option(None, "Shards a worker labels at once (fixed).",
-                                           shown="vllm: enough to fill its engines, raised while they starve "
-                                                 "(at most 32); else 1")
+                                           shown="vllm: to fill its engines, up to 32; else 1")
     # the end of a job on a GPU engine (pipeline.labeling.scheduler.Scheduler.tail_fill)
-    tail_fill: int | None = option(None, "Draw later waves ahead under N continuations in flight (same "
-                                         "labels).",
-                                   shown="vllm: its engines' sequence limit, else 0")
+    tail_fill: int | None = option(None, "Draw later waves ahead under N in flight (same labels).",
+                                   shown="vllm: engine capacity; else 0")
     # a warm fleet of named detached Ray actors kept between runs (pipeline/execution/fleet.py)
     fleet: str | None = option(None, "ray: borrow the warm fleet NAME's workers (`mcprm fleet up`): no engine "
                                      "start; its engine options must be this run's (docs/refresh.md).",

@@ -75,8 +75,8 @@ class VLLMOptions:
                                        shown="~/.cache/vllm")
     vllm_inproc: bool = option(False, "vllm: the engine core in the worker's process: faster starts, "
                                       "fewer tokens/s (BENCHMARKS.md).")
-    engines_per_gpu: int = option(DEFAULT_ENGINES_PER_GPU, "vllm: engines per GPU; 0: sized.",
-                                  shown="0: sized, 2 for a small model on a big GPU, else 1")
+    engines_per_gpu: int = option(DEFAULT_ENGINES_PER_GPU, "vllm: engines per GPU.",
+                                  shown="0: sized")
     max_num_seqs: int | None = option(None, "vllm: sequences per engine step.",
                                       shown="vLLM's")
     max_num_batched_tokens: int | None = option(None, "vllm: tokens per engine step.",
