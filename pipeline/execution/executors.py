@@ -250,8 +250,8 @@ class RayExecutor:
         # a borrowed fleet's actors take the borrowing run's count (beyond their max_concurrency, Ray queues)
         at_once = cfg.worker_shards if cfg is not None else self.shards_at_once
         most = max(at_once, cfg.worker_shards_most if cfg is not None else at_once)
-        size = (cfg or self.cfg).shard_size if (cfg or self.cfg) is not None else 0
-        demand = ShardsAtOnce(len(actors), at_once, most, shard_size=size)  # raised while a worker's engines starve
+        run_cfg = cfg or self.cfg
+        demand = ShardsAtOnce(len(actors), at_once, most, shard_size=run_cfg.shard_size if run_cfg else 0)  # raised while a worker's engines starve
         held = demand.held  # shards each actor is given at once
         self.shards_held = held  # (the manifest's engine_demand.shards_at_once: what each worker ended with)
         polls: dict = {}  # ref -> actor index: a demand poll in flight
