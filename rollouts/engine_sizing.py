@@ -53,13 +53,17 @@ DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "half": 2, "float32": 4, "float": 4,
 # KV cache. The bound (about 4B parameters in bf16) reaches past the one size measured.
 AUTO_SEVERAL_MAX_WEIGHT_BYTES = 8 * GiB
 AUTO_ENGINES_SMALL_MODEL = 2
-# One engine of a model of at most AUTO_SEVERAL_MAX_WEIGHT_BYTES on a big GPU runs this many sequences and batched
-# tokens a step (its CUDA graphs captured up to the same): the real 1.5B's labeling run sat at vLLM's 1,024 with
-# hundreds waiting and the KV cache 5% used, and the raw engine at 2,048 / 32,768 with graphs to 2,048 gave 1.24x
-# the tokens/s of 1,024 with graphs to 1,024 (BENCHMARKS.md, "Engine levers on one H200"). Several engines on a GPU
-# keep vLLM's limit each (the measured best of two); a larger model keeps vLLM's (not measured)
+# One or two engines of a model of at most AUTO_SEVERAL_MAX_WEIGHT_BYTES on a big GPU run this many sequences a
+# step each (their CUDA graphs captured up to the same). One engine: the real 1.5B's labeling run sat at vLLM's
+# 1,024 with hundreds waiting and the KV cache 5% used, and the raw engine at 2,048 / 32,768 batched tokens with
+# graphs to 2,048 gave 1.24x the tokens/s of 1,024. Two engines (the sized default): `mcprm label` at 2,048 each
+# gave 1.17x the tokens/s of vLLM's 1,024 each on the real 1.5B, the engines' step host-bound (a step's fixed cost
+# spread over more tokens), the KV cache at most 14% used; their batched tokens stay vLLM's (as measured). More
+# engines keep vLLM's limit (their shares' KV caches are smaller; not measured at 2,048); a larger model keeps
+# vLLM's (not measured). BENCHMARKS.md, "Engine levers on one H200".
 SMALL_MODEL_SEQS = 2048
-SMALL_MODEL_BATCHED_TOKENS = 32768
+SMALL_MODEL_BATCHED_TOKENS = 32768  # one engine only
+SMALL_MODEL_MOST_ENGINES = 2
 
 
 @dataclass(frozen=True)
@@ -155,8 +159,9 @@ def engine_settings(shape: ModelShape | None, gpu_bytes: int | None, *, engines_
     ``gpu_memory_utilization`` is what all the GPU's engines take together; each takes its 1/N (vLLM's share is
     per engine). ``seq_tokens``: one sequence's context at most (prompt and new tokens). ``max_num_seqs`` /
     ``max_num_batched_tokens``: the user's, kept as given; left None, :data:`SMALL_MODEL_SEQS` /
-    :data:`SMALL_MODEL_BATCHED_TOKENS` for one engine of a small model on a big GPU, else vLLM picks its own (the
-    same for every engine count: it goes by the GPU, not by the engine's share). ``cuda_graph_max``: the user's (0: vLLM's own
+    :data:`SMALL_MODEL_BATCHED_TOKENS` (one engine only) for up to :data:`SMALL_MODEL_MOST_ENGINES` engines of a
+    small model on a big GPU, else vLLM picks its own (the same for every engine count: it goes by the GPU, not by
+    the engine's share). ``cuda_graph_max``: the user's (0: vLLM's own
     512); left None, the sequence limit when it is known and above vLLM's, else vLLM's own. Raises ValueError when
     an engine's share cannot hold the model's weights and one sequence's KV cache."""
     n = int(engines_per_gpu)
@@ -166,9 +171,11 @@ def engine_settings(shape: ModelShape | None, gpu_bytes: int | None, *, engines_
         raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
     share = gpu_memory_utilization / n
     big = gpu_bytes is not None and gpu_bytes >= VLLM_BIG_GPU_BYTES and "a100" not in gpu_name.lower()
-    if (big and n == 1 and shape is not None and shape.weight_bytes() <= AUTO_SEVERAL_MAX_WEIGHT_BYTES
+    if (big and n <= SMALL_MODEL_MOST_ENGINES and shape is not None
+            and shape.weight_bytes() <= AUTO_SEVERAL_MAX_WEIGHT_BYTES
             and max_num_seqs is None and max_num_batched_tokens is None and cuda_graph_max is None):
-        max_num_seqs, max_num_batched_tokens = SMALL_MODEL_SEQS, SMALL_MODEL_BATCHED_TOKENS
+        max_num_seqs = SMALL_MODEL_SEQS
+        max_num_batched_tokens = SMALL_MODEL_BATCHED_TOKENS if n == 1 else None
     seqs = max_num_seqs or (VLLM_SEQS[big] if gpu_bytes is not None else None)
     batched = max_num_batched_tokens or VLLM_BATCHED_TOKENS[big]
     kv_tokens = holds = None

@@ -59,9 +59,14 @@ def test_one_engine_of_a_small_model_on_a_big_gpu_runs_2048_sequences_with_graph
     big = engine_settings(ModelShape.from_config(QWEN_7B), H200, gpu_name="NVIDIA H200")
     assert big.engine_kwargs() == {"gpu_memory_utilization": 0.85,
                                    "compilation_config": {"max_cudagraph_capture_size": 1024}}
-    # so do two engines of the small model (each vLLM's 1,024: the measured best of two), a given capture size
+    # two engines of the small model (the sized default) run 2,048 each, graphs to 2,048, with vLLM's batched
+    # tokens (the measured best); three or more keep vLLM's 1,024 each; so do a given capture size
     # (--deterministic gives 0) and a given limit
-    assert engine_settings(ModelShape.from_config(QWEN_1_5B), H200, engines_per_gpu=2).seqs_limit == 1024
+    two = engine_settings(ModelShape.from_config(QWEN_1_5B), H200, engines_per_gpu=2, gpu_name="NVIDIA H200")
+    assert two.engine_kwargs() == {"gpu_memory_utilization": 0.425, "max_num_seqs": 2048,
+                                   "compilation_config": {"max_cudagraph_capture_size": 2048}}
+    assert two.seqs_limit == 2048 and two.kv_cache_tokens >= 2048 * 800  # each KV cache holds its 2,048 at ~800
+    assert engine_settings(ModelShape.from_config(QWEN_1_5B), H200, engines_per_gpu=3).seqs_limit == 1024
     assert engine_settings(ModelShape.from_config(QWEN_1_5B), H200, cuda_graph_max=0).engine_kwargs() == {
         "gpu_memory_utilization": 0.85}
     given = engine_settings(ModelShape.from_config(QWEN_1_5B), H200, max_num_batched_tokens=8192)
