@@ -12,7 +12,8 @@ The per-step corpus holds K draws of every prefix but the last (a fixed batch ea
 * the binary search (bisect fraction 0.6, any success = alive; without the relative drop and speculation) reads
   a probed prefix as alive when any of its K draws succeeded: the decision a first-success probe of the same K
   draws makes. Its cost is the expected number of draws that probe would have drawn (waves 2, 4, 2 for K=8,
-  stopping at the first success, with the draws in a random order), times the row's mean tokens per draw;
+  stopping at the first success, with the draws in a random order), each priced by the prefix it continues
+  (:func:`draw_weights`: what is left of the solution to write, scaled to the row's stored tokens);
 * a right-answer solution's full prefix (never sampled by per-step) is alive (the solution itself reached).
 
     python bench/replay_reach_gate.py PER_STEP_CORPUS REFERENCE.jsonl
@@ -71,20 +72,44 @@ def _probe(lo: int, hi: int) -> int:
     return lo + max(1, min(hi - lo - 1, math.ceil(FRACTION * (hi - lo) - 0.5)))
 
 
+def draw_weights(row: dict) -> tuple[list[float], float]:
+    """Tokens per draw at each prefix of ``row`` and from the bare problem, priced by what is left to write.
+
+    A continuation from prefix ``i`` writes roughly the rest of the solution, so its expected length is taken as
+    proportional to the characters of the steps after ``i`` plus one mean step (the answer's tail), scaled so that
+    per-step's own draws add up to the row's stored ``rollout_tokens``. The bare problem's draw writes the whole
+    solution. Pricing every draw at the row's mean instead (this script's first version) made early probes, a
+    binary search's usual ones, look as cheap as late ones: on ProcessBench-MATH its 0.32x of per-step's tokens
+    was 0.73x in a real gated run."""
+    steps = [len(x) for x in (row.get("steps") or [])]
+    own_n = [n - r for n, r in zip(row["mc_total"], row["mc_reused"])]
+    m = len(own_n)
+    if len(steps) != m or not steps:
+        per = row["rollout_tokens"] / row["rollouts"] if row["rollouts"] else 0.0
+        return [per] * m, per
+    tail = sum(steps) / m
+    w = [sum(steps[i + 1 :]) + tail for i in range(m)]
+    spent = sum(n * wi for n, wi in zip(own_n, w))
+    scale = row["rollout_tokens"] / spent if spent > 0 else 0.0
+    return [wi * scale for wi in w], (sum(steps) + tail) * scale
+
+
 def replay(row: dict, threshold: float | None, claim: str = "answer") -> tuple[int, float, bool]:
-    """(first error, expected draws, unreached) of the reach-gated design on one per-step row; ``threshold``
-    None: never trust a right answer. ``claim``: an unreached row's first error, "answer" (step 1 on a wrong
-    answer, none on a right one: what reach_gated stores) or "step1" (step 1 on both, per-step's reading)."""
+    """(first error, expected tokens, unreached) of the reach-gated design on one per-step row (bare-problem
+    draws not included: :func:`main` adds them once per problem); ``threshold`` None: never trust a right
+    answer. ``claim``: an unreached row's first error, "answer" (step 1 on a wrong answer, none on a right one:
+    what reach_gated stores) or "step1" (step 1 on both, per-step's reading)."""
     own_c = [c - rc for c, rc in zip(row["mc_correct"], row["mc_reused_correct"])]
     own_n = [n - r for n, r in zip(row["mc_total"], row["mc_reused"])]
     m, right = len(own_c), bool(row["solution_correct"])
     last = m - 1
     if m == 1:
         return (-1 if right else 0), 0.0, False
+    price, _ = draw_weights(row)
     c0, n0 = own_c[0], own_n[0]
     if right and threshold is not None and n0 and c0 / n0 >= threshold:
-        return -1, float(n0), False  # the pass rate is read from step 1's draws, drawn in full
-    draws = float(n0)
+        return -1, n0 * price[0], False  # the pass rate is read from step 1's draws, drawn in full
+    draws = n0 * price[0]
     # step 1 dead: the search goes on from the bare problem (no bare-problem draws here: step 1's stand in), and
     # the row is unreached only when no probed prefix reached the answer
     lo, hi = (0, (m if right else last)) if c0 or not n0 else (-1, (m if right else last))
@@ -97,7 +122,7 @@ def replay(row: dict, threshold: float | None, claim: str = "answer") -> tuple[i
             alive = c0 > 0
         else:
             alive = own_c[mid] > 0 or own_n[mid] == 0
-            draws += expected_draws(own_c[mid], own_n[mid]) if own_n[mid] else 0.0
+            draws += expected_draws(own_c[mid], own_n[mid]) * price[mid] if own_n[mid] else 0.0
         reached = reached or (alive and mid != last)
         lo, hi = (mid, hi) if alive else (lo, mid)
     if not reached:
@@ -114,13 +139,16 @@ def main(argv=None) -> None:
 
     bd = _breakdown()
     ref = bd.read_reference(a.reference)
-    rows = [r for r in read_corpus(a.corpus, columns=["id", "first_error", "solution_correct", "mc_correct",
-                                                      "mc_total", "mc_reused", "mc_reused_correct", "rollouts",
-                                                      "rollout_tokens"]).to_pylist() if str(r["id"]) in ref]
-    designs = [("per-step", "ps", "")]
+    rows = [r for r in read_corpus(a.corpus, columns=["id", "problem", "steps", "first_error", "solution_correct",
+                                                      "mc_correct", "mc_total", "mc_reused", "mc_reused_correct",
+                                                      "rollouts", "rollout_tokens"]).to_pylist()
+            if str(r["id"]) in ref]
+    designs = [("per-step", "ps", "", False)]
     for claim in ("answer", "step1"):
-        designs += [(f"gate ({claim}), trust from {t:.3f}", t, claim) for t in THRESHOLDS]
-        designs += [(f"gate ({claim}), no trust", None, claim)]
+        designs += [(f"gate ({claim}), trust from {t:.3f}", t, claim, False) for t in THRESHOLDS]
+        designs += [(f"gate ({claim}), no trust", None, claim, False)]
+    # the gate as built: K draws of the bare problem per problem (shared by its solutions) on top
+    designs += [(f"gate ({claim}) + bare problem, trust from 0.500", 0.5, claim, True) for claim in ("answer", "step1")]
     for half in ("choose", "read"):
         mine = sorted((r for r in rows if bd.half_of(str(r["id"])) == half), key=lambda r: str(r["id"]))
         truth = [ref[str(r["id"])] for r in mine]
@@ -130,15 +158,19 @@ def main(argv=None) -> None:
         print(f"\n{half} half: {len(mine)} solutions\n")
         print("| design | F1 [95%] | minus per-step [paired 95%] | tokens vs per-step | unreached |")
         print("|---|---:|---:|---:|---:|")
-        for name, t, claim in designs:
+        for name, t, claim, bare in designs:
             if t == "ps":
                 pred, tok, unr = base, tokens_ps, 0
             else:
                 out = [replay(r, t, claim) for r in mine]
                 pred = [fe for fe, _, _ in out]
-                tok = sum(d * (r["rollout_tokens"] / r["rollouts"] if r["rollouts"] else 0.0)
-                          for (_, d, _), r in zip(out, mine))
+                tok = sum(d for _, d, _ in out)
                 unr = sum(u for _, _, u in out)
+                if bare:  # K draws per distinct problem, priced at the first of its solutions' whole length
+                    first: dict[str, dict] = {}
+                    for r in mine:
+                        first.setdefault(r["problem"], r)
+                    tok += sum(max(r["mc_total"][:1] or [0]) * draw_weights(r)[1] for r in first.values())
             lo, hi = bd.f1_interval(pred, truth, rs)
             d = bd.paired_difference(pred, base, truth, rs)
             print(f"| {name} | {bd._f1(pred, truth):.3f} [{lo:.3f}, {hi:.3f}] | {d[0]:+.3f} [{d[1]:+.3f}, "

@@ -106,6 +106,22 @@ def test_replay_expected_draws_and_its_table(corpora, capsys):
     rep.main([str(corpora / "h_ps" / "per-step-k8"), str(corpora / "h_df" / "reference.jsonl")])
     out = capsys.readouterr().out
     assert "choose half" in out and "read half" in out and "| gate (step1), trust from 0.500 |" in out
+    assert "| gate (answer) + bare problem, trust from 0.500 |" in out
+
+
+def test_replay_prices_a_draw_by_what_is_left_to_write():
+    spec = importlib.util.spec_from_file_location("replay_reach_gate", ROOT / "bench" / "replay_reach_gate.py")
+    rep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rep)
+    row = {"steps": ["a" * 100, "b" * 300, "c" * 50, "d" * 50], "mc_total": [8, 8, 6, 0],
+           "mc_reused": [0, 0, 2, 0], "rollouts": 20, "rollout_tokens": 5000}
+    price, bare = rep.draw_weights(row)
+    # per-step's own draws (total less reused) add up to the row's stored tokens
+    assert sum((n - r) * p for n, r, p in zip(row["mc_total"], row["mc_reused"], price)) == pytest.approx(5000)
+    # an earlier prefix leaves more to write: dearer; the bare problem dearest; the mean price would be 250
+    assert bare > price[0] > price[1] > price[2] > price[3] > 0 and price[0] > 250 > price[2]
+    # a row whose steps are not known falls back to the mean
+    assert rep.draw_weights({**row, "steps": None}) == ([250.0] * 4, 250.0)
 
 
 def test_a_reference_row_without_a_label_is_named(tmp_path):
