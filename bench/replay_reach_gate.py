@@ -68,6 +68,34 @@ def expected_draws(c: int, k: int) -> float:
     return out
 
 
+def expected_trust_draws(c: int, k: int, need: int) -> float:
+    """Expected draws of a step-1 probe that stops at the first wave end (waves 2, 4, ... up to ``k``) where its
+    trust question is settled: ``need`` successes reached (trust) or more than ``k - need`` failures (no trust,
+    and alive or dead known once it has a success or all ``k`` failed), when ``c`` of the ``k`` draws (in a
+    random order) succeed."""
+    import itertools
+
+    from pipeline.stats.intervals import next_wave
+
+    ends, done = [], 0
+    while done < k:
+        done += min(next_wave(done, WAVES[0], WAVES[1]), k - done)
+        ends.append(done)
+    orders = list(itertools.combinations(range(k), c))
+    total = 0.0
+    for pos in orders:
+        hit = set(pos)
+        for e in ends:
+            s = sum(1 for i in range(e) if i in hit)
+            f = e - s
+            if s >= need or (f > k - need and (s > 0 or e == k)):
+                total += e
+                break
+        else:
+            total += k
+    return total / len(orders)
+
+
 def _probe(lo: int, hi: int) -> int:
     return lo + max(1, min(hi - lo - 1, math.ceil(FRACTION * (hi - lo) - 0.5)))
 
@@ -94,11 +122,15 @@ def draw_weights(row: dict) -> tuple[list[float], float]:
     return [wi * scale for wi in w], (sum(steps) + tail) * scale
 
 
-def replay(row: dict, threshold: float | None, claim: str = "answer") -> tuple[int, float, bool]:
+def replay(row: dict, threshold: float | None, claim: str = "answer", step1_probe: str = "full"
+           ) -> tuple[int, float, bool]:
     """(first error, expected tokens, unreached) of the reach-gated design on one per-step row (bare-problem
     draws not included: :func:`main` adds them once per problem); ``threshold`` None: never trust a right
     answer. ``claim``: an unreached row's first error, "answer" (step 1 on a wrong answer, none on a right one:
-    what reach_gated stores) or "step1" (step 1 on both, per-step's reading)."""
+    what reach_gated stores) or "step1" (step 1 on both, per-step's reading). ``step1_probe``: how step 1 is
+    drawn, with the same decisions each way: "full" (all K), "fixed" (all K where a right answer may be trusted, a
+    first-success probe otherwise: ``--reach-probe step1``) or "settled" (stopped once its question is settled,
+    :func:`expected_trust_draws`, where a right answer may be trusted; a first-success probe otherwise)."""
     own_c = [c - rc for c, rc in zip(row["mc_correct"], row["mc_reused_correct"])]
     own_n = [n - r for n, r in zip(row["mc_total"], row["mc_reused"])]
     m, right = len(own_c), bool(row["solution_correct"])
@@ -107,9 +139,18 @@ def replay(row: dict, threshold: float | None, claim: str = "answer") -> tuple[i
         return (-1 if right else 0), 0.0, False
     price, _ = draw_weights(row)
     c0, n0 = own_c[0], own_n[0]
+    trusting = right and threshold is not None
+    if not n0:
+        step1 = 0.0
+    elif step1_probe == "full" or (step1_probe == "fixed" and trusting):
+        step1 = float(n0)
+    elif step1_probe == "settled" and trusting:
+        step1 = expected_trust_draws(c0, n0, max(1, math.ceil(threshold * n0 - 1e-9)))
+    else:
+        step1 = expected_draws(c0, n0)
     if right and threshold is not None and n0 and c0 / n0 >= threshold:
-        return -1, n0 * price[0], False  # the pass rate is read from step 1's draws, drawn in full
-    draws = n0 * price[0]
+        return -1, step1 * price[0], False  # the pass rate is read from step 1's draws
+    draws = step1 * price[0]
     # step 1 dead: the search goes on from the bare problem (no bare-problem draws here: step 1's stand in), and
     # the row is unreached only when no probed prefix reached the answer
     lo, hi = (0, (m if right else last)) if c0 or not n0 else (-1, (m if right else last))
@@ -143,12 +184,16 @@ def main(argv=None) -> None:
                                                       "mc_correct", "mc_total", "mc_reused", "mc_reused_correct",
                                                       "rollouts", "rollout_tokens"]).to_pylist()
             if str(r["id"]) in ref]
-    designs = [("per-step", "ps", "", False)]
+    designs = [("per-step", "ps", "", False, "full")]
     for claim in ("answer", "step1"):
-        designs += [(f"gate ({claim}), trust from {t:.3f}", t, claim, False) for t in THRESHOLDS]
-        designs += [(f"gate ({claim}), no trust", None, claim, False)]
+        designs += [(f"gate ({claim}), trust from {t:.3f}", t, claim, False, "full") for t in THRESHOLDS]
+        designs += [(f"gate ({claim}), no trust", None, claim, False, "full")]
     # the gate as built: K draws of the bare problem per problem (shared by its solutions) on top
-    designs += [(f"gate ({claim}) + bare problem, trust from 0.500", 0.5, claim, True) for claim in ("answer", "step1")]
+    designs += [(f"gate ({claim}) + bare problem, trust from 0.500", 0.5, claim, True, "full")
+                for claim in ("answer", "step1")]
+    # no bare problem: step 1 drawn in full only where a right answer may be trusted, or until settled there
+    designs += [(f"gate ({claim}), step 1 {how}, trust from {t:.3f}", t, claim, False, how)
+                for how in ("fixed", "settled") for claim in ("answer", "step1") for t in (0.25, 0.5)]
     for half in ("choose", "read"):
         mine = sorted((r for r in rows if bd.half_of(str(r["id"])) == half), key=lambda r: str(r["id"]))
         truth = [ref[str(r["id"])] for r in mine]
@@ -158,11 +203,11 @@ def main(argv=None) -> None:
         print(f"\n{half} half: {len(mine)} solutions\n")
         print("| design | F1 [95%] | minus per-step [paired 95%] | tokens vs per-step | unreached |")
         print("|---|---:|---:|---:|---:|")
-        for name, t, claim, bare in designs:
+        for name, t, claim, bare, how in designs:
             if t == "ps":
                 pred, tok, unr = base, tokens_ps, 0
             else:
-                out = [replay(r, t, claim) for r in mine]
+                out = [replay(r, t, claim, how) for r in mine]
                 pred = [fe for fe, _, _ in out]
                 tok = sum(d for _, d, _ in out)
                 unr = sum(u for _, _, u in out)

@@ -21,12 +21,14 @@ from pipeline.labeling.scheduler import DEFAULT_MAX_BATCH_REQUESTS
 from pipeline.labeling.strategies import (
     DEFAULT_BISECT_FRACTION,
     DEFAULT_K,
+    DEFAULT_REACH_PROBE,
     DEFAULT_RELATIVE_DROP,
     DEFAULT_TARGET_CONFIDENCE,
     DEFAULT_TRUST_PASS_RATE,
     DEFAULT_UNREACHED_CLAIM,
     DEFAULT_WAVE_GROWTH,
     DEFAULT_WAVE_SIZE,
+    REACH_PROBES,
     UNREACHED_CLAIMS,
 )
 from pipeline.labeling.strategies import STRATEGIES as STRATEGY_REGISTRY
@@ -70,8 +72,8 @@ class ReadingOptions:
 
     input: list[str] = option(help="JSONL/Parquet file, folder or glob (any fsspec URL); repeatable.",
                               factory=list, flags=("--input", "-i"), shown="the bundled sample")
-    problem_field: str = option("problem", "Input field holding the problem.")
-    answer_field: str = option("answer", "Input field holding the gold answer.")
+    problem_field: str = option("problem", "Input field of the problem.")
+    answer_field: str = option("answer", "Input field of the gold answer.")
     steps_field: str = option("steps", "Input field holding the steps (a list of strings).")
     solution_field: str = option("solution", "Input field holding the solution as one text (cut by --splitter) "
                                              "when there is no steps field.")
@@ -152,8 +154,8 @@ class SamplingOptions:
     """How each continuation is sampled (every field changes what a label means)."""
 
     k: int = option(DEFAULT_K, "Continuations per step prefix.", identity=True, flags=("--k",))
-    temperature: float = option(1.0, "Sampling temperature of the continuations.", identity=True)
-    top_p: float = option(1.0, "Nucleus sampling top-p of the continuations.", identity=True)
+    temperature: float = option(1.0, "Continuations' sampling temperature.", identity=True)
+    top_p: float = option(1.0, "Continuations' nucleus top-p.", identity=True)
     max_new_tokens: int = option(256, "Most tokens a continuation may generate (one that ends without an answer "
                                       "counts as incorrect).", identity=True)
     seed: int = option(0, "Run seed (every request's derives from it).",
@@ -208,6 +210,9 @@ class LabelingOptions:
     unreached_claim: str = option(DEFAULT_UNREACHED_CLAIM, "--reach-gate: an unreached solution's first error "
                                                              "(docs/labels.md).",
                                   identity="non-default", choices=UNREACHED_CLAIMS, strategy_option=True)
+    reach_probe: str = option(DEFAULT_REACH_PROBE, "--reach-gate: pass rate of the bare problem's K draws or "
+                                                   "of step 1's until trust is settled.",
+                              identity="non-default", choices=REACH_PROBES, strategy_option=True)
     reuse_rollouts: bool = option(True, "Count a continuation that writes the solution's next steps verbatim as a "
                                         "draw of those later prefixes too (no extra tokens; docs/labels.md).",
                                   identity="non-default", legacy=False)
@@ -233,6 +238,7 @@ class LabelingOptions:
         if not 0 <= self.trust_pass_rate <= 1:
             out.append(f"--trust-pass-rate must be in [0, 1], got {self.trust_pass_rate}")
         _one_of(out, "unreached_claim", self.unreached_claim, UNREACHED_CLAIMS)
+        _one_of(out, "reach_probe", self.reach_probe, REACH_PROBES)
         if self.reach_gate and self.strategy in STRATEGY_REGISTRY and self.ignores("reach_gate"):
             gated = " or ".join(n for n, st in STRATEGY_REGISTRY.items() if "reach_gate" in st.reads)
             out.append(f"--reach-gate is an option of --strategy {gated}, not {self.strategy}")

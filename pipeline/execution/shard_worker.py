@@ -99,7 +99,8 @@ def strategy_params(cfg: LabelConfig) -> StrategyParams:
                           max_tokens_per_solution=cfg.max_tokens_per_solution,
                           bisect_fraction=cfg.bisect_fraction, speculate=cfg.speculate,
                           relative_drop=cfg.relative_drop or None, reach_gate=cfg.reach_gate,
-                          trust_pass_rate=cfg.trust_pass_rate, unreached_claim=cfg.unreached_claim)
+                          trust_pass_rate=cfg.trust_pass_rate, unreached_claim=cfg.unreached_claim,
+                          reach_probe=cfg.reach_probe)
 
 
 def scheduler_settings(cfg: LabelConfig, prompt: PromptFormat, capacity: int | None = None) -> SchedulerSettings:

@@ -190,7 +190,7 @@ class Scheduler:
         live: dict[int, _Live] = {}
         # the bare problem's draws by problem_key: (result, rollouts, tokens, payer) (pipeline.labeling.reach)
         self._bare: dict[str, tuple[ProbeResult, int, int, int]] = {}
-        if self.params.reach_gate:
+        if self.params.reach_gate and self.params.reach_probe == "bare":
             draw_bare(self, solutions, derive_seed)
         for idx, (sol, verdict) in enumerate(zip(solutions, own)):
             with blame(sol):

@@ -50,6 +50,11 @@ DEFAULT_TRUST_PASS_RATE = 0.5
 # right one (its answer is the only evidence); step1: step 1 on both, per-step's reading
 UNREACHED_CLAIMS = ("answer", "step1")
 DEFAULT_UNREACHED_CLAIM = "answer"
+# --reach-gate: what gives the pass rate. bare: K draws of the problem alone, shared by its solutions; step1: step
+# 1's own draws, in waves until the trust question is settled (no bare draws: on a set with one solution a problem
+# they are shared by no one, and they and step 1's are a solution's longest continuations; docs/labels.md)
+REACH_PROBES = ("bare", "step1")
+DEFAULT_REACH_PROBE = "bare"
 DEFAULT_TARGET_CONFIDENCE = 0.9  # sequential: the first error's posterior at which it stops
 
 # Probe.step of the bare problem (no step): drawn once per problem, seeds from its text alone, so every solution of
@@ -133,6 +138,7 @@ class StrategyParams:
     reach_gate: bool = False  # binary-search behind a reach gate (reach_gated; LabelConfig.reach_gate)
     trust_pass_rate: float = DEFAULT_TRUST_PASS_RATE  # reach_gate: trust a right answer from this pass rate on
     unreached_claim: str = DEFAULT_UNREACHED_CLAIM  # reach_gate: an unreached row's first error (LabelConfig.unreached_claim)
+    reach_probe: str = DEFAULT_REACH_PROBE  # reach_gate: where the pass rate comes from (LabelConfig.reach_probe)
 
 
 def row_extra(outcome: StrategyOutcome, params: StrategyParams) -> dict:
@@ -337,6 +343,8 @@ def reach_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) 
     from ``trust_pass_rate`` on. Else step 1 is probed and the search goes on; when no continuation of the bare
     problem or of any probed prefix reached the answer the row is "unreached": no claim but its first error
     (``unreached_claim``), and ``mcprm train`` leaves it out. Else the search's labels ("searched")."""
+    if p.reach_probe == "step1":
+        return (yield from _step1_gated(n_steps, solution_correct, p))
     stats = [StepStats() for _ in range(n_steps)]
     last = n_steps - 1
     bare = (yield [Probe(BARE, p.k)])[0]
@@ -362,6 +370,58 @@ def reach_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) 
     if solution_correct is False or p.unreached_claim == "step1":
         labels[0] = False
     return done(_finish(labels, stats, _early_design(p, p.early_stop)), UNREACHED)
+
+
+def _trust_probe(stats: list[StepStats], p: StrategyParams, need: int):
+    """Sub-generator: step 1's draws in waves until the trust question is settled: ``need`` successes (trusted),
+    more failures than ``K - need`` with a success among them (not trusted, and alive), or K draws. Its first
+    wave is a batch fixed before any draw was seen, so the row's design is ``first-wave``."""
+    st = stats[0]
+
+    def settled() -> bool:
+        return (st.own_total >= p.k or st.own_correct >= need
+                or (st.own_correct > 0 and st.own_graded - st.own_correct > p.k - need))
+
+    while not settled():
+        n = min(next_wave(st.own_total, p.wave_size, p.wave_growth), p.k - st.own_total)
+        _add(stats, (yield [Probe(0, n)]))
+    return _alive(st)
+
+
+def _step1_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
+    """:func:`reach_gated` with step 1's own draws as the pass rate (``--reach-probe step1``): no bare-problem
+    draws. A right answer (with trust on) has step 1 drawn until trust is settled (:func:`_trust_probe`:
+    trusted from ``ceil(trust_pass_rate * K)`` successes of K); else step 1 is a first-success probe. Then as
+    :func:`reach_gated`: a live step 1 goes on to the search; a dead one (0 of K) too, as if step 1 were
+    unknown, and the row is "unreached" when no probed prefix reached the answer."""
+    stats = [StepStats() for _ in range(n_steps)]
+    last = n_steps - 1
+
+    def done(oc: StrategyOutcome, status: str, design: str | None = None) -> StrategyOutcome:
+        oc = dataclasses.replace(oc, extra={**oc.extra, "label_status": status})
+        return oc if design is None else dataclasses.replace(oc, design=design)
+    if last == 0:  # one step: the solution's own answer labels it (the last-step rule), nothing to probe
+        return done(_finish([last_step_label(solution_correct)], stats), REACH_SEARCHED)
+    trusting = bool(solution_correct and p.trust_correct)
+    design = None
+    if trusting:
+        need = max(1, math.ceil(p.trust_pass_rate * p.k - 1e-9))
+        alive = yield from _trust_probe(stats, p, need)
+        design = FIRST_WAVE  # step 1 stopped on its successes: only its first wave is unbiased
+        if stats[0].own_correct >= need:
+            return done(_finish([True] * n_steps, stats, design), REACH_TRUSTED)
+    else:
+        alive = yield from _estimate(0, stats, p, p.early_stop)
+    if alive is not False:
+        return done((yield from _bisect(n_steps, solution_correct, p, stats, lo=0, probed={0})), REACH_SEARCHED,
+                    design)
+    oc = yield from _bisect(n_steps, solution_correct, p, stats, probed={0})
+    if any(st.correct > 0 for st in stats) or stats[0].graded == 0:
+        return done(oc, REACH_SEARCHED, design)
+    labels: list[bool | None] = [None] * n_steps
+    if solution_correct is False or p.unreached_claim == "step1":
+        labels[0] = False
+    return done(_finish(labels, stats, design or _early_design(p, p.early_stop)), UNREACHED)
 
 
 def _rate(st: StepStats) -> float:
@@ -515,7 +575,7 @@ _WAVES = frozenset({"wave_size", "wave_growth", "confidence_width"})
 for _s in (Strategy("per-step", per_step, trusts_correct=False),
            Strategy("binary-search", binary_search, _bisect_cost,
                     reads=_WAVES | {"speculate", "early_stop", "bisect_fraction", "relative_drop", "reach_gate",
-                                    "trust_pass_rate", "unreached_claim"}),
+                                    "trust_pass_rate", "unreached_claim", "reach_probe"}),
            Strategy("adaptive", adaptive, reads=_WAVES),
            Strategy("sequential", sequential, reads=frozenset({"wave_size", "target_confidence",
                                                                "max_tokens_per_solution"}))):

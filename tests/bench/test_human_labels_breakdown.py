@@ -107,6 +107,12 @@ def test_replay_expected_draws_and_its_table(corpora, capsys):
     out = capsys.readouterr().out
     assert "choose half" in out and "read half" in out and "| gate (step1), trust from 0.500 |" in out
     assert "| gate (answer) + bare problem, trust from 0.500 |" in out
+    assert "| gate (step1), step 1 settled, trust from 0.250 |" in out
+    # waves 2, 4, 2 of K=8 with trust at 4 successes: all succeed -> settled at 6; none -> 8; need 1 and
+    # all succeed -> 2; and never more than the full probe
+    assert rep.expected_trust_draws(8, 8, 4) == 6 and rep.expected_trust_draws(0, 8, 4) == 8
+    assert rep.expected_trust_draws(8, 8, 1) == 2
+    assert all(rep.expected_trust_draws(c, 8, 4) <= 8 for c in range(9))
 
 
 def test_replay_prices_a_draw_by_what_is_left_to_write():

@@ -170,3 +170,98 @@ def test_unreached_claim_step1_claims_step_one_on_a_right_answer_too():
     (o,), _, _ = _run([_sol(0, "pA", 4, True)], script, params)
     assert o.extra["label_status"] == UNREACHED and o.labels == [False, None, None, None] and o.first_error == 0
     assert o.rollouts == 4 + 4 + 4 + 4
+
+
+# --reach-probe step1: step 1's own draws give the pass rate; no bare-problem draws
+S1 = P.__class__(**{**P.__dict__, "reach_probe": "step1"})
+
+
+class Fractional(Scripted):
+    """Fake engine: prefix i of problem p succeeds at rate script[p][i]; the j-th draw at a prefix succeeds when
+    floor((j + 1) * rate) > floor(j * rate) (evenly spread, the same sequence on every run)."""
+
+    def __init__(self, script):
+        super().__init__(script)
+        self.drawn = {}
+
+    def generate(self, requests, sampling):
+        out = []
+        for r in requests:
+            self.requests.append(r)
+            problem = r.prompt.split("\n")[0][len("Problem: "):]
+            steps = r.prompt.split("Solution:\n", 1)[1].count("\n")
+            rate, comps = float(self.script[problem][steps]), []
+            for _ in range(r.n):
+                j = self.drawn.get((problem, steps), 0)
+                self.drawn[(problem, steps)] = j + 1
+                hit = int((j + 1) * rate + 1e-9) > int(j * rate + 1e-9)
+                comps.append(Completion(RIGHT if hit else WRONG, 5))
+            out.append(comps)
+        return out
+
+
+def _run_fractional(sols, script, params):
+    be = Fractional(script)
+    sched = Scheduler(be, _grade, _Plain(), SchedulerSettings("binary-search", params, seed=1))
+    return sched.label(sols), sched, be
+
+
+def test_step1_probe_draws_no_bare_problem_and_a_wrong_answer_pays_only_for_the_search():
+    script = {"pA": [False] * 6, "pC": [False, True, True, False, False, False], "pB": [True] * 6}
+    sols = [_sol(0, "pA", 5, False), _sol(1, "pC", 5, False), _sol(2, "pB", 5, True)]
+    bare, _, _ = _run(sols, script)
+    out, sched, be = _run(sols, script, S1)
+    assert not [r for r in be.requests if r.prompt.endswith("Solution:\n")]  # no bare-problem request
+    by, was = {o.solution.id: o for o in out}, {o.solution.id: o for o in bare}
+    # a wrong answer: the same probes as with the bare problem, less its 4 draws, and the same labels
+    for i in ("s0", "s1"):
+        assert by[i].rollouts == was[i].rollouts - 4
+        assert (by[i].labels, by[i].first_error, by[i].extra["label_status"]) == (
+            was[i].labels, was[i].first_error, was[i].extra["label_status"])
+    assert by["s0"].extra["label_status"] == UNREACHED and by["s1"].extra["label_status"] == REACH_SEARCHED
+    # a right answer whose step 1 succeeds twice in its first wave of 2: 2 of K=4 settles trust at 0.5
+    assert by["s2"].rollouts == 2 and by["s2"].extra["label_status"] == REACH_TRUSTED
+    assert by["s2"].labels == [True] * 5 and by["s2"].extra["design"] == "first-wave"
+    assert sched.stats.rollouts == sum(o.rollouts for o in out)
+    for o in out:
+        _check_invariants(o)
+
+
+@pytest.mark.parametrize(("rate", "threshold", "draws", "status"), [
+    (1.0, 0.5, 2, REACH_TRUSTED),  # 2 successes of 2: need ceil(0.5 * 4) = 2
+    (0.5, 0.5, 4, REACH_TRUSTED),  # 0 + 1 ... 2 of 4: trusted at K
+    (0.25, 0.5, 4, REACH_SEARCHED),  # 1 of 4: not trusted (K reached)
+    (0.25, 0.25, 4, REACH_TRUSTED),  # need 1: the 4th draw is the first success
+    (0.0, 0.5, 4, None),  # 0 of 4: dead, the search goes on past it
+])
+def test_step1_probe_stops_when_trust_is_settled(rate, threshold, draws, status):
+    script = {"p": [0.0, rate, 1.0, 1.0, 1.0, 1.0]}
+    params = S1.__class__(**{**S1.__dict__, "trust_pass_rate": threshold})
+    (o,), _, be = _run_fractional([_sol(0, "p", 5, True)], script, params)
+    step1 = sum(r.n for r in be.requests if r.prompt.split("Solution:\n", 1)[1].count("\n") == 1)
+    assert step1 == draws
+    if status is not None:
+        assert o.extra["label_status"] == status
+    if status == REACH_TRUSTED:
+        assert o.rollouts == draws and o.labels == [True] * 5
+    else:  # searched on from step 1: every later prefix reaches the answer, so no error
+        assert o.extra["label_status"] == REACH_SEARCHED and o.first_error == -1 and o.rollouts > draws
+    assert o.extra["design"] == "first-wave"  # step 1 stopped on its own outcomes: only its first wave is unbiased
+    _check_invariants(o)
+
+
+def test_step1_probe_settles_early_on_failures_once_alive():
+    # K=8, trust from 0.5 (need 4): waves 2, 4, 2; step 1 at 1/6 succeeds once in its first 6 draws and fails 5:
+    # more failures than K - need = 4, with a success: not trusted, alive, after 6 draws
+    params = S1.__class__(**{**S1.__dict__, "k": 8})
+    script = {"p": [0.0, 1 / 6, 1.0, 1.0, 1.0, 1.0]}
+    (o,), _, be = _run_fractional([_sol(0, "p", 5, True)], script, params)
+    step1 = sum(r.n for r in be.requests if r.prompt.split("Solution:\n", 1)[1].count("\n") == 1)
+    assert step1 == 6 and o.extra["label_status"] == REACH_SEARCHED and o.labels[0] is True
+
+
+def test_reach_probe_is_checked():
+    from pipeline.config import ConfigError, LabelConfig
+
+    with pytest.raises(ConfigError, match="reach_probe|reach-probe"):
+        LabelConfig(reach_gate=True, reach_probe="elsewhere").validate()
