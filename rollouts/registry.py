@@ -9,6 +9,7 @@ at import: the backend modules (torch, vllm, sglang, httpx) are imported only by
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -199,7 +200,8 @@ def _vllm_build(m: ModelRef, o: VLLMOptions):
     engines = []
     try:
         for _ in range(engines_here(o, m.model, m.dtype)):
-            with gpu_start_lock():
+            # a KV cache given needs no measure of the free memory, so no other engine's start to wait for
+            with contextlib.nullcontext() if settings.starts_at_once else gpu_start_lock():
                 engines.append(_vllm_class()(**kw))
     except BaseException:
         for e in engines:

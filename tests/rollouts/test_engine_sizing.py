@@ -64,7 +64,8 @@ def test_one_engine_of_a_small_model_on_a_big_gpu_runs_2048_sequences_with_graph
     # (--deterministic gives 0) and a given limit
     two = engine_settings(ModelShape.from_config(QWEN_1_5B), H200, engines_per_gpu=2, gpu_name="NVIDIA H200")
     assert two.engine_kwargs() == {"gpu_memory_utilization": 0.425, "max_num_seqs": 2048,
-                                   "compilation_config": {"max_cudagraph_capture_size": 2048}}
+                                   "compilation_config": {"max_cudagraph_capture_size": 2048},
+                                   "kv_cache_memory_bytes": two.kv_cache_tokens * 28672}
     assert two.seqs_limit == 2048 and two.kv_cache_tokens >= 2048 * 800  # each KV cache holds its 2,048 at ~800
     assert engine_settings(ModelShape.from_config(QWEN_1_5B), H200, engines_per_gpu=3).seqs_limit == 1024
     assert engine_settings(ModelShape.from_config(QWEN_1_5B), H200, cuda_graph_max=0).engine_kwargs() == {
@@ -95,7 +96,22 @@ def test_engines_split_the_memory_share_and_each_keeps_the_sequence_limit():
     assert four.seqs_limit == 1024  # vLLM sizes by the GPU, not the engine's share
     assert 0 < four.kv_cache_tokens < one.kv_cache_tokens / 4  # each carries its own weights and overheads
     assert four.sequences_kv_holds < 1024  # at a full 4k context each, fewer than its sequence limit ...
-    assert four.kv_cache_tokens >= 1024 * 800  # ... but all 1,024 at the ~800-token contexts of a labeling job
+    assert four.kv_cache_tokens >= 1024 * 750  # ... but all 1,024 at the ~750-token contexts of a labeling job
+
+
+def test_several_engines_of_a_gpu_get_their_kv_cache_given_and_start_at_once():
+    shape = ModelShape.from_config(QWEN_1_5B)
+    one = engine_settings(shape, H200, gpu_name="NVIDIA H200")
+    two = engine_settings(shape, H200, engines_per_gpu=2, gpu_name="NVIDIA H200")
+    # one engine measures its own (nothing else loads on its GPU); two get 0.9 of the estimate, in bytes
+    assert not one.starts_at_once and "kv_cache_memory_bytes" not in one.engine_kwargs()
+    assert two.starts_at_once and two.kv_cache_memory_bytes == two.kv_cache_tokens * shape.kv_bytes_per_token()
+    # the two engines' KV caches, weights and own memory fit the GPU with room to spare
+    per_engine = two.kv_cache_memory_bytes + shape.weight_bytes() + 1 * GiB
+    assert 2 * per_engine < 0.85 * H200 and "start at once" in two.describe()
+    # not known (a hub name, no NVML): measured by vLLM, started one at a time
+    assert not engine_settings(None, H200, engines_per_gpu=2).starts_at_once
+    assert not engine_settings(shape, None, engines_per_gpu=2).starts_at_once
 
 
 def test_small_and_a100_gpus_get_vllms_small_defaults():
@@ -111,7 +127,8 @@ def test_overrides_are_kept():
                         max_num_batched_tokens=32768)
     assert s.engine_kwargs() == {"gpu_memory_utilization": 0.425, "max_num_seqs": 2048,
                                  "max_num_batched_tokens": 32768,
-                                 "compilation_config": {"max_cudagraph_capture_size": 2048}}
+                                 "compilation_config": {"max_cudagraph_capture_size": 2048},
+                                 "kv_cache_memory_bytes": s.kv_cache_memory_bytes}
 
 
 def test_too_many_engines_for_the_gpu_is_refused_with_what_to_do():
@@ -349,6 +366,33 @@ def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkey
     assert [kw["gpu_memory_utilization"] for kw in built] == [0.425, 0.425]
 
 
+def test_engines_with_a_given_kv_cache_take_no_start_lock(monkeypatch, tmp_path, built):
+    import contextlib
+
+    from rollouts import engine_sizing, registry
+    from rollouts.options import VLLMOptions
+
+    locked: list[int] = []
+
+    @contextlib.contextmanager
+    def lock(*a, **k):
+        locked.append(1)
+        yield True
+
+    monkeypatch.setattr(engine_sizing, "gpu_start_lock", lock)
+    two = VLLMOptions(engines_per_gpu=2)
+    # the model's shape unknown: vLLM measures each KV cache, so the starts take the GPU's lock one at a time
+    registry._vllm_build(registry.ModelRef(model="/nonexistent-model", tokenizer=None, dtype=None, seed=3), two)
+    assert len(locked) == 2 and all("kv_cache_memory_bytes" not in kw for kw in built)
+    # known on a known GPU: each KV cache given, no lock
+    locked.clear()
+    built.clear()
+    _pretend_gpu(monkeypatch, (H200, "NVIDIA H200"))
+    registry._vllm_build(registry.ModelRef(model=_model_folder(tmp_path, QWEN_1_5B), tokenizer=None, dtype=None,
+                                           seed=3), two)
+    assert locked == [] and len(built) == 2 and all(kw["kv_cache_memory_bytes"] > 0 for kw in built)
+
+
 def test_fractional_gpus_count_workers_and_gpus_held():
     from pipeline.execution.ray_cluster import workers_fitting
     from pipeline.run.execute import gpus_held
@@ -368,7 +412,7 @@ def test_the_cuda_graph_mode_reaches_the_engine_beside_the_capture_size(monkeypa
 
     _pretend_gpu(monkeypatch, (H200, "NVIDIA H200"))
     ref = registry.ModelRef(model=_model_folder(tmp_path, QWEN_1_5B), tokenizer=None, dtype=None, seed=3)
-    one = {"engines_per_gpu": 1}  # one engine of the GPU: its sized limit of 2,048 (the default two keep vLLM's)
+    one = {"engines_per_gpu": 1}  # one engine of the GPU: its sized limit of 2,048
     registry._vllm_build(ref, VLLMOptions(cuda_graph_mode="full", **one))
     registry._vllm_build(ref, VLLMOptions(cuda_graph_mode="full-decode-only", cuda_graph_max=0, **one))
     registry._vllm_build(ref, VLLMOptions(**one))
