@@ -8,6 +8,7 @@ touches an earlier attempt's file.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 
@@ -92,15 +93,13 @@ def build_backend(cfg: LabelConfig):
 
 
 def strategy_params(cfg: LabelConfig) -> StrategyParams:
-    return StrategyParams(k=cfg.k, wave_size=cfg.wave_size, wave_growth=cfg.wave_growth,
-                          confidence_width=cfg.confidence_width,
-                          trust_correct=cfg.effective_trust_correct(), early_stop=cfg.early_stop,
-                          target_confidence=cfg.target_confidence,
-                          max_tokens_per_solution=cfg.max_tokens_per_solution,
-                          bisect_fraction=cfg.bisect_fraction, speculate=cfg.speculate,
-                          relative_drop=cfg.relative_drop or None, reach_gate=cfg.reach_gate,
-                          trust_pass_rate=cfg.trust_pass_rate, unreached_claim=cfg.unreached_claim,
-                          reach_probe=cfg.reach_probe)
+    """The strategies' parameters: each field of :class:`StrategyParams` from the run's option of the same name,
+    so a new strategy option is its declaration (pipeline/options.py) and its field, and nothing here. Two are
+    read as the config resolves them: trust of a right answer (off for per-step unless asked) and the relative
+    drop (0 on the command line is "off")."""
+    resolved = {"trust_correct": cfg.effective_trust_correct(), "relative_drop": cfg.relative_drop or None}
+    return StrategyParams(**{f.name: resolved[f.name] if f.name in resolved else getattr(cfg, f.name)
+                             for f in dataclasses.fields(StrategyParams) if f.name in resolved or hasattr(cfg, f.name)})
 
 
 def scheduler_settings(cfg: LabelConfig, prompt: PromptFormat, capacity: int | None = None) -> SchedulerSettings:

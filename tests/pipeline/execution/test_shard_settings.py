@@ -29,6 +29,28 @@ def test_every_option_the_scheduler_reads_reaches_it():
     assert s.streaming is False  # hf: the backend's description says it does not stream
 
 
+def test_every_strategy_option_reaches_the_strategies_by_its_name():
+    """Each option declared a strategy's (``strategy_option``) is a field of StrategyParams of the same name and
+    arrives there as set: a value other than its default for each, all at once."""
+    from pipeline.config import LabelConfig as C
+    from pipeline.execution.shard_worker import strategy_params
+    from pipeline.options import LabelingOptions, SamplingOptions
+
+    names = [f.name for f in dataclasses.fields(StrategyParams)]
+    declared = [f.name for sec in (LabelingOptions, SamplingOptions) for f in dataclasses.fields(sec)
+                if f.metadata.get("strategy_option")]
+    other = {"k": 7, "wave_size": 3, "wave_growth": 1.5, "confidence_width": 0.2, "early_stop": False,
+             "target_confidence": 0.8, "max_tokens_per_solution": 999, "bisect_fraction": 0.4, "speculate": False,
+             "relative_drop": 0.1, "reach_gate": True, "trust_pass_rate": 0.3, "unreached_claim": "step1",
+             "reach_probe": "step1"}
+    p = strategy_params(C(model="m", strategy="binary-search", trust_correct=False, **other))
+    for name, v in other.items():
+        assert getattr(p, name) == v, name
+    assert p.trust_correct is False and strategy_params(C(model="m", relative_drop=0.0)).relative_drop is None
+    assert set(other) | {"trust_correct", "eps"} == set(names)  # a new field is added here too, with its option
+    assert declared and set(declared) <= set(names)
+
+
 def test_settings_are_frozen_and_the_scheduler_reads_them():
     s = SchedulerSettings("per-step", StrategyParams(k=2), seed=3, streaming=True, tail_fill=4)
     with pytest.raises(dataclasses.FrozenInstanceError):
