@@ -69,7 +69,10 @@ CHUNKS = {  # name: (split, first problem, end, samples per problem)
 # size is a committed version of the same corpus, the smaller ones its earlier versions).
 CORPORA = {
     "def": {"opts": "", "sizes": [1500, 3000, 5000, 10000], "what": "the defaults (binary-search K=20)"},
-    "ps": {"opts": "--strategy per-step --k 8", "sizes": [3000], "what": "per-step K=8 (Math-Shepherd's recipe)"},
+    # labeled by code.label-ps (fb68de3: 1.6x the pinned label code's tokens/s at per-step, results/s13), with the
+    # two engines at 2,048 sequences each that s13 measured best there
+    "ps": {"opts": "--strategy per-step --k 8 --max-num-seqs 2048", "sizes": [3000],
+           "what": "per-step K=8 (Math-Shepherd's recipe)"},
     "nt": {"opts": "--no-trust-correct", "sizes": [3000], "what": "the defaults, right answers not trusted"},
 }
 
@@ -112,7 +115,8 @@ EST = {
     "setup": 160.0,  # sha256, wheels, convert.py (prep: 153 s, results/stage_times.jsonl)
     "gen_start": 60.0, "gen_per_sample": 0.037,  # 2,000 samples in 135.7 s with the engine start
     "label_start": 60.0,  # engine start and input pass (dr1500: 43.3 s start, 16.8 s input)
-    "label_per_solution": {"def": 0.180, "ps": 0.39, "nt": 0.36},  # dr1500; 2.2x for per-step (GSM8K 400)
+    # dr1500; per-step at code.label-ps: 0.172 labeling GPU-s a solution on GSM8K 400 (results/s13), with margin
+    "label_per_solution": {"def": 0.180, "ps": 0.22, "nt": 0.36},
     "train_fixed": 100.0, "train_per_solution": 0.031,  # 0.9 x 3 epochs x 404 tokens at 34,870 tokens/s
     "measure": 90.0,  # two loads, 4,000 + ~400 solutions at 121-190 solutions/s
     "call_overhead": 20.0,  # the transfer of the tree and of $OUT around a call
@@ -698,17 +702,31 @@ def cmd_estimate(a) -> None:
     print(int(estimate(st, a.stage, *a.args, have=have)))
 
 
+def code_of(st: dict, role: str) -> str:
+    """The commit pinned for ``role``: ``train``, ``label``, or ``label-CORPUS`` (a corpus labeled by other code
+    than the rest, e.g. one begun after a faster engine landed; the others stay at ``label``, as their corpora's
+    identity needs)."""
+    code = st["code"]
+    if role in code:
+        return code[role]
+    if role.startswith("label-"):
+        return code["label"]
+    die(f"no code pinned for {role!r} in STATE.json (pinned: {', '.join(code)})", 3)
+
+
 def cmd_get(a) -> None:
     st = read_state()
-    if a.what == "code":
-        print(st["code"][a.arg])
+    if a.what == "roles":
+        print(" ".join(st["code"]))
+    elif a.what == "code":
+        print(code_of(st, a.arg))
     elif a.what == "corpus-opts":
         print(CORPORA[a.arg]["opts"])
     elif a.what == "row":
         c, n, opts, _ = ROWS[a.arg]
         print(f"{c}\t{n}\t{opts}")
     elif a.what == "snap":
-        print(snap_name(st["code"][a.arg]))
+        print(snap_name(code_of(st, a.arg)))
 
 
 def _value(v: str):
@@ -868,8 +886,8 @@ def main(argv=None) -> int:
     p.add_argument("--corpus-dir", default=None)
     p.set_defaults(fn=cmd_estimate)
     p = sub.add_parser("get")
-    p.add_argument("what", choices=("code", "corpus-opts", "row", "snap"))
-    p.add_argument("arg")
+    p.add_argument("what", choices=("code", "corpus-opts", "row", "snap", "roles"))
+    p.add_argument("arg", nargs="?", default="")
     p.set_defaults(fn=cmd_get)
     p = sub.add_parser("event")
     p.add_argument("file")

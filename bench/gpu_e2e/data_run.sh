@@ -52,7 +52,7 @@ fits() {  # STAGE ARGS...: does the stage's estimate fit the time left (less the
     echo "$*: not started, about $est s needed, $(($(left) - RESERVE)) s left in this call"; return 1
   fi
 }
-snapdir() {  # label | train: the pinned code, unpacked once per machine
+snapdir() {  # label | label-CORPUS | train: the pinned code, unpacked once per machine
   if [ -n "${E2E_SNAP:-}" ]; then echo "$E2E_SNAP"; else echo "/tmp/mcprm-$("${PY[@]}" get code "$1" | cut -c1-12)"; fi
 }
 mcx() {  # ROLE mcprm-args...: mcprm from the pinned code (its cwd there: Ray puts it on the workers' sys.path)
@@ -84,7 +84,7 @@ stage_setup() {
       ln -sf /tmp/pyspy/bin/py-spy /tmp/site/bin/py-spy && /tmp/site/bin/py-spy --version
     fi
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-    for role in label train; do
+    for role in $("${PY[@]}" get roles); do
       local s; s=$(snapdir $role)
       if [ ! -d "$s" ]; then
         local f; f=.xfer/data_run/$("${PY[@]}" get snap $role)
@@ -173,7 +173,7 @@ stage_label() {
   # SIGINT first: the run stops between shards and releases its lock; KILL 60 s later if it has not
   # shellcheck disable=SC2086
   timeout -s INT -k 60 "$(budget 60)" bash -c 'cd "$0" && PYTHONPATH=/tmp/site:$0 exec python3 -m cli.main "$@"' \
-    "$(snapdir label)" label --input "$W/in/train_$size.jsonl" --output "$dir" --no-progress "${ROLL[@]}" \
+    "$(snapdir "label-$name")" label --input "$W/in/train_$size.jsonl" --output "$dir" --no-progress "${ROLL[@]}" \
     "${VLLM_OPTS[@]}" $opts ${DR_LABEL_EXTRA:-} || rc=$?
   local partial=null
   case $rc in
@@ -213,7 +213,7 @@ do_train() {  # NAME DIR: the row's PRM into $W/prm_NAME
   # the call's record, and the row's own folder (a row measured in a later call still names its training)
   local f; for f in "$EV" "$d/train.jsonl"; do
   "${PY[@]}" event "$f" $ev "$name" "corpus=\"$CORPUS\"" "solutions=$SOLS" "version=$v" "train_s=$(($(date +%s) - t0))" \
-    "train_options=\"$TOPTS\"" "code=\"$("${PY[@]}" get code train)\"" "label_code=\"$("${PY[@]}" get code label)\"" \
+    "train_options=\"$TOPTS\"" "code=\"$("${PY[@]}" get code train)\"" "label_code=\"$("${PY[@]}" get code "label-$CORPUS")\"" \
     "rows_trained=$(python3 -c "import json; print(json.load(open('$d/card.json')).get('data', {}).get('train_rows', 'null'))" 2>/dev/null || echo null)"
   done
 }

@@ -359,3 +359,15 @@ def test_the_stages_on_a_cpu(tmp_path):
     r = _cpu_run(tmp, "setup", "+", "final", "def2", DR_WORK=tmp / "w3")
     assert r.returncode == 2 and "once per row" in r.stdout
     assert not (tmp / "w3" / "final").exists()
+
+
+def test_a_corpus_may_pin_its_own_label_code_and_the_rest_keep_theirs():
+    st = {"code": {"label": "a" * 40, "train": "b" * 40, "label-ps": "c" * 40}}
+    assert dr.code_of(st, "label-ps") == "c" * 40  # its own
+    assert dr.code_of(st, "label-def") == "a" * 40  # the corpora's
+    assert dr.code_of(st, "train") == "b" * 40
+    with pytest.raises(SystemExit):
+        dr.code_of(st, "judge")
+    # the pinned STATE.json: every role's snapshot is made by `prepare`, and the per-step corpus has its own code
+    real = dr.read_state()
+    assert dr.code_of(real, "label-ps") != dr.code_of(real, "label-def") == real["code"]["label"]
