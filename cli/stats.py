@@ -89,7 +89,7 @@ def _unreached_rows(u: dict | None, n: int) -> list[tuple[str, str]]:
     out = []
     if u["gated"]:
         r = u["rows"]
-        out.append(("unreached (0 of K from the bare problem and every probed prefix)",
+        out.append(("unreached (0 of K at every probed prefix and the bare problem if drawn)",
                     f"{r:,} of {u['gated']:,} ({r / u['gated']:.1%}; {u['right_answer']:,} with a right answer): "
                     "no claim about their steps (label_status unreached); mcprm train leaves them out by default"))
     if u["first_step_probed"]:

@@ -328,7 +328,7 @@ def corpus_stats(url: str, version: int | None = None, verify: bool = False, *,
         "dead_right_prefixes": ({"probed": probed_right, "dead": dead_right, "solutions": dead_right_solutions,
                                  "rate": dead_right / probed_right} if probed_right else None),
         # solutions the completer could not reach (docs/labels.md, "Reach gating"): with --reach-gate, the rows
-        # whose bare problem and first step both had 0 of K (label_status unreached, no claim about their
+        # whose bare problem (if drawn) and every probed prefix had 0 of K (label_status unreached, no claim about their
         # steps); in any corpus, the rows whose first step was sampled and had 0 of K, where a Monte Carlo label
         # reads "step 1 is wrong" whatever the steps say
         "unreached": {"gated": gated, "rows": unreached if gated else None,

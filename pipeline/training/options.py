@@ -18,8 +18,8 @@ KINDS = ("head", "implicit", "auto")
 # real 1.5B model both are level with majority vote at best-of-8 and the head scores 12x faster, in bf16
 # (measured on the bundled task on a CPU, and on one H100)
 DEFAULT_KIND = "auto"
-# rows a reach-gated labeling could not reach (label_status "unreached": no continuation of the bare problem or of
-# the first step reached the gold answer, so their Monte Carlo labels say nothing about the steps): left out
+# rows a reach-gated labeling could not reach (label_status "unreached": no continuation of the bare problem (if
+# drawn) or of any probed prefix reached the gold answer, so their Monte Carlo labels say nothing about the steps): left out
 # (drop), trained on at UNREACHED_WEIGHT (down-weight) or as they are (keep). Not applied to --label-rule outcome,
 # whose targets are the graded final answer, evidence whatever the completer can do
 UNREACHED_CHOICES = ("drop", "down-weight", "keep")

@@ -131,3 +131,37 @@ def test_stats_reports_unreached(gated):
     assert u["gated"] == N and u["rows"] == n
     text = run_mcprm("stats", out, env={"COLUMNS": "250"}).stdout
     assert "unreached" in text and "no claim about their steps" in text
+
+
+@pytest.mark.timeout(900)
+def test_step1_probe_end_to_end_against_the_bare_problem_gate(gated, tmp_path):
+    """--reach-probe step1 on the same rows, seed and K: no bare-problem draw (a wrong answer's row costs the bare
+    gate's less its K where both took the same path), trusted rows stopped on their successes store first-wave,
+    and the label invariants hold."""
+    from pipeline.run import label
+
+    rows, (bare_out, _) = gated
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = str(tmp_path / "out")
+    label(make_cfg(str(inp), out, strategy="binary-search", reach_gate=True, reach_probe="step1", k=K,
+                   shard_size=N, seed=20261201))
+    t, was = rows_by_key(read_corpus(out)), rows_by_key(read_corpus(bare_out))
+    m = json.load(open(f"{out}/manifest.json"))
+    assert m["counts"]["rollouts"] == sum(r["rollouts"] for r in t.values())
+    assert {r["label_status"] for r in t.values()} <= set(REACH_STATUSES) and len(t) == N
+    same_path = 0
+    for key, r in t.items():
+        labels = r["labels"]
+        fe = next((i for i, x in enumerate(labels) if x is False), -1)
+        assert r["first_error"] == fe and (fe < 0 or all(x is None for x in labels[fe + 1:]))
+        if r["label_status"] == REACH_TRUSTED:
+            assert r["solution_correct"] is True and labels == [True] * len(labels)
+            need = math.ceil(0.5 * K)
+            assert r["mc_correct"][0] >= need and r["rollouts"] == r["mc_total"][0] <= K
+            assert r["mc_design"] == "first-wave"
+        b = was[key]
+        if r["solution_correct"] is False and r["mc_total"] == b["mc_total"] and r["mc_correct"] == b["mc_correct"]:
+            same_path += 1  # the same probes with the same seeds: the bare gate's cost less its K bare draws
+            assert r["rollouts"] == b["rollouts"] - K and r["labels"] == b["labels"]
+    assert same_path > 0
