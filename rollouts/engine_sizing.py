@@ -9,8 +9,9 @@ H200 at no measurable start cost (BENCHMARKS.md, "Engine levers on one H200").
 
 Why several engines on one GPU: at 1.5B on an H200 one vLLM engine keeps the GPU idle most of the time. Its host
 side (scheduling, input preparation, output processing, about 40 us per sequence per step, in Python) is longer
-than the forward pass, and more sequences per engine only lengthen each step (measured: 26-39 k tokens/s at 512
-sequences, 18-25 k at 2,048-4,096), while the KV cache stays 1-2 % used. N engine processes each with 1/N of
+than the forward pass, and more sequences per engine lengthen each step (the raw engine at vLLM's capture size:
+26-39 k tokens/s at 512 sequences, 18-25 k at 2,048-4,096; with graphs captured up to the limit 2,048 gained),
+while the KV cache stays 1-2 % used. N engine processes each with 1/N of
 the memory share run their host work on N cores and interleave their forward passes on the one GPU. How many is
 best is a measurement (bench/gpu_levers.py): two raw engines gained, and `mcprm label` with two gained 1.14-1.17x on one H200 at 1.5B, so the
 default is 0, sized: :func:`auto_engines_per_gpu` picks two for a small model on a big GPU (the case both were
