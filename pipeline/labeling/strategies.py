@@ -51,7 +51,7 @@ DEFAULT_TRUST_PASS_RATE = 0.5
 UNREACHED_CLAIMS = ("answer", "step1")
 DEFAULT_UNREACHED_CLAIM = "answer"
 # --reach-gate: what gives the pass rate. bare: K draws of the problem alone, shared by its solutions; step1: step
-# 1's own draws, in waves until the trust question is settled (no bare draws: on a set with one solution a problem
+# 1's own draws, in waves until the trust question is settled (no bare draws: on a set with one solution per problem
 # they are shared by no one, and they and step 1's are a solution's longest continuations; docs/labels.md)
 REACH_PROBES = ("bare", "step1")
 DEFAULT_REACH_PROBE = "bare"
