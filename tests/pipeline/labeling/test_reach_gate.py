@@ -31,9 +31,11 @@ class Scripted:
             self.requests.append(r)
             problem = r.prompt.split("\n")[0][len("Problem: "):]
             steps = r.prompt.split("Solution:\n", 1)[1].count("\n")
-            txt = RIGHT if self.script[problem][steps] else WRONG
-            out.append([Completion(txt, 5) for _ in range(r.n)])
+            out.append([Completion(RIGHT if hit else WRONG, 5) for hit in self._draws(problem, steps, r.n)])
         return out
+
+    def _draws(self, problem, steps, n):
+        return [bool(self.script[problem][steps])] * n
 
     def close(self):
         pass
@@ -184,20 +186,13 @@ class Fractional(Scripted):
         super().__init__(script)
         self.drawn = {}
 
-    def generate(self, requests, sampling):
-        out = []
-        for r in requests:
-            self.requests.append(r)
-            problem = r.prompt.split("\n")[0][len("Problem: "):]
-            steps = r.prompt.split("Solution:\n", 1)[1].count("\n")
-            rate, comps = float(self.script[problem][steps]), []
-            for _ in range(r.n):
-                j = self.drawn.get((problem, steps), 0)
-                self.drawn[(problem, steps)] = j + 1
-                hit = int((j + 1) * rate + 1e-9) > int(j * rate + 1e-9)
-                comps.append(Completion(RIGHT if hit else WRONG, 5))
-            out.append(comps)
-        return out
+    def _draws(self, problem, steps, n):
+        rate, hits = float(self.script[problem][steps]), []
+        for _ in range(n):
+            j = self.drawn.get((problem, steps), 0)
+            self.drawn[(problem, steps)] = j + 1
+            hits.append(int((j + 1) * rate + 1e-9) > int(j * rate + 1e-9))
+        return hits
 
 
 def _run_fractional(sols, script, params):
