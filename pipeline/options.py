@@ -216,7 +216,7 @@ class LabelingOptions:
     reuse_rollouts: bool = option(True, "Count a continuation that writes the solution's next steps verbatim as a "
                                         "draw of those later prefixes too (no extra tokens; docs/labels.md).",
                                   identity="non-default", legacy=False)
-    # the sequential strategy's stopping rules (pipeline/labeling/strategies.py)
+    # the sequential strategy's stopping rules (pipeline/labeling/sequential.py)
     target_confidence: float = option(DEFAULT_TARGET_CONFIDENCE, "sequential: stop when the first error's posterior probability "
                                            "reaches this.", identity="non-default",
                                       strategy_option=True)

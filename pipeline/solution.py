@@ -19,7 +19,7 @@ def content_key(problem: str, answer: str, steps: list[str] | tuple[str, ...]) -
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
-# label_status of a reach-gated row (pipeline.labeling.strategies.reach_gated): no continuation of the bare problem
+# label_status of a reach-gated row (pipeline.labeling.reach.reach_gated): no continuation of the bare problem
 # (when drawn: --reach-probe bare) or of any prefix the search probed reached the gold answer, so the steps carry no Monte Carlo evidence (mcprm train leaves
 # such rows out by default, mcprm stats counts them); a right answer trusted at a high enough pass rate; searched
 REACH_STATUSES = (UNREACHED, REACH_TRUSTED, REACH_SEARCHED) = ("unreached", "trusted", "searched")

@@ -1,10 +1,14 @@
-"""Reach gating, the scheduler's part: the bare-problem draws (:data:`pipeline.labeling.strategies.BARE`) made once
-per problem and shared by its solutions (:func:`draw_bare`, :func:`answer_bare`); the strategy is
-:func:`pipeline.labeling.strategies.reach_gated`. docs/labels.md, "Reach gating", says when to use it."""
+"""Reach gating (docs/labels.md, "Reach gating", says when to use it): binary-search behind a gate that first asks
+whether the completer reaches the answer at all. The strategy's part is :func:`reach_gated` (registered as
+binary-search's gated generator); the scheduler's part is the bare-problem draws
+(:data:`pipeline.labeling.strategies.BARE`), made once per problem and shared by its solutions
+(:func:`draw_bare`, :func:`answer_bare`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import math
 import time
 from collections.abc import Sequence
 
@@ -14,14 +18,27 @@ from pipeline.labeling.last_step import (
     FAILURE,
     is_no_answer,
     is_unreadable,
+    last_step_label,
     outcome,
 )
 from pipeline.labeling.strategies import (
     BARE,
+    STRATEGIES,
     Probe,
     ProbeResult,
+    StrategyGen,
+    StrategyOutcome,
+    StrategyParams,
+    _add,
+    _alive,
+    _bisect,
+    _early_design,
+    _estimate,
+    _finish,
+    register_strategy,
 )
-from pipeline.solution import Solution
+from pipeline.solution import REACH_SEARCHED, REACH_TRUSTED, UNREACHED, Solution, StepStats
+from pipeline.stats.intervals import FIRST_WAVE, next_wave
 from rollouts.base import GenRequest
 
 
@@ -98,3 +115,88 @@ def answer_bare(sched, idx: int, st, probes: list[Probe]) -> list[ProbeResult]:
         st.rollouts += n
         st.tokens += tokens
     return [res]
+
+
+# ------------------------------------------------------------------------------------------- the strategy's part
+def reach_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
+    """Binary-search behind a reach gate. The bare problem (:data:`BARE`, K draws shared by the problem's
+    solutions; ``--reach-probe step1``: step 1's own draws, :func:`_step1_gated`) gives the pass rate: a right
+    answer is trusted ("trusted") only from ``trust_pass_rate`` on. Else step 1 is probed and the search goes on;
+    when no continuation of the bare problem or of any probed prefix reached the answer the row is "unreached": no
+    claim but its first error (``unreached_claim``), and ``mcprm train`` leaves it out. Else the search's labels
+    ("searched")."""
+    if p.reach_probe == "step1":
+        return (yield from _step1_gated(n_steps, solution_correct, p))
+    stats = [StepStats() for _ in range(n_steps)]
+    bare = (yield [Probe(BARE, p.k)])[0]
+    graded = bare.n - bare.ungradable
+    rate = bare.correct / graded if graded > 0 else None
+    if solution_correct and p.trust_correct and rate is not None and rate >= p.trust_pass_rate:
+        return _status(_finish([True] * n_steps, stats), REACH_TRUSTED)
+    if n_steps == 1:  # one step: the solution's own answer labels it (the last-step rule), nothing to search
+        return _status(_finish([last_step_label(solution_correct)], stats), REACH_SEARCHED)
+    alive = yield from _estimate(0, stats, p, p.early_stop)
+    return (yield from _search_on(n_steps, solution_correct, p, stats, alive, bare.correct, graded))
+
+
+def _step1_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
+    """:func:`reach_gated` with step 1's own draws as the pass rate (``--reach-probe step1``): no bare-problem
+    draws. A right answer (with trust on) has step 1 drawn until trust is settled (:func:`_trust_probe`:
+    trusted from ``ceil(trust_pass_rate * K)`` successes of K); else step 1 is a first-success probe. Then as
+    :func:`reach_gated`, with no bare problem to say the problem is solvable."""
+    stats = [StepStats() for _ in range(n_steps)]
+    if n_steps == 1:  # one step: the solution's own answer labels it (the last-step rule), nothing to probe
+        return _status(_finish([last_step_label(solution_correct)], stats), REACH_SEARCHED)
+    if not (solution_correct and p.trust_correct):
+        alive = yield from _estimate(0, stats, p, p.early_stop)
+        return (yield from _search_on(n_steps, solution_correct, p, stats, alive, 0, 0))
+    need = max(1, math.ceil(p.trust_pass_rate * p.k - 1e-9))
+    alive = yield from _trust_probe(stats, p, need)
+    # step 1 stopped on its successes: only its first wave is unbiased
+    if stats[0].own_correct >= need:
+        return _status(_finish([True] * n_steps, stats, FIRST_WAVE), REACH_TRUSTED)
+    return (yield from _search_on(n_steps, solution_correct, p, stats, alive, 0, 0, FIRST_WAVE))
+
+
+def _trust_probe(stats: list[StepStats], p: StrategyParams, need: int):
+    """Sub-generator: step 1's draws in waves until the trust question is settled: ``need`` successes (trusted),
+    more failures than ``K - need`` with a success among them (not trusted, and alive), or K draws. Its first
+    wave is a batch fixed before any draw was seen, so the row's design is ``first-wave``."""
+    st = stats[0]
+
+    def settled() -> bool:
+        return (st.own_total >= p.k or st.own_correct >= need
+                or (st.own_correct > 0 and st.own_graded - st.own_correct > p.k - need))
+
+    while not settled():
+        n = min(next_wave(st.own_total, p.wave_size, p.wave_growth), p.k - st.own_total)
+        _add(stats, (yield [Probe(0, n)]))
+    return _alive(st)
+
+
+def _search_on(n_steps: int, solution_correct: bool | None, p: StrategyParams, stats: list[StepStats],
+               alive: bool | None, bare_correct: int, bare_graded: int, design: str | None = None):
+    """Sub-generator: the gate's search once step 1 is probed (``alive``), from the bare problem's successes and
+    graded draws (0 and 0 where none were drawn); ``design`` overrides the search's own."""
+    if alive is not False:  # alive, or all ungradable (no evidence: never invent an error from missing evidence)
+        oc = yield from _bisect(n_steps, solution_correct, p, stats, lo=0, probed={0})
+        return _status(oc, REACH_SEARCHED, design)
+    if bare_correct > 0:  # the problem is solvable and step 1 is not: step 1 is the first error
+        oc = yield from _bisect(n_steps, solution_correct, p, stats, lo=-1, hi=0, probed={0})
+        return _status(oc, REACH_SEARCHED, design)
+    # neither reached: a later prefix may (closer to the answer), so the search goes on as if step 1 were unknown
+    oc = yield from _bisect(n_steps, solution_correct, p, stats, probed={0})
+    if any(st.correct > 0 for st in stats) or bare_graded + stats[0].graded == 0:
+        return _status(oc, REACH_SEARCHED, design)
+    labels: list[bool | None] = [None] * n_steps
+    if solution_correct is False or p.unreached_claim == "step1":
+        labels[0] = False
+    return _status(_finish(labels, stats, design or _early_design(p, p.early_stop)), UNREACHED)
+
+
+def _status(oc: StrategyOutcome, status: str, design: str | None = None) -> StrategyOutcome:
+    oc = dataclasses.replace(oc, extra={**oc.extra, "label_status": status})
+    return oc if design is None else dataclasses.replace(oc, design=design)
+
+
+register_strategy(dataclasses.replace(STRATEGIES["binary-search"], gated=reach_gated))

@@ -30,7 +30,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from pipeline.labeling.last_step import last_step_label
-from pipeline.solution import REACH_SEARCHED, REACH_TRUSTED, UNREACHED, StepStats
+from pipeline.solution import StepStats
 from pipeline.stats.changepoint import DEAD_PREFIX_RATE
 from pipeline.stats.intervals import FIRST_SUCCESS, FIRST_WAVE, FIXED, next_wave, wilson
 
@@ -135,7 +135,7 @@ class StrategyParams:
     # binary-search: a prefix whose success rate is under this fraction of the last live prefix's counts as dead
     # (a wrong step the model recovers from now and then), None = any success is alive (LabelConfig.relative_drop)
     relative_drop: float | None = DEFAULT_RELATIVE_DROP
-    reach_gate: bool = False  # binary-search behind a reach gate (reach_gated; LabelConfig.reach_gate)
+    reach_gate: bool = False  # binary-search behind a reach gate (pipeline.labeling.reach; LabelConfig.reach_gate)
     trust_pass_rate: float = DEFAULT_TRUST_PASS_RATE  # reach_gate: trust a right answer from this pass rate on
     unreached_claim: str = DEFAULT_UNREACHED_CLAIM  # reach_gate: an unreached row's first error (LabelConfig.unreached_claim)
     reach_probe: str = DEFAULT_REACH_PROBE  # reach_gate: where the pass rate comes from (LabelConfig.reach_probe)
@@ -293,7 +293,8 @@ def binary_search(n_steps: int, solution_correct: bool | None, p: StrategyParams
 def _bisect(n_steps: int, solution_correct: bool | None, p: StrategyParams, stats: list[StepStats],
             lo: int = -1, hi: int | None = None, probed: set[int] | None = None) -> StrategyGen:
     """:func:`binary_search`'s search from a live prefix ``lo`` and a dead one ``hi`` (None: the end), over
-    ``stats`` that may already hold draws of the steps in ``probed`` (:func:`reach_gated`'s first-step probe)."""
+    ``stats`` that may already hold draws of the steps in ``probed`` (the reach gate's first-step probe,
+    :mod:`pipeline.labeling.reach`)."""
     last = n_steps - 1
     # Not trusting a correct final answer: search as if the end were dead and accept "all alive".
     top = n_steps if solution_correct else last
@@ -335,93 +336,6 @@ def _bisect(n_steps: int, solution_correct: bool | None, p: StrategyParams, stat
     if hi == n_steps:  # everything alive
         labels[last] = last_step_label(solution_correct)
     return _finish(labels, stats, _early_design(p, p.early_stop))
-
-
-def reach_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
-    """:func:`binary_search` behind a reach gate (docs/labels.md, "Reach gating"). The bare problem (:data:`BARE`,
-    K draws shared by the problem's solutions) gives the pass rate: a right answer is trusted ("trusted") only
-    from ``trust_pass_rate`` on. Else step 1 is probed and the search goes on; when no continuation of the bare
-    problem or of any probed prefix reached the answer the row is "unreached": no claim but its first error
-    (``unreached_claim``), and ``mcprm train`` leaves it out. Else the search's labels ("searched")."""
-    if p.reach_probe == "step1":
-        return (yield from _step1_gated(n_steps, solution_correct, p))
-    stats = [StepStats() for _ in range(n_steps)]
-    last = n_steps - 1
-    bare = (yield [Probe(BARE, p.k)])[0]
-    graded = bare.n - bare.ungradable
-    rate = bare.correct / graded if graded > 0 else None
-
-    def done(oc: StrategyOutcome, status: str) -> StrategyOutcome:
-        return dataclasses.replace(oc, extra={**oc.extra, "label_status": status})
-    if solution_correct and p.trust_correct and rate is not None and rate >= p.trust_pass_rate:
-        return done(_finish([True] * n_steps, stats), REACH_TRUSTED)
-    if last == 0:  # one step: the solution's own answer labels it (the last-step rule), nothing to search
-        return done(_finish([last_step_label(solution_correct)], stats), REACH_SEARCHED)
-    alive = yield from _estimate(0, stats, p, p.early_stop)
-    if alive is not False:  # alive, or all ungradable (no evidence: never invent an error from missing evidence)
-        return done((yield from _bisect(n_steps, solution_correct, p, stats, lo=0, probed={0})), REACH_SEARCHED)
-    if bare.correct > 0:  # the problem is solvable and step 1 is not: step 1 is the first error
-        return done((yield from _bisect(n_steps, solution_correct, p, stats, lo=-1, hi=0, probed={0})), REACH_SEARCHED)
-    # neither reached: a later prefix may (closer to the answer), so the search goes on as if step 1 were unknown
-    oc = yield from _bisect(n_steps, solution_correct, p, stats, probed={0})
-    if any(st.correct > 0 for st in stats) or graded + stats[0].graded == 0:
-        return done(oc, REACH_SEARCHED)
-    labels: list[bool | None] = [None] * n_steps
-    if solution_correct is False or p.unreached_claim == "step1":
-        labels[0] = False
-    return done(_finish(labels, stats, _early_design(p, p.early_stop)), UNREACHED)
-
-
-def _trust_probe(stats: list[StepStats], p: StrategyParams, need: int):
-    """Sub-generator: step 1's draws in waves until the trust question is settled: ``need`` successes (trusted),
-    more failures than ``K - need`` with a success among them (not trusted, and alive), or K draws. Its first
-    wave is a batch fixed before any draw was seen, so the row's design is ``first-wave``."""
-    st = stats[0]
-
-    def settled() -> bool:
-        return (st.own_total >= p.k or st.own_correct >= need
-                or (st.own_correct > 0 and st.own_graded - st.own_correct > p.k - need))
-
-    while not settled():
-        n = min(next_wave(st.own_total, p.wave_size, p.wave_growth), p.k - st.own_total)
-        _add(stats, (yield [Probe(0, n)]))
-    return _alive(st)
-
-
-def _step1_gated(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
-    """:func:`reach_gated` with step 1's own draws as the pass rate (``--reach-probe step1``): no bare-problem
-    draws. A right answer (with trust on) has step 1 drawn until trust is settled (:func:`_trust_probe`:
-    trusted from ``ceil(trust_pass_rate * K)`` successes of K); else step 1 is a first-success probe. Then as
-    :func:`reach_gated`: a live step 1 goes on to the search; a dead one (0 of K) too, as if step 1 were
-    unknown, and the row is "unreached" when no probed prefix reached the answer."""
-    stats = [StepStats() for _ in range(n_steps)]
-    last = n_steps - 1
-
-    def done(oc: StrategyOutcome, status: str, design: str | None = None) -> StrategyOutcome:
-        oc = dataclasses.replace(oc, extra={**oc.extra, "label_status": status})
-        return oc if design is None else dataclasses.replace(oc, design=design)
-    if last == 0:  # one step: the solution's own answer labels it (the last-step rule), nothing to probe
-        return done(_finish([last_step_label(solution_correct)], stats), REACH_SEARCHED)
-    trusting = bool(solution_correct and p.trust_correct)
-    design = None
-    if trusting:
-        need = max(1, math.ceil(p.trust_pass_rate * p.k - 1e-9))
-        alive = yield from _trust_probe(stats, p, need)
-        design = FIRST_WAVE  # step 1 stopped on its successes: only its first wave is unbiased
-        if stats[0].own_correct >= need:
-            return done(_finish([True] * n_steps, stats, design), REACH_TRUSTED)
-    else:
-        alive = yield from _estimate(0, stats, p, p.early_stop)
-    if alive is not False:
-        return done((yield from _bisect(n_steps, solution_correct, p, stats, lo=0, probed={0})), REACH_SEARCHED,
-                    design)
-    oc = yield from _bisect(n_steps, solution_correct, p, stats, probed={0})
-    if any(st.correct > 0 for st in stats) or stats[0].graded == 0:
-        return done(oc, REACH_SEARCHED, design)
-    labels: list[bool | None] = [None] * n_steps
-    if solution_correct is False or p.unreached_claim == "step1":
-        labels[0] = False
-    return done(_finish(labels, stats, design or _early_design(p, p.early_stop)), UNREACHED)
 
 
 def _rate(st: StepStats) -> float:
@@ -477,67 +391,6 @@ def adaptive(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> 
     return _finish(labels, stats, _early_design(p))
 
 
-def sequential(n_steps: int, solution_correct: bool | None, p: StrategyParams) -> StrategyGen:
-    """Sample where the first error is still uncertain; stop when it is decided, or the budget runs out.
-
-    The first error is read as a change point (:func:`pipeline.labeling.rules.changepoint_posterior`): every
-    prefix is compared with its neighbours (alive before the error, dead from it on), never with zero alone, so
-    a 0-of-K step followed by live steps is not an error. Each round samples one wave of ``wave_size`` from the
-    interior step whose label (alive/dead) is most uncertain under the posterior — the bisection point at the
-    start — and at most ``k`` continuations per step. It stops when the most probable first error has posterior
-    ``>= target_confidence`` (``label_status`` "decided"), when the solution's generated tokens reach
-    ``max_tokens_per_solution`` ("budget"; the last wave may overshoot it), or when every uncertain step has its
-    ``k`` ("exhausted"). A tie between equally probable first errors is recorded (",tie" appended, e.g.
-    "budget,tie") and the earlier one is reported. Labels: steps before the first error positive, it negative, steps after it null.
-    """
-    from pipeline.labeling.rules import RuleParams, StepCount, changepoint_posterior
-
-    stats = [StepStats() for _ in range(n_steps)]
-    last = n_steps - 1
-    if solution_correct and p.trust_correct:
-        return _finish([True] * n_steps, stats)
-    rp = RuleParams(eps=p.eps)
-    tokens = 0
-    while True:
-        # each continuation once, at the deepest prefix it reached: independent draws (no reuse double count)
-        counts = [StepCount(st.deep_correct, st.deep_n, st.deep_correct / st.deep_n if st.deep_n else None, None)
-                  for st in stats]
-        post = changepoint_posterior(counts, solution_correct, rp)
-        best = max(post)
-        if best >= p.target_confidence:
-            status = "decided"
-            break
-        if p.max_tokens_per_solution is not None and tokens >= p.max_tokens_per_solution:
-            status = "budget"
-            break
-        pick, pick_u, cum = None, 0.0, 0.0
-        for j in range(last):
-            cum += post[j + 1]  # P(first error <= j) = P(prefix j dead)
-            u = min(cum, 1.0 - cum)
-            if stats[j].own_total < p.k and u > pick_u + 1e-12:
-                pick, pick_u = j, u
-        if pick is None:
-            status = "exhausted"
-            break
-        results = yield [Probe(pick, min(p.wave_size, p.k - stats[pick].own_total))]
-        _add(stats, results)
-        tokens += sum(r.tokens for r in results)
-    ties = sum(1 for x in post if abs(x - best) <= 1e-9 * best)
-    fe = post.index(best) - 1
-    if ties > 1:  # equally probable first errors: the earlier is reported, and the tie recorded
-        status += ",tie"
-    labels: list[bool | None] = [None] * n_steps
-    if fe == -1:
-        labels = [True] * n_steps
-        labels[last] = last_step_label(solution_correct)
-    else:
-        labels[:fe] = [True] * fe
-        labels[fe] = False
-    oc = _finish(labels, stats, FIRST_WAVE)
-    oc.extra = {"label_status": status, "posterior": best}
-    return oc
-
-
 def _scan_cost(steps: int) -> float:
     return float(max(1, steps - 1))  # every prefix but the last is sampled
 
@@ -559,6 +412,8 @@ class Strategy:
     cost: Callable[[int], float] = _scan_cost
     trusts_correct: bool = True
     reads: frozenset[str] = frozenset()
+    # its generator behind the reach gate (--reach-gate), where it has one (registered by pipeline.labeling.reach)
+    gated: Callable[[int, bool | None, StrategyParams], StrategyGen] | None = None
 
 
 # The registry: ``--strategy``'s choices, its help, the config's check and the shard sizing all read it, so a
@@ -576,10 +431,9 @@ for _s in (Strategy("per-step", per_step, trusts_correct=False),
            Strategy("binary-search", binary_search, _bisect_cost,
                     reads=_WAVES | {"speculate", "early_stop", "bisect_fraction", "relative_drop", "reach_gate",
                                     "trust_pass_rate", "unreached_claim", "reach_probe"}),
-           Strategy("adaptive", adaptive, reads=_WAVES),
-           Strategy("sequential", sequential, reads=frozenset({"wave_size", "target_confidence",
-                                                               "max_tokens_per_solution"}))):
+           Strategy("adaptive", adaptive, reads=_WAVES)):
     register_strategy(_s)
+# sequential (pipeline.labeling.sequential) registers itself after these, as the reach gate does its gated generator
 
 
 def make_strategy(name: str, n_steps: int, solution_correct: bool | None, params: StrategyParams) -> StrategyGen:
@@ -588,7 +442,8 @@ def make_strategy(name: str, n_steps: int, solution_correct: bool | None, params
     except KeyError:
         raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}") from None
     if params.reach_gate:
-        if name != "binary-search":
-            raise ValueError(f"reach gating is an option of binary-search, not of {name!r}")
-        fn = reach_gated
+        fn = STRATEGIES[name].gated
+        if fn is None:
+            gated = " or ".join(n for n, st in STRATEGIES.items() if st.gated) or "binary-search"
+            raise ValueError(f"reach gating is an option of {gated}, not of {name!r}")
     return fn(n_steps, solution_correct, params)
