@@ -27,6 +27,7 @@ left unreached; first on the half that chose the threshold, then on the other ha
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import math
 import sys
@@ -68,6 +69,7 @@ def expected_draws(c: int, k: int) -> float:
     return out
 
 
+@functools.cache  # called for every row of every design with a handful of distinct arguments
 def expected_trust_draws(c: int, k: int, need: int) -> float:
     """Expected draws of a step-1 probe that stops at the first wave end (waves 2, 4, ... up to ``k``) where its
     trust question is settled: ``need`` successes reached (trust) or more than ``k - need`` failures (no trust,
@@ -122,8 +124,8 @@ def draw_weights(row: dict) -> tuple[list[float], float]:
     return [wi * scale for wi in w], (sum(steps) + tail) * scale
 
 
-def replay(row: dict, threshold: float | None, claim: str = "answer", step1_probe: str = "full"
-           ) -> tuple[int, float, bool]:
+def replay(row: dict, threshold: float | None, claim: str = "answer", step1_probe: str = "full",
+           prices: tuple[list[float], float] | None = None) -> tuple[int, float, bool]:
     """(first error, expected tokens, unreached) of the reach-gated design on one per-step row (bare-problem
     draws not included: :func:`main` adds them once per problem); ``threshold`` None: never trust a right
     answer. ``claim``: an unreached row's first error, "answer" (step 1 on a wrong answer, none on a right one:
@@ -137,7 +139,7 @@ def replay(row: dict, threshold: float | None, claim: str = "answer", step1_prob
     last = m - 1
     if m == 1:
         return (-1 if right else 0), 0.0, False
-    price, _ = draw_weights(row)
+    price, _ = prices or draw_weights(row)
     c0, n0 = own_c[0], own_n[0]
     trusting = right and threshold is not None
     if not n0:
@@ -199,6 +201,7 @@ def main(argv=None) -> None:
         truth = [ref[str(r["id"])] for r in mine]
         base = [int(r["first_error"]) for r in mine]
         tokens_ps = sum(r["rollout_tokens"] for r in mine)
+        prices = [draw_weights(r) for r in mine]  # once a row, for every design
         rs = bd._resamples(len(mine))
         print(f"\n{half} half: {len(mine)} solutions\n")
         print("| design | F1 [95%] | minus per-step [paired 95%] | tokens vs per-step | unreached |")
@@ -207,15 +210,15 @@ def main(argv=None) -> None:
             if t == "ps":
                 pred, tok, unr = base, tokens_ps, 0
             else:
-                out = [replay(r, t, claim, how) for r in mine]
+                out = [replay(r, t, claim, how, pr) for r, pr in zip(mine, prices)]
                 pred = [fe for fe, _, _ in out]
                 tok = sum(d for _, d, _ in out)
                 unr = sum(u for _, _, u in out)
                 if bare:  # K draws per distinct problem, priced at the first of its solutions' whole length
-                    first: dict[str, dict] = {}
-                    for r in mine:
-                        first.setdefault(r["problem"], r)
-                    tok += sum(max(r["mc_total"][:1] or [0]) * draw_weights(r)[1] for r in first.values())
+                    first: dict[str, tuple[dict, float]] = {}
+                    for r, pr in zip(mine, prices):
+                        first.setdefault(r["problem"], (r, pr[1]))
+                    tok += sum(max(r["mc_total"][:1] or [0]) * bare for r, bare in first.values())
             lo, hi = bd.f1_interval(pred, truth, rs)
             d = bd.paired_difference(pred, base, truth, rs)
             print(f"| {name} | {bd._f1(pred, truth):.3f} [{lo:.3f}, {hi:.3f}] | {d[0]:+.3f} [{d[1]:+.3f}, "
