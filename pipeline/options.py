@@ -294,8 +294,7 @@ class ExecutionOptions:
                                    "GPU) unless --ray-address is given, else ray.", choices=EXECUTORS)
     ray_address: str | None = option(None, "Ray cluster address (or RAY_ADDRESS).", envvar="RAY_ADDRESS",
                                      shown="a local Ray")
-    wait_for_resources: float = option(0.0, "ray: wait up to this many seconds for the GPUs/CPUs the workers need "
-                                            "(autoscaling clusters) instead of failing at once.")
+    wait_for_resources: float = option(0.0, "ray: seconds to wait for workers' GPUs/CPUs (autoscaling).")
     num_workers: int | None = option(None, "Rollout actors (hf: CPU actors; vllm: one per GPU).",
                                      shown="one per GPU (vllm) or CPU slot (hf), at most one per shard")
     cpus_per_worker: float | None = option(None, "CPUs per worker (hf: torch threads; every backend: grader "

@@ -65,11 +65,12 @@ AUTO_ENGINES_SMALL_MODEL = 2
 SMALL_MODEL_SEQS = 2048
 SMALL_MODEL_BATCHED_TOKENS = 32768  # one engine only
 SMALL_MODEL_MOST_ENGINES = 2
-# Several engines on one GPU get their KV cache size given (vLLM's ``kv_cache_memory_bytes``: this share of the
-# sizing's estimate, which is within 3% of what vLLM allocated where checked) instead of measured from the memory
-# left free at their start. A measured size is falsified by another engine loading on the GPU meanwhile, which is
-# why such engines started one after another (the per-GPU start lock) and the GPU's second engine joined a run a
-# whole engine start late; with the size given they start at once.
+# Several engines on one GPU started together (``start_together``, --engine-start together) get their KV cache size
+# given (vLLM's ``kv_cache_memory_bytes``: this share of the sizing's estimate, which is within 3% of what vLLM
+# allocated where checked) instead of measured from the memory left free at their start. A measured size is
+# falsified by another engine loading on the GPU meanwhile, which is why such engines start one after another (the
+# per-GPU start lock) and the GPU's second engine joins a run a whole engine start late. Not the default: the one
+# run measured together (two engines, cold machine) labeled at a tenth of the one-by-one rate, cause not found.
 KV_GIVEN_SHARE = 0.9
 
 
@@ -167,7 +168,7 @@ class EngineSettings:
 def engine_settings(shape: ModelShape | None, gpu_bytes: int | None, *, engines_per_gpu: int = 1,
                     gpu_memory_utilization: float = 0.85, seq_tokens: int = 4096, max_num_seqs: int | None = None,
                     max_num_batched_tokens: int | None = None, gpu_name: str = "",
-                    cuda_graph_max: int | None = None) -> EngineSettings:
+                    cuda_graph_max: int | None = None, start_together: bool = False) -> EngineSettings:
     """Each engine's settings when ``engines_per_gpu`` engines share a GPU of ``gpu_bytes`` with the model
     ``shape`` (either None: not known, vLLM's defaults apply and nothing is checked).
 
@@ -177,8 +178,9 @@ def engine_settings(shape: ModelShape | None, gpu_bytes: int | None, *, engines_
     :data:`SMALL_MODEL_BATCHED_TOKENS` (one engine only) for up to :data:`SMALL_MODEL_MOST_ENGINES` engines of a
     small model on a big GPU, else vLLM picks its own (the same for every engine count: it goes by the GPU, not by
     the engine's share). ``cuda_graph_max``: the user's (0: vLLM's own
-    512); left None, the sequence limit when it is known and above vLLM's, else vLLM's own. Raises ValueError when
-    an engine's share cannot hold the model's weights and one sequence's KV cache."""
+    512); left None, the sequence limit when it is known and above vLLM's, else vLLM's own. ``start_together``:
+    several engines of the GPU get their KV cache given (:data:`KV_GIVEN_SHARE`), so they need not start one at a
+    time. Raises ValueError when an engine's share cannot hold the model's weights and one sequence's KV cache."""
     n = int(engines_per_gpu)
     if n < 1:
         raise ValueError(f"engines_per_gpu must be at least 1, got {engines_per_gpu}")
@@ -201,7 +203,7 @@ def engine_settings(shape: ModelShape | None, gpu_bytes: int | None, *, engines_
         logits = (seqs or VLLM_SEQS[big]) * shape.vocab * 8
         free = gpu_bytes * share - shape.weight_bytes() - ENGINE_FIXED_BYTES - act - logits
         kv_tokens = int(free // shape.kv_bytes_per_token()) if free > 0 else 0
-        if n > 1:
+        if n > 1 and start_together:
             kv_tokens = int(kv_tokens * KV_GIVEN_SHARE)
         holds = kv_tokens // max(1, seq_tokens)
         if holds < 1:
@@ -218,7 +220,7 @@ def engine_settings(shape: ModelShape | None, gpu_bytes: int | None, *, engines_
         graphs = seqs if seqs is not None and seqs > VLLM_CUDA_GRAPH_MAX else None
     else:
         graphs = cuda_graph_max or None
-    given = kv_tokens * shape.kv_bytes_per_token() if n > 1 and kv_tokens else None
+    given = kv_tokens * shape.kv_bytes_per_token() if n > 1 and start_together and kv_tokens else None
     return EngineSettings(engines_per_gpu=n, gpu_memory_utilization=round(share, 4), max_num_seqs=max_num_seqs,
                           max_num_batched_tokens=max_num_batched_tokens, kv_cache_tokens=kv_tokens,
                           sequences_kv_holds=holds, seqs_limit=seqs, cuda_graph_max=graphs,

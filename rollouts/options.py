@@ -20,6 +20,11 @@ from .base import DEFAULT_ENGINES_PER_GPU, DEFAULT_VLLM_ENGINE, VLLM_ENGINES
 # graphs for pure decode steps and runs a step that also prefills piecewise; a labeling engine, whose sequences
 # stop at their own lengths and are replaced at once, runs mostly such mixed steps
 CUDA_GRAPH_MODES = ("full", "full-and-piecewise", "piecewise", "full-decode-only", "none")
+# how several engines of one GPU start: one-by-one (each measures the memory left free for its KV cache, under the
+# GPU's start lock) or together (each KV cache given from the sizing's estimate, no lock). One-by-one is the
+# default: together, on a cold machine with two engines of the real 1.5B, labeled at a tenth of one-by-one's rate
+# and the cause is not found yet (BENCHMARKS.md, "Engine levers on one H200")
+ENGINE_STARTS = ("one-by-one", "together")
 
 
 def option(default: Any = dataclasses.MISSING, help: str = "", *, factory: Callable[[], Any] | None = None,
@@ -85,6 +90,8 @@ class VLLMOptions:
                                         shown="the sequence limit")
     cuda_graph_mode: str | None = option(None, "vllm: full = graphs for mixed steps too.", shown="vLLM's",
                                          choices=CUDA_GRAPH_MODES)
+    engine_start: str = option("one-by-one", "vllm: a GPU's engines start one-by-one or together "
+                                             "(KV caches given).", choices=ENGINE_STARTS)
 
     def problems(self, active: bool) -> list[str]:
         out = []
@@ -112,6 +119,8 @@ class VLLMOptions:
                 out.append(f"--{name.replace('_', '-')} must be at least 1, got {v}")
         if self.cuda_graph_max is not None and self.cuda_graph_max < 0:
             out.append(f"--cuda-graph-max must be 0 (vLLM's own) or more, got {self.cuda_graph_max}")
+        if self.engine_start not in ENGINE_STARTS:
+            out.append(f"--engine-start must be one of {', '.join(ENGINE_STARTS)}, got {self.engine_start!r}")
         if self.cuda_graph_mode is not None and self.cuda_graph_mode not in CUDA_GRAPH_MODES:
             out.append(f"--cuda-graph-mode must be one of {', '.join(CUDA_GRAPH_MODES)}, got {self.cuda_graph_mode!r}")
         return out

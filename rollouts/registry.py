@@ -164,6 +164,7 @@ def vllm_engine_settings(m: ModelRef, o: VLLMOptions):
                            engines_per_gpu=engines_per_gpu(o, m.model, m.dtype), gpu_memory_utilization=o.gpu_memory_utilization,
                            seq_tokens=o.max_model_len or DEFAULT_MAX_MODEL_LEN, max_num_seqs=o.max_num_seqs,
                            max_num_batched_tokens=o.max_num_batched_tokens, gpu_name=gpu[1] if gpu else "",
+                           start_together=o.engine_start == "together",
                            # the deterministic mode keeps the capture sizes its batch invariance was measured with
                            cuda_graph_max=0 if o.deterministic and o.cuda_graph_max is None else o.cuda_graph_max)
 

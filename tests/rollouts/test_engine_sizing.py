@@ -64,8 +64,7 @@ def test_one_engine_of_a_small_model_on_a_big_gpu_runs_2048_sequences_with_graph
     # (--deterministic gives 0) and a given limit
     two = engine_settings(ModelShape.from_config(QWEN_1_5B), H200, engines_per_gpu=2, gpu_name="NVIDIA H200")
     assert two.engine_kwargs() == {"gpu_memory_utilization": 0.425, "max_num_seqs": 2048,
-                                   "compilation_config": {"max_cudagraph_capture_size": 2048},
-                                   "kv_cache_memory_bytes": two.kv_cache_tokens * 28672}
+                                   "compilation_config": {"max_cudagraph_capture_size": 2048}}
     assert two.seqs_limit == 2048 and two.kv_cache_tokens >= 2048 * 800  # each KV cache holds its 2,048 at ~800
     assert engine_settings(ModelShape.from_config(QWEN_1_5B), H200, engines_per_gpu=3).seqs_limit == 1024
     assert engine_settings(ModelShape.from_config(QWEN_1_5B), H200, cuda_graph_max=0).engine_kwargs() == {
@@ -99,10 +98,14 @@ def test_engines_split_the_memory_share_and_each_keeps_the_sequence_limit():
     assert four.kv_cache_tokens >= 1024 * 750  # ... but all 1,024 at the ~750-token contexts of a labeling job
 
 
-def test_several_engines_of_a_gpu_get_their_kv_cache_given_and_start_at_once():
+def test_several_engines_of_a_gpu_started_together_get_their_kv_cache_given():
     shape = ModelShape.from_config(QWEN_1_5B)
-    one = engine_settings(shape, H200, gpu_name="NVIDIA H200")
-    two = engine_settings(shape, H200, engines_per_gpu=2, gpu_name="NVIDIA H200")
+    one = engine_settings(shape, H200, gpu_name="NVIDIA H200", start_together=True)
+    two = engine_settings(shape, H200, engines_per_gpu=2, gpu_name="NVIDIA H200", start_together=True)
+    # by default a GPU's engines start one by one, each measuring its own KV cache
+    measured = engine_settings(shape, H200, engines_per_gpu=2, gpu_name="NVIDIA H200")
+    assert not measured.starts_at_once and "kv_cache_memory_bytes" not in measured.engine_kwargs()
+    assert measured.kv_cache_tokens > two.kv_cache_tokens  # the estimate, not the given share of it
     # one engine measures its own (nothing else loads on its GPU); two get 0.9 of the estimate, in bytes
     assert not one.starts_at_once and "kv_cache_memory_bytes" not in one.engine_kwargs()
     assert two.starts_at_once and two.kv_cache_memory_bytes == two.kv_cache_tokens * shape.kv_bytes_per_token()
@@ -110,8 +113,8 @@ def test_several_engines_of_a_gpu_get_their_kv_cache_given_and_start_at_once():
     per_engine = two.kv_cache_memory_bytes + shape.weight_bytes() + 1 * GiB
     assert 2 * per_engine < 0.85 * H200 and "start at once" in two.describe()
     # not known (a hub name, no NVML): measured by vLLM, started one at a time
-    assert not engine_settings(None, H200, engines_per_gpu=2).starts_at_once
-    assert not engine_settings(shape, None, engines_per_gpu=2).starts_at_once
+    assert not engine_settings(None, H200, engines_per_gpu=2, start_together=True).starts_at_once
+    assert not engine_settings(shape, None, engines_per_gpu=2, start_together=True).starts_at_once
 
 
 def test_small_and_a100_gpus_get_vllms_small_defaults():
@@ -127,8 +130,7 @@ def test_overrides_are_kept():
                         max_num_batched_tokens=32768)
     assert s.engine_kwargs() == {"gpu_memory_utilization": 0.425, "max_num_seqs": 2048,
                                  "max_num_batched_tokens": 32768,
-                                 "compilation_config": {"max_cudagraph_capture_size": 2048},
-                                 "kv_cache_memory_bytes": s.kv_cache_memory_bytes}
+                                 "compilation_config": {"max_cudagraph_capture_size": 2048}}
 
 
 def test_too_many_engines_for_the_gpu_is_refused_with_what_to_do():
@@ -366,7 +368,7 @@ def test_the_vllm_build_starts_n_engines_with_a_share_each_on_a_whole_gpu(monkey
     assert [kw["gpu_memory_utilization"] for kw in built] == [0.425, 0.425]
 
 
-def test_engines_with_a_given_kv_cache_take_no_start_lock(monkeypatch, tmp_path, built):
+def test_engines_started_together_take_no_start_lock(monkeypatch, tmp_path, built):
     import contextlib
 
     from rollouts import engine_sizing, registry
@@ -380,7 +382,7 @@ def test_engines_with_a_given_kv_cache_take_no_start_lock(monkeypatch, tmp_path,
         yield True
 
     monkeypatch.setattr(engine_sizing, "gpu_start_lock", lock)
-    two = VLLMOptions(engines_per_gpu=2)
+    two = VLLMOptions(engines_per_gpu=2, engine_start="together")
     # the model's shape unknown: vLLM measures each KV cache, so the starts take the GPU's lock one at a time
     registry._vllm_build(registry.ModelRef(model="/nonexistent-model", tokenizer=None, dtype=None, seed=3), two)
     assert len(locked) == 2 and all("kv_cache_memory_bytes" not in kw for kw in built)
@@ -391,6 +393,12 @@ def test_engines_with_a_given_kv_cache_take_no_start_lock(monkeypatch, tmp_path,
     registry._vllm_build(registry.ModelRef(model=_model_folder(tmp_path, QWEN_1_5B), tokenizer=None, dtype=None,
                                            seed=3), two)
     assert locked == [] and len(built) == 2 and all(kw["kv_cache_memory_bytes"] > 0 for kw in built)
+    # the default, one by one: the lock for each start, each cache measured by vLLM
+    locked.clear()
+    built.clear()
+    registry._vllm_build(registry.ModelRef(model=_model_folder(tmp_path, QWEN_1_5B), tokenizer=None, dtype=None,
+                                           seed=3), VLLMOptions(engines_per_gpu=2))
+    assert len(locked) == 2 and len(built) == 2 and all("kv_cache_memory_bytes" not in kw for kw in built)
 
 
 def test_fractional_gpus_count_workers_and_gpus_held():
