@@ -301,11 +301,17 @@ def _bisect(n_steps: int, solution_correct: bool | None, p: StrategyParams, stat
     if hi is None:
         hi = top
     probed = set() if probed is None else set(probed)
+    # A right answer's full prefix is alive by the solution's own answer, and whatever its draws said its step
+    # would get the last-step rule's label: it is never drawn, nor speculated on.
+    known_alive = last if solution_correct else None
     while hi - lo > 1:
         mid = _probe_point(lo, hi, p.bisect_fraction)
+        if mid == known_alive:
+            lo = mid
+            continue
         probed.add(mid)
-        ahead = tuple(_probe_point(a, b, p.bisect_fraction) for a, b in ((lo, mid), (mid, hi))
-                      if b - a > 1) if p.speculate and p.early_stop else ()
+        ahead = tuple(q for q in (_probe_point(a, b, p.bisect_fraction) for a, b in ((lo, mid), (mid, hi))
+                                  if b - a > 1) if q != known_alive) if p.speculate and p.early_stop else ()
         alive = yield from _estimate(mid, stats, _relative_cap(stats, lo, p), p.early_stop, ahead)
         # All continuations ungradable: no evidence either way. Treat as alive (never invent an error from
         # missing evidence); the step's label stays null below.

@@ -100,12 +100,13 @@ def test_rollout_counts_per_case_exact():
     assert by["s3"].rollouts == 4 + 2 + 4 + 2 and by["s3"].first_error == 2
     assert by["s3"].labels == [True, True, False, None, None]
     assert by["s3"].extra["label_status"] == REACH_SEARCHED
-    # pD: bare 4, step 1 alive (2), then the last step as if dead (2): all alive
-    assert by["s4"].rollouts == 4 + 2 + 2 and by["s4"].labels == [True, True, True]
+    # pD: bare 4, step 1 alive (2), then the search's next probe would be the full solution, alive by its own
+    # right answer without a draw: all alive
+    assert by["s4"].rollouts == 4 + 2 and by["s4"].labels == [True, True, True]
     # four problems, one bare request each, made before any step's
     bare = [r for r in be.requests if r.prompt.endswith("Solution:\n")]
     assert len(bare) == 4 and all(r.n == 4 for r in bare) and be.requests[:4] == bare
-    assert sched.stats.rollouts == sum(o.rollouts for o in out) == 16 + 12 + 4 + 12 + 8 + 12
+    assert sched.stats.rollouts == sum(o.rollouts for o in out) == 16 + 12 + 4 + 12 + 6 + 12
     assert sum(o.rollout_tokens for o in out) == 5 * sched.stats.rollouts
     for o in out:
         _check_invariants(o)

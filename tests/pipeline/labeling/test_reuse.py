@@ -266,15 +266,15 @@ def test_a_reused_remainder_cut_at_the_token_limit_is_censored():
 
 
 @pytest.mark.parametrize("speculate", [True, False])
-def test_reuse_skips_a_probe_of_the_last_step(speculate):
-    # Not trusting a right final answer, the binary search may probe the answer step itself; no later sampled
-    # prefix exists for such a probe's continuations to be a draw of, and reuse used to index past its prompts
-    # (an IndexError that stopped a whole --no-trust-correct run on real solutions).
+def test_reuse_and_the_search_leave_the_last_step_of_a_right_answer_undrawn(speculate):
+    # Not trusting a right final answer, the binary search once probed the answer step itself, where reuse
+    # indexed past the prompts (an IndexError that stopped a whole --no-trust-correct run on real solutions).
+    # That step's label is the answer's whatever its draws say, so it is no longer drawn, nor speculated on.
     sol = Solution(id="s", problem="Compute d.", answer="14", steps=STEPS)
     fmt = make_prompt_format("plain", None)
     sched = Scheduler(StepWriter(STEPS), _grader([]), fmt,
                       SchedulerSettings("binary-search", StrategyParams(k=4, trust_correct=False, speculate=speculate),
                                         sampling=SamplingConfig(max_new_tokens=32), reuse=True), encode=_chars)
     [ls] = sched.label([sol])
-    assert ls.stats[-1].total > 0  # the answer step was probed
-    assert ls.stats[-1].reused == 0 and ls.first_error == -1
+    assert ls.stats[-1].total == 0 and ls.stats[-1].reused == 0 and ls.first_error == -1
+    assert ls.labels[-1] is True and ls.rollouts > 0
