@@ -148,9 +148,10 @@ def label_options(options: str):
 
 def simulate(rows: list[dict], strategy: str, params, seed: int = 0):
     """One LabeledSolution per row, labeled by ``strategy`` with ``params`` on the rows' stored draws."""
+    from replay_reach_gate import draw_weights
+
     from pipeline.labeling.scheduler import Scheduler, SchedulerSettings
     from pipeline.solution import Solution
-    from replay_reach_gate import draw_weights
 
     prices = [draw_weights(r)[0] for r in rows]
     sols = [Solution(id=str(r["id"]), problem=str(j), answer=str(j), steps=tuple(r["steps"]))
@@ -168,8 +169,9 @@ def main(argv=None) -> None:
                     help="a design: its name and `mcprm label` strategy options")
     ap.add_argument("--seed", type=int, default=0, help="the order the stored draws are dealt in")
     a = ap.parse_args(argv)
-    from pipeline.corpus import read_corpus
     from replay_reach_gate import _breakdown
+
+    from pipeline.corpus import read_corpus
 
     bd = _breakdown()
     ref = bd.read_reference(a.reference)
