@@ -146,6 +146,23 @@ for ln in open(f"{__import__('os').environ['OUT']}/cp_{name}.log", errors="repla
     if m:
         run = max(run or 0, int(m[1])); wait = max(wait or 0, int(m[2])); kv = max(kv or 0.0, float(m[3]))
 row.update(max_running=run, max_waiting=wait, max_kv_pct=kv)
+# with --verbose (Ray forwards the engines' own log lines): each engine's KV cache as vLLM sized it, its
+# preemptions (a cache too small for the running sequences recomputes them), its CUDA graph capture and whether
+# its compiled graphs were loaded or compiled again
+kv_tokens, preempt, graphs, compiled = [], 0, 0, []
+for ln in open(f"{__import__('os').environ['OUT']}/cp_{name}.log", errors="replace"):
+    m = re.search(r"GPU KV cache size: ([\d,]+) tokens", ln)
+    if m:
+        kv_tokens.append(int(m[1].replace(",", "")))
+    m = re.search(r"Preemptions: (\d+)", ln)
+    if m:
+        preempt = max(preempt, int(m[1]))
+    graphs += "Graph capturing finished" in ln
+    if "Directly load AOT compilation" in ln or "Compiling model again" in ln:
+        compiled.append("loaded" if "Directly load" in ln else "compiled again")
+if kv_tokens or preempt or graphs or compiled:
+    row.update(engine_kv_cache_tokens=kv_tokens, engine_preemptions=preempt, engine_graph_captures=graphs,
+               engine_compile_cache=compiled)
 with open(f"{__import__('os').environ['OUT']}/critical_path.jsonl", "a") as f:
     f.write(json.dumps(row) + "\n")
 print(json.dumps({k: v for k, v in row.items() if k != "first_error"}))  # the call's output: the rates only
